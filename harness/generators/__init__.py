@@ -1,0 +1,65 @@
+"""Generator adapters behind one interface, named in one registry.
+
+A generator turns a ``Model`` into a directory of C plus a manifest:
+``generate(model, variant, out_dir) -> GeneratedCode``. ``variants(model)`` says
+which variants it can produce for that model (for ``assay-v2``: the source
+format it reads). Adding a generator is one new module and one line in
+``_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Protocol
+
+from harness.errors import ConfigError
+from harness.generated import GeneratedCode
+from harness.model import Model
+
+
+class Generator(Protocol):
+    name: str
+
+    def version(self) -> str: ...
+
+    def variants(self, model: Model) -> list[str]: ...
+
+    def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode: ...
+
+
+_MODULES = ("harness.generators.assay_v2", "harness.generators.prebuilt")
+_REGISTRY: dict[str, type] = {}
+PREBUILT_PREFIX = "dir:"
+
+
+def register(name: str):
+    """Class decorator: make a generator adapter available under ``name``."""
+
+    def add(cls: type) -> type:
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return add
+
+
+def _load() -> None:
+    for module in _MODULES:
+        importlib.import_module(module)
+
+
+def names() -> list[str]:
+    _load()
+    return sorted(n for n in _REGISTRY if n != "prebuilt")
+
+
+def get(spec: str) -> Generator:
+    """A generator by name, or ``dir:PATH`` for an already generated C directory."""
+    _load()
+    if spec.startswith(PREBUILT_PREFIX):
+        return _REGISTRY["prebuilt"](Path(spec[len(PREBUILT_PREFIX):]), spec)
+    if spec not in _REGISTRY or spec == "prebuilt":
+        raise ConfigError(f"unknown generator '{spec}'; known generators: {', '.join(names())}, "
+                          f"or {PREBUILT_PREFIX}PATH for a directory of generated C with an assay.json")
+    return _REGISTRY[spec]()

@@ -1,0 +1,34 @@
+"""C that some other tool (or a person) already generated, described by ``assay.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.generated import GeneratedCode
+from harness.generators import register
+from harness.model import Model
+
+
+@register("prebuilt")
+class Prebuilt:
+    name: str
+
+    def __init__(self, directory: Path, spec: str):
+        self.directory = directory
+        self.name = spec
+
+    def version(self) -> str:
+        return "prebuilt"
+
+    def variants(self, model: Model) -> list[str]:
+        return ["prebuilt"]
+
+    def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
+        if not self.directory.is_dir():
+            raise ConfigError(f"{self.directory}: no such directory of generated C")
+        code = GeneratedCode.from_directory(self.directory)
+        if (code.input_size, code.output_size) != (model.input_size, model.output_size):
+            raise ConfigError(f"{self.directory}: sizes {code.input_size}->{code.output_size} do not match "
+                              f"model {model.name} ({model.input_size}->{model.output_size})")
+        return code

@@ -1,0 +1,49 @@
+"""The test oracle: the infinity-norm error of paper Definition 15.
+
+For each input, the error is max_i |x~_i - x_i| over the output vector; the
+item's figure is the maximum over the input set, compared with an absolute
+tolerance. Non-finite values are never "small errors": NaN or Inf in the
+generated outputs is an ``error`` verdict naming the input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PASS, FAIL, ERROR = "pass", "fail", "error"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    verdict: str
+    max_abs_error: float | None
+    index_of_worst_input: int | None
+    median_abs_error: float | None
+    cause: str | None = None
+
+
+def infinity_norm_errors(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Per-input ||outputs - expected||_inf, computed in float64."""
+    diff = np.abs(outputs.astype(np.float64) - expected.astype(np.float64))
+    return diff.reshape(len(diff), -1).max(axis=1)
+
+
+def compare(outputs: np.ndarray, expected: np.ndarray, tolerance: float) -> Comparison:
+    """Compare a batch of generated outputs with a reference batch of the same shape."""
+    if outputs.shape != expected.shape:
+        return Comparison(ERROR, None, None, None, f"output shape {outputs.shape[1:]} differs from "
+                                                   f"the reference's {expected.shape[1:]}")
+    for array, who in ((expected, "reference"), (outputs, "generated code")):
+        bad = ~np.isfinite(array.reshape(len(array), -1)).all(axis=1)
+        if bad.any():
+            first = int(np.argmax(bad))
+            kind = "NaN" if np.isnan(array[first]).any() else "Inf"
+            return Comparison(ERROR, None, first, None,
+                              f"{who} produced {kind} for input #{first} ({int(bad.sum())} inputs affected)")
+    errors = infinity_norm_errors(outputs, expected)
+    worst = int(np.argmax(errors))
+    verdict = PASS if errors[worst] <= tolerance else FAIL
+    cause = None if verdict == PASS else f"error {errors[worst]:.4e} above tolerance {tolerance:g} at input #{worst}"
+    return Comparison(verdict, float(errors[worst]), worst, float(np.median(errors)), cause)

@@ -1,0 +1,76 @@
+"""Assay's pytest plugin (loaded through the ``pytest11`` entry point).
+
+The campaign *is* a test session: any test that asks for the ``assay_item``
+fixture is parametrized over the campaign's items (model x generator x variant
+x target), so ``pytest -n 2`` spreads them over cores and JUnit XML comes free.
+The ``assay_campaign`` fixture runs an item and writes its records to
+``--assay-out``/results.json, under a lock shared by the xdist workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.campaign import Item, Settings, plan, run_item
+from harness.results import ResultStore
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("assay", "Assay semantic-preservation campaign")
+    group.addoption("--assay-models", default=None,
+                    help="comma-separated zoo names or model files (default: the default zoo tier)")
+    group.addoption("--assay-generators", default="assay-v2", help="comma-separated generators (default assay-v2)")
+    group.addoption("--assay-references", default="keras,onnxruntime", help="comma-separated references")
+    group.addoption("--assay-targets", default="host", help="comma-separated target profiles (default host)")
+    group.addoption("--assay-inputs", type=int, default=1000, help="test inputs per model (default 1000)")
+    group.addoption("--assay-seed", type=int, default=0, help="seed for zoo weights and inputs (default 0)")
+    group.addoption("--assay-out", default=None,
+                    help="directory for results.json (default: a temporary directory of the session)")
+    group.addoption("--assay-work", default="generated",
+                    help="directory for zoo models, generated C and builds (default generated/)")
+    group.addoption("--assay-redo", action="store_true", help="recompute items already in results.json")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: long-running test, deselect with -m 'not slow'")
+
+
+def _settings(config: pytest.Config) -> Settings:
+    return Settings(n_inputs=config.getoption("assay_inputs"), seed=config.getoption("assay_seed"),
+                    work_dir=Path(config.getoption("assay_work")), redo=config.getoption("assay_redo"))
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "assay_item" not in metafunc.fixturenames:
+        return
+    from harness import zoo
+
+    config = metafunc.config
+    models = config.getoption("assay_models")
+    campaign = plan(_split(models) if models else zoo.names("default"),
+                    _split(config.getoption("assay_generators")), _split(config.getoption("assay_references")),
+                    _split(config.getoption("assay_targets")), _settings(config))
+    metafunc.parametrize("assay_item", campaign.items, ids=[item.id for item in campaign.items])
+
+
+@dataclass
+class Campaign:
+    settings: Settings
+    store: ResultStore
+
+    def run(self, item: Item) -> list[dict]:
+        return run_item(item, self.settings, self.store)
+
+
+@pytest.fixture(scope="session")
+def assay_campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    out = request.config.getoption("assay_out")
+    directory = Path(out) if out else tmp_path_factory.mktemp("assay-campaign")
+    return Campaign(_settings(request.config), ResultStore(directory / "results.json"))

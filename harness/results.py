@@ -1,0 +1,60 @@
+"""``results.json``: one record per (model, generator, variant, target, opt, reference).
+
+Records are written as they are computed, under a file lock (several pytest-xdist
+workers may write at once), by atomic replacement, so a killed campaign loses
+nothing already finished, and a re-run can skip what is done.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+SCHEMA = "assay-results/1"
+KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "reference", "n_inputs", "seed")
+
+
+def record_key(record: dict) -> tuple:
+    return tuple(record[field] for field in KEY_FIELDS)
+
+
+class ResultStore:
+    """A JSON file of records, safe for concurrent writers on one machine."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = self.path.with_name(self.path.name + ".lock")
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self._lock, "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def records(self) -> list[dict]:
+        if not self.path.is_file():
+            return []
+        data = json.loads(self.path.read_text())
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"{self.path}: not an Assay results file (schema {data.get('schema')!r})")
+        return data["records"]
+
+    def get(self, key: tuple) -> dict | None:
+        return next((r for r in self.records() if record_key(r) == key), None)
+
+    def put(self, record: dict) -> None:
+        """Add ``record``, replacing any earlier record with the same key."""
+        with self._locked():
+            kept = [r for r in self.records() if record_key(r) != record_key(record)]
+            kept.append(record)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"schema": SCHEMA, "records": kept}, indent=1, sort_keys=True))
+            os.replace(tmp, self.path)

@@ -1,0 +1,129 @@
+"""Host runner: gcc into a shared library, executed through cffi in a worker process.
+
+The library is built from the generated sources plus ``batch_driver.c``; one
+worker process runs a whole batch of inputs, under a timeout. A crash, a hang
+or a failed build becomes a ``RunError`` whose message is the verdict's cause.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.generated import GeneratedCode
+from harness.targets import TargetProfile
+from harness import targets
+
+DRIVER = Path(__file__).with_name("batch_driver.c")
+
+
+class RunError(Exception):
+    """Building or running generated code failed; the message is a one-line cause."""
+
+
+@dataclass(frozen=True)
+class HostBuild:
+    library: Path
+    code: GeneratedCode
+    command: tuple[str, ...]
+    compiler_version: str
+    flags: tuple[str, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    outputs: np.ndarray  # (N, output_size), float32, in the generated code's output layout
+    c_seconds: float  # time inside the C batch call
+    wall_seconds: float  # including process start and file transfer
+
+
+def compiler_version(compiler: str) -> str:
+    result = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
+    return result.stdout.splitlines()[0] if result.stdout else compiler
+
+
+def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile | None = None,
+          opt: str | None = None) -> HostBuild:
+    """Compile ``code`` into ``build_dir``; reuse an identical earlier build."""
+    profile = profile or targets.get("host")
+    compiler = profile.compiler_path()
+    flags = profile.flags(opt)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    defines = [f"-DASSAY_ENTRY={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
+    library = build_dir / "libassay.so"
+    command = (compiler, *flags, f"-I{code.directory}", *defines, *map(str, code.sources), str(DRIVER),
+               *profile.ldflags, "-o", str(library), *profile.libs)
+    key = hashlib.sha256(json.dumps([command, code.source_hashes()]).encode()).hexdigest()
+    stamp = build_dir / "build.key"
+    version = compiler_version(compiler)
+    start = time.perf_counter()
+    if not (library.is_file() and stamp.is_file() and stamp.read_text() == key):
+        result = subprocess.run(command, cwd=code.directory, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RunError(f"compile error: {first_diagnostic(result.stderr)}")
+        stamp.write_text(key)
+    return HostBuild(library=library, code=code, command=command, compiler_version=version,
+                     flags=tuple(flags), seconds=time.perf_counter() - start)
+
+
+def first_diagnostic(stderr: str) -> str:
+    """The first line of compiler output that states an error (or the first line at all)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for pattern in (r":\d+:(\d+:)? (fatal )?error: ", r"undefined reference|multiple definition",
+                    r"\berror\b"):
+        for line in lines:
+            if re.search(pattern, line):
+                return line
+    return lines[0] if lines else "compiler failed without a message"
+
+
+def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutcome:
+    """Run the batch ``inputs`` (N, input_size) in a fresh worker process."""
+    inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
+    if inputs.shape[1] != built.code.input_size:
+        raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
+    work = built.library.parent
+    in_path, out_path = work / "inputs.npy", work / "outputs.npy"
+    np.save(in_path, inputs)
+    out_path.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "harness.runners.host_worker", str(built.library),
+               str(built.code.input_size), str(built.code.output_size), str(in_path), str(out_path)]
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
+    wall = time.perf_counter() - start
+    if result.returncode < 0:
+        raise RunError(f"crashed with {signal_name(-result.returncode)}")
+    if result.returncode != 0 or not out_path.is_file():
+        tail = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RunError(f"worker failed (exit {result.returncode}): {tail}")
+    outputs = np.load(out_path)
+    c_seconds = json.loads(result.stdout.strip().splitlines()[-1])["c_seconds"]
+    return RunOutcome(outputs=outputs, c_seconds=c_seconds, wall_seconds=wall)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def run_generated(manifest_dir: Path, inputs: np.ndarray, timeout: float = 60.0,
+                  build_dir: Path | None = None) -> np.ndarray:
+    """Build the code in ``manifest_dir`` and run ``inputs``; for tests and quick checks."""
+    code = GeneratedCode.from_directory(Path(manifest_dir))
+    built = build(code, Path(build_dir) if build_dir else Path(manifest_dir) / "build-host")
+    return run(built, inputs, timeout).outputs
