@@ -20,14 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import generators, layout, oracle, references, targets, zoo
+from harness import generators, layout, oracle, references, runners, targets, zoo
 from harness.errors import AssayError, ModelError
 from harness.generated import GeneratedCode
 from harness.inputs import make_inputs
 from harness.model import Model
 from harness.provenance import tool_versions
 from harness.results import ResultStore, record_key
-from harness.runners import host
 
 
 UNLOADED = "-"  # the variant of an item whose model could not be loaded
@@ -123,7 +122,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         provenance["model_sha256"] = model.sha256()
         outputs = _generate_build_run(item, model, settings, timings, provenance)
         cause = None
-    except (host.RunError, AssayError) as exc:
+    except (runners.RunError, AssayError) as exc:
         outputs, cause = None, str(exc)
     except Exception as exc:  # a generator crash is a verdict, not the campaign's end
         outputs, cause = None, f"generator failed: {type(exc).__name__}: {exc}"
@@ -158,11 +157,13 @@ def _generate_build_run(item: Item, model: Model, settings: Settings, timings: d
         raise AssayError(f"generator failed: {type(exc).__name__}: {exc}") from exc
     timings["generate_s"] = time.perf_counter() - start
     provenance.update(generator_version=generator.version(), sources_sha256=code.source_hashes())
-    built = host.build(code, item_dir / f"build-{item.target}{settings.opt}", targets.get(item.target), settings.opt)
+    profile = targets.get(item.target)
+    runner = runners.for_kind(profile.kind)
+    built = runner.build(code, item_dir / f"build-{item.target}{settings.opt}", profile, settings.opt)
     timings["compile_s"] = built.seconds
     provenance.update(compiler=built.compiler_version, flags=list(built.flags))
     inputs = make_inputs(model, settings.n_inputs, settings.seed)
-    outcome = host.run(built, to_code_layout(inputs, model, code), settings.timeout)
+    outcome = runner.run(built, to_code_layout(inputs, model, code), settings.timeout)
     timings.update(run_s=outcome.wall_seconds, c_run_s=outcome.c_seconds)
     return from_code_layout(outcome.outputs, model, code)
 

@@ -10,13 +10,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import runners
 from harness.errors import ConfigError
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "toolchains"
 
 _REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "package": str,
              "cflags": list, "opt_levels": list, "default_opt": str, "ldflags": list, "libs": list}
-_KINDS = {"host"}
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ def load_profile(path: Path) -> TargetProfile:
     unknown = set(data) - set(_REQUIRED)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    if data["kind"] not in _KINDS:
-        raise ConfigError(f"{path}: kind '{data['kind']}' is not one of {', '.join(sorted(_KINDS))}")
+    if data["kind"] not in runners.kinds():
+        raise ConfigError(f"{path}: kind '{data['kind']}' is not one of {', '.join(runners.kinds())}")
     if data["name"] != path.stem:
         raise ConfigError(f"{path}: name '{data['name']}' differs from the file name")
     if data["default_opt"] not in data["opt_levels"]:

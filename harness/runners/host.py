@@ -20,14 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from harness.generated import GeneratedCode
+from harness.runners import RunError
 from harness.targets import TargetProfile
 from harness import targets
 
 DRIVER = Path(__file__).with_name("batch_driver.c")
-
-
-class RunError(Exception):
-    """Building or running generated code failed; the message is a one-line cause."""
 
 
 @dataclass(frozen=True)

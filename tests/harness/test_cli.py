@@ -1,0 +1,63 @@
+"""The assay command: help, exit statuses and one-line errors (run as a real subprocess)."""
+
+import subprocess
+import sys
+
+
+def assay(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def test_help_explains_every_command():
+    result = assay("--help")
+    assert result.returncode == 0
+    for command in ("zoo", "generate", "semantic", "report"):
+        assert command in result.stdout
+    semantic = assay("semantic", "--help").stdout
+    for option in ("--models", "--generators", "--references", "--inputs", "--seed", "--out", "--redo", "dir:PATH"):
+        assert option in semantic
+
+
+def test_zoo_list_names_the_paper_benchmarks():
+    result = assay("zoo", "list")
+    assert result.returncode == 0
+    for name in ("acas-reg50", "acas-decr256", "lenet5", "cifarnet", "alexnet", "vgg16"):
+        assert name in result.stdout
+
+
+def test_missing_model_is_one_line_exit_2_no_traceback(tmp_path):
+    result = assay("semantic", "--models", str(tmp_path / "nope.onnx"), "--inputs", "3", "--quiet",
+                   "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "nope.onnx" in line]
+    assert lines and all(len(line) < 300 for line in lines)
+
+
+def test_unknown_target_and_generator_list_the_known_ones(tmp_path):
+    result = assay("semantic", "--models", "acas-reg50", "--targets", "z80", "--work", str(tmp_path))
+    assert result.returncode == 2 and "known targets: host" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = assay("semantic", "--models", "acas-reg50", "--generators", "nope", "--work", str(tmp_path))
+    assert result.returncode == 2 and "known generators: assay-v2" in result.stderr
+
+
+def test_generate_writes_c_and_manifest(tmp_path):
+    result = assay("generate", "--model", "acas-reg50", "--out", str(tmp_path / "c"), "--work", str(tmp_path / "w"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "c" / "manifest.json").is_file()
+    assert list((tmp_path / "c").glob("*.c"))
+
+
+def test_semantic_on_one_model_writes_results_and_reports(tmp_path):
+    out = tmp_path / "out"
+    result = assay("semantic", "--models", "acas-reg50", "--inputs", "50", "--quiet", "--out", str(out),
+                   "--work", str(tmp_path / "work"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("results.json", "table1.md", "index.html", "error_per_model.png"):
+        assert (out / name).is_file()
+    table = (out / "table1.md").read_text()
+    assert "acas-reg50" in table and "assay-v2 (keras)" in table and "assay-v2 (onnx)" in table
+    rerun = assay("report", "--results", str(out / "results.json"), "--check")
+    assert rerun.returncode == 0 and "4 of 4 records pass" in rerun.stdout
