@@ -32,10 +32,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--assay-work", default="generated",
                     help="directory for zoo models, generated C and builds (default generated/)")
     group.addoption("--assay-redo", action="store_true", help="recompute items already in results.json")
+    group.addoption("--run-slow", action="store_true",
+                    help="also run tests marked slow (full-tier models: AlexNet, VGG-16)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: long-running test, deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "slow: long-running test, run only with --run-slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("run_slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def _settings(config: pytest.Config) -> Settings:

@@ -34,8 +34,8 @@ def c_dense(weights, bias, extra=""):
     """Hand-written C for the dense layer; ``extra`` is spliced in before the return."""
     rows = []
     for j in range(2):
-        terms = " + ".join(f"input[{i}] * {weights[i, j]:.9g}f" for i in range(3))
-        rows.append(f"    output[{j}] = {terms} + {bias[j]:.9g}f;")
+        terms = " + ".join(f"input[{i}] * {float(weights[i, j])!r}f" for i in range(3))
+        rows.append(f"    output[{j}] = {terms} + {float(bias[j])!r}f;")
     return "void dense(const float *input, float *output) {\n" + "\n".join(rows) + f"\n{extra}}}\n"
 
 

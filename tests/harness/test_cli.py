@@ -37,7 +37,7 @@ def test_missing_model_is_one_line_exit_2_no_traceback(tmp_path):
 
 def test_unknown_target_and_generator_list_the_known_ones(tmp_path):
     result = assay("semantic", "--models", "acas-reg50", "--targets", "z80", "--work", str(tmp_path))
-    assert result.returncode == 2 and "known targets: host" in result.stderr
+    assert result.returncode == 2 and "known targets: " in result.stderr and "host" in result.stderr
     assert "Traceback" not in result.stderr
     result = assay("semantic", "--models", "acas-reg50", "--generators", "nope", "--work", str(tmp_path))
     assert result.returncode == 2 and "known generators: assay-v2" in result.stderr

@@ -1,0 +1,59 @@
+"""Keras (TensorFlow backend, float32, deterministic CPU ops): the training framework's own inference."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import ModelError
+from harness.layout import convert
+from harness.model import Model
+from harness.references import check_inputs, register
+
+BATCH = 256
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, mtime_ns: int):
+    from harness.zoo.tf_runtime import keras
+
+    try:
+        return keras().saving.load_model(path, compile=False)
+    except Exception as error:  # noqa: BLE001
+        from harness.zoo.user_files import cause
+
+        raise ModelError(f"{path}: cannot load as a Keras model ({cause(error)})") from None
+
+
+def load(path: Path):
+    """The Keras model in ``path``, loaded once per process (reloaded if the file changes)."""
+    path = Path(path).resolve()
+    return _load(str(path), path.stat().st_mtime_ns)
+
+
+@register
+class KerasReference:
+    name = "keras"
+    fmt = "keras"
+
+    def supports(self, model: Model) -> bool:
+        return self.fmt in model.files
+
+    def run(self, model: Model, inputs: np.ndarray) -> np.ndarray:
+        keras_model = load(model.file(self.fmt))
+        in_layout, out_layout = model.layouts_of(self.fmt)
+        batch = convert(check_inputs(model, inputs), model.layout, in_layout)
+        chunks = [
+            np.asarray(keras_model(batch[start : start + BATCH], training=False).numpy(), dtype=np.float32)
+            for start in range(0, len(batch), BATCH)
+        ]
+        outputs = np.concatenate(chunks) if chunks else np.zeros((0, *_shape(model, out_layout)), np.float32)
+        return convert(outputs, out_layout, model.output_layout)
+
+
+def _shape(model: Model, out_layout: str) -> tuple[int, ...]:
+    from harness.layout import shape_in
+
+    return shape_in(model.output_shape, model.output_layout, out_layout)

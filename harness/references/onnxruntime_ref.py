@@ -1,0 +1,70 @@
+"""ONNX Runtime on CPU, single-threaded, sequential, with graph optimisations off."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import ModelError
+from harness.layout import convert, shape_in
+from harness.model import Model
+from harness.references import check_inputs, register
+
+BATCH = 256
+
+
+@functools.lru_cache(maxsize=8)
+def _session(path: str, mtime_ns: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # noqa: BLE001
+        from harness.zoo.user_files import cause
+
+        raise ModelError(f"{path}: onnxruntime cannot load it ({cause(error)})") from None
+
+
+def session(path: Path):
+    """The inference session of ``path``, created once per process (again if the file changes)."""
+    path = Path(path).resolve()
+    return _session(str(path), path.stat().st_mtime_ns)
+
+
+@register
+class OnnxRuntimeReference:
+    name = "onnxruntime"
+    fmt = "onnx"
+
+    def supports(self, model: Model) -> bool:
+        return self.fmt in model.files
+
+    def run(self, model: Model, inputs: np.ndarray) -> np.ndarray:
+        sess = session(model.file(self.fmt))
+        in_layout, out_layout = model.layouts_of(self.fmt)
+        batch = convert(check_inputs(model, inputs), model.layout, in_layout)
+        first = sess.get_inputs()[0]
+        fixed = first.shape[0] if first.shape and isinstance(first.shape[0], int) and first.shape[0] > 0 else None
+        step = fixed or BATCH
+        chunks = []
+        for start in range(0, len(batch), step):
+            chunk = batch[start : start + step]
+            if fixed and len(chunk) < fixed:  # a file with a fixed batch size: pad the last chunk
+                padding = np.zeros((fixed - len(chunk), *chunk.shape[1:]), np.float32)
+                chunks.append(sess.run(None, {first.name: np.concatenate([chunk, padding])})[0][: len(chunk)])
+            else:
+                chunks.append(sess.run(None, {first.name: chunk})[0])
+        if not chunks:
+            return np.zeros((0, *model.output_shape), np.float32)
+        outputs = np.concatenate(chunks).astype(np.float32, copy=False)
+        expected = shape_in(model.output_shape, model.output_layout, out_layout)
+        outputs = outputs.reshape(len(batch), *expected)
+        return convert(outputs, out_layout, model.output_layout)
