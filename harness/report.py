@@ -110,8 +110,7 @@ def plot(records: list[dict], path: Path) -> None:
     ax.grid(True, which="both", axis="y", alpha=0.3)
     if series:
         ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -55,6 +55,7 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile | None = 
     profile = profile or targets.get("host")
     compiler = profile.compiler_path()
     flags = profile.flags(opt)
+    build_dir = build_dir.resolve()  # the compiler runs in the source directory
     build_dir.mkdir(parents=True, exist_ok=True)
     defines = [f"-DASSAY_ENTRY={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
     library = build_dir / "libassay.so"
@@ -77,7 +78,7 @@ def first_diagnostic(stderr: str) -> str:
     """The first line of compiler output that states an error (or the first line at all)."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     for pattern in (r":\d+:(\d+:)? (fatal )?error: ", r"undefined reference|multiple definition",
-                    r"\berror\b"):
+                    r"\bld: ", r"\berror\b"):
         for line in lines:
             if re.search(pattern, line):
                 return line
@@ -86,6 +87,8 @@ def first_diagnostic(stderr: str) -> str:
 
 def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutcome:
     """Run the batch ``inputs`` (N, input_size) in a fresh worker process."""
+    if len(inputs) == 0:
+        raise RunError("no inputs to run")
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if inputs.shape[1] != built.code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")

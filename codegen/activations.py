@@ -1,0 +1,74 @@
+"""Elementwise activation functions as C expressions (Definition 4 of the paper).
+
+``EXPRESSIONS`` maps an activation name to a function of (C variable, params)
+returning a float expression that reads the variable, never a statement, so
+the same entry serves a fused epilogue and a standalone activation layer.
+Softmax is not elementwise; it is an epilogue of its own (``layers.py``).
+"""
+
+from __future__ import annotations
+
+from codegen.cwriter import c_float
+
+
+def _relu(v, p):
+    return f"({v} > 0.0f ? {v} : 0.0f)"
+
+
+def _leaky_relu(v, p):
+    return f"({v} > 0.0f ? {v} : {c_float(p[0])} * {v})"
+
+
+def _clip(v, p):
+    low, high = c_float(p[0]), c_float(p[1])
+    return f"({v} < {low} ? {low} : ({v} > {high} ? {high} : {v}))"
+
+
+def _keras_relu(v, p):
+    # keras.activations.relu(x, negative_slope, max_value, threshold):
+    # x > threshold -> clip(x, 0, max_value), otherwise negative_slope * (x - threshold)
+    slope, high, threshold = p
+    positive = f"({v} > 0.0f ? {v} : 0.0f)"
+    if high is not None:
+        positive = f"({v} > {c_float(high)} ? {c_float(high)} : {positive})"
+    if slope == 0.0:
+        negative = "0.0f"
+    elif threshold == 0.0:
+        negative = f"{c_float(slope)} * {v}"
+    else:
+        negative = f"{c_float(slope)} * ({v} - {c_float(threshold)})"
+    return f"({v} > {c_float(threshold)} ? {positive} : {negative})"
+
+
+def _elu(v, p):
+    return f"({v} > 0.0f ? {v} : {c_float(p[0])} * expm1f({v}))"
+
+
+def _selu(v, p):
+    alpha, scale = c_float(p[0]), c_float(p[1])
+    return f"({v} > 0.0f ? {scale} * {v} : {scale} * ({alpha} * expm1f({v})))"
+
+
+EXPRESSIONS = {
+    "linear": lambda v, p: v,
+    "relu": _relu,
+    "relu6": lambda v, p: _clip(v, (0.0, 6.0)),
+    "clip": _clip,
+    "keras_relu": _keras_relu,
+    "leaky_relu": _leaky_relu,
+    "tanh": lambda v, p: f"tanhf({v})",
+    "sigmoid": lambda v, p: f"1.0f / (1.0f + expf(-{v}))",
+    "elu": _elu,
+    "selu": _selu,
+    "softplus": lambda v, p: f"(({v} > 0.0f ? {v} : 0.0f) + log1pf(expf(-fabsf({v}))))",
+    "softsign": lambda v, p: f"{v} / (1.0f + fabsf({v}))",
+    "silu": lambda v, p: f"{v} * (1.0f / (1.0f + expf(-{v})))",
+    "exponential": lambda v, p: f"expf({v})",
+}
+
+# Math functions the generated code may call (the only calls it contains).
+MATH_FUNCTIONS = ("expf", "expm1f", "tanhf", "log1pf", "fabsf")
+
+
+def expression(kind: str, params: tuple, var: str) -> str:
+    return EXPRESSIONS[kind](var, params)

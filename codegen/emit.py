@@ -1,0 +1,84 @@
+"""The V2 inference function: every layer's code inlined, in order, in one C function.
+
+Each layer's code opens with a comment naming its source layer; the span of
+lines and the loops written for it become the layer's manifest record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codegen.cwriter import CWriter
+from codegen.ir import Graph
+from codegen.layers import EMITTERS, Context, softmax_in_place
+from codegen.memory import MemoryPlan
+
+
+@dataclass(frozen=True)
+class Inference:
+    text: str
+    layers: list[dict]  # manifest layer records (without the file name)
+    entry: str
+    signature: str
+
+
+def write_inference(graph: Graph, prefix: str, plan: MemoryPlan, param_symbols: dict,
+                    headers: list[str], banner: str) -> Inference:
+    entry = f"{prefix}inference"
+    signature = f"void {entry}(const float *input, float *output)"
+    w = CWriter()
+    w.comment(banner)
+    w.line("#include <math.h>")
+    for header in headers:
+        w.line(f'#include "{header}"')
+    w.line()
+    if plan.arena_size:
+        w.comment("intermediate tensors; offsets assigned by liveness (see manifest layers)")
+        w.line(f"static float {plan.arena_symbol}[{plan.arena_size}];")
+        w.line()
+    ctx = Context(w, graph, plan.buffers, param_symbols)
+    layers = []
+    with w.block(signature):
+        for number, node in enumerate(graph.nodes):
+            if number:
+                w.line()
+            note = f": {node.note}" if node.note else ""
+            if node.op == "View":
+                note = ": copy of the input" if node.attrs.get("copy") else ": reinterpretation of its input, no code"
+            start = w.comment(f"layer {number}: {node.name} ({node.kind}) from {graph.source}{note}")
+            first_loop = len(w.loops)
+            EMITTERS[node.op](ctx, node)
+            if node.act is not None and node.act.kind == "softmax":
+                out = graph.tensors[node.output]
+                softmax_in_place(ctx, out, plan.buffers[out.name], out.shape[-1])
+            layers.append({
+                "index": number,
+                "name": node.name,
+                "op": node.kind,
+                "function": entry,
+                "lines": [start, w.line_number],
+                "input_shapes": [list(shape) for shape in node.input_shapes],
+                "output_shape": list(node.output_shape),
+                "loops": [loop.record() for loop in w.loops[first_loop:]],
+            })
+    return Inference(w.text(), layers, entry, signature)
+
+
+def write_header(prefix: str, signature: str, graph: Graph, banner: str) -> str:
+    guard = f"{prefix.upper()}INFERENCE_H"
+    x, y = graph.tensors[graph.input], graph.tensors[graph.output]
+    return "\n".join([
+        f"/* {banner} */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        f"/* input: {x.size} floats, shape {list(x.shape)} in layout {x.layout}; "
+        f"output: {y.size} floats, shape {list(y.shape)} in layout {y.layout} */",
+        f"#define {prefix.upper()}INPUT_SIZE {x.size}",
+        f"#define {prefix.upper()}OUTPUT_SIZE {y.size}",
+        "",
+        f"{signature};",
+        "",
+        f"#endif /* {guard} */",
+        "",
+    ])

@@ -1,0 +1,335 @@
+"""Keras front end: a ``.keras`` / ``.h5`` file to the IR, channels-last (``HWC``).
+
+Keras is imported lazily, only here. The functional graph (a Sequential
+model's inner functional graph) is walked from its output back to its input,
+so branching models (Add, Concatenate) are handled. Each layer class maps to a
+handler in ``HANDLERS``; any other class is reported as unsupported.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from codegen.errors import UnsupportedModel
+from codegen.ir import Activation, Graph, Node, default_layout
+
+SELU = (1.6732632423543772, 1.0507009873554805)
+
+# Keras activation names -> IR activation (None: identity; "softmax": an epilogue of its own).
+ACTIVATIONS = {
+    "linear": None,
+    "relu": Activation("relu"),
+    "relu6": Activation("relu6"),
+    "tanh": Activation("tanh"),
+    "sigmoid": Activation("sigmoid"),
+    "elu": Activation("elu", (1.0,)),
+    "selu": Activation("selu", SELU),
+    "softplus": Activation("softplus"),
+    "softsign": Activation("softsign"),
+    "silu": Activation("silu"),
+    "swish": Activation("silu"),
+    "exponential": Activation("exponential"),
+    "leaky_relu": Activation("leaky_relu", (0.2,)),
+    "softmax": Activation("softmax"),
+}
+
+IDENTITY_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
+                   "GaussianDropout", "AlphaDropout", "ActivityRegularization")
+
+
+def _import_keras():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    import keras
+
+    return keras
+
+
+class _Builder:
+    """Adds IR nodes for one Keras layer call; ``reject`` raises the one-line error."""
+
+    def __init__(self, keras, source: str) -> None:
+        self.keras = keras
+        self.graph = Graph(source=source, fmt="keras")
+
+    def reject(self, layer, why: str = "is not supported") -> UnsupportedModel:
+        return UnsupportedModel(f"{self.graph.source}: layer '{layer.name}' ({type(layer).__name__}) {why}")
+
+    @staticmethod
+    def array(variable) -> np.ndarray:
+        return np.asarray(variable.numpy(), dtype=np.float32)
+
+    def activation(self, layer, name) -> Activation | None:
+        if not isinstance(name, str) or name not in ACTIVATIONS:
+            raise self.reject(layer, f"uses activation {name!r}, which is not supported")
+        return ACTIVATIONS[name]
+
+    def add(self, layer, op: str, inputs: list[str], output: str, attrs=None, params=None, act=None) -> Node:
+        return self.graph.add_node(Node(name=layer.name, kind=type(layer).__name__, op=op, inputs=list(inputs),
+                                        output=output, attrs=attrs or {}, params=params or {}, act=act))
+
+    def tensor(self, name: str):
+        return self.graph.tensors[name]
+
+
+HANDLERS = {}
+
+
+def handles(*classes):
+    def register(function):
+        for cls in classes:
+            HANDLERS[cls] = function
+        return function
+    return register
+
+
+def _channels_last(b: _Builder, layer, cfg) -> None:
+    if cfg.get("data_format", "channels_last") != "channels_last":
+        raise b.reject(layer, f"uses data_format={cfg['data_format']!r}; only channels_last is supported")
+
+
+def _same_pads(size: int, out: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    """TensorFlow SAME padding: the smaller half before, the rest after."""
+    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _window_pads(b, layer, cfg, x, y, kernel, strides, dilations) -> tuple[int, int, int, int]:
+    padding = cfg.get("padding", "valid")
+    if padding == "valid":
+        return (0, 0, 0, 0)
+    if padding != "same":
+        raise b.reject(layer, f"uses padding={padding!r}; only 'valid' and 'same' are supported")
+    top, bottom = _same_pads(x.shape[0], y.shape[0], kernel[0], strides[0], dilations[0])
+    left, right = _same_pads(x.shape[1], y.shape[1], kernel[1], strides[1], dilations[1])
+    return (top, left, bottom, right)
+
+
+@handles("Dense")
+def _dense(b, layer, cfg, ins, out):
+    params = {"kernel": b.array(layer.kernel)}
+    if cfg.get("use_bias", True):
+        params["bias"] = b.array(layer.bias)
+    b.add(layer, "Dense", ins, out, {"weight_layout": "IO"}, params, b.activation(layer, cfg.get("activation")))
+
+
+@handles("Conv2D")
+def _conv2d(b, layer, cfg, ins, out):
+    _channels_last(b, layer, cfg)
+    if cfg.get("groups", 1) != 1:
+        raise b.reject(layer, f"has groups={cfg['groups']}; only groups=1 is supported")
+    x, y = b.tensor(ins[0]), b.tensor(out)
+    kernel, strides, dilations = tuple(cfg["kernel_size"]), tuple(cfg["strides"]), tuple(cfg["dilation_rate"])
+    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "kernel_layout": "HWIO",
+             "pads": _window_pads(b, layer, cfg, x, y, kernel, strides, dilations)}
+    params = {"kernel": b.array(layer.kernel)}
+    if cfg.get("use_bias", True):
+        params["bias"] = b.array(layer.bias)
+    b.add(layer, "Conv2D", ins, out, attrs, params, b.activation(layer, cfg.get("activation")))
+
+
+@handles("MaxPooling2D", "AveragePooling2D")
+def _pool2d(b, layer, cfg, ins, out):
+    _channels_last(b, layer, cfg)
+    x, y = b.tensor(ins[0]), b.tensor(out)
+    kernel = tuple(cfg["pool_size"])
+    strides = tuple(cfg.get("strides") or kernel)
+    attrs = {"kind": "max" if type(layer).__name__.startswith("Max") else "avg", "kernel": kernel,
+             "strides": strides, "dilations": (1, 1), "count_include_pad": False,
+             "pads": _window_pads(b, layer, cfg, x, y, kernel, strides, (1, 1))}
+    b.add(layer, "Pool2D", ins, out, attrs)
+
+
+@handles("GlobalAveragePooling2D", "GlobalMaxPooling2D")
+def _global_pool2d(b, layer, cfg, ins, out):
+    _channels_last(b, layer, cfg)
+    b.add(layer, "GlobalPool2D", ins, out, {"kind": "max" if "Max" in type(layer).__name__ else "avg"})
+
+
+@handles("BatchNormalization")
+def _batch_norm(b, layer, cfg, ins, out):
+    x = b.tensor(ins[0])
+    axis = cfg.get("axis", -1)
+    axis = axis[0] if isinstance(axis, (list, tuple)) and len(axis) == 1 else axis
+    if x.layout is None:
+        raise b.reject(layer, f"normalises a rank-{len(x.shape) + 1} tensor; ranks 2 to 4 are supported")
+    if not isinstance(axis, int) or axis % (len(x.shape) + 1) != len(x.shape):
+        raise b.reject(layer, f"normalises axis {axis}; only the last (channel) axis is supported")
+    if cfg.get("renorm"):
+        raise b.reject(layer, "uses batch renormalisation, which is not supported")
+    mean = b.array(layer.moving_mean).astype(np.float64)
+    variance = b.array(layer.moving_variance).astype(np.float64)
+    gamma = b.array(layer.gamma).astype(np.float64) if cfg.get("scale", True) else np.ones_like(mean)
+    beta = b.array(layer.beta).astype(np.float64) if cfg.get("center", True) else np.zeros_like(mean)
+    scale = gamma / np.sqrt(variance + float(cfg.get("epsilon", 1e-3)))
+    b.add(layer, "BatchNorm", ins, out, {}, {"scale": scale, "shift": beta - mean * scale})
+
+
+@handles("Flatten", "Reshape", *IDENTITY_LAYERS)
+def _view(b, layer, cfg, ins, out):
+    if type(layer).__name__ == "Flatten":
+        _channels_last(b, layer, cfg)
+    b.add(layer, "View", ins, out)
+
+
+@handles("ZeroPadding2D", "Cropping2D")
+def _pad2d(b, layer, cfg, ins, out):
+    _channels_last(b, layer, cfg)
+    if type(layer).__name__ == "ZeroPadding2D":
+        (top, bottom), (left, right) = cfg["padding"]
+    else:
+        (top, bottom), (left, right) = ((-v for v in pair) for pair in cfg["cropping"])
+    b.add(layer, "Pad", ins, out, {"pads": [(top, bottom), (left, right), (0, 0)], "value": 0.0})
+
+
+@handles("Add", "Subtract", "Multiply")
+def _merge(b, layer, cfg, ins, out):
+    operator = {"Add": "+", "Subtract": "-", "Multiply": "*"}[type(layer).__name__]
+    b.add(layer, "Elementwise", ins, out, {"operator": operator, "operands": [{"tensor": name} for name in ins]})
+
+
+@handles("Concatenate")
+def _concat(b, layer, cfg, ins, out):
+    rank = len(b.tensor(out).shape) + 1
+    axis = cfg.get("axis", -1) % rank
+    if axis == 0:
+        raise b.reject(layer, "concatenates along the batch axis")
+    b.add(layer, "Concat", ins, out, {"axis": axis - 1})
+
+
+def _activation_node(b, layer, ins, out, act):
+    if act is None:
+        b.add(layer, "View", ins, out)
+    elif act.kind == "softmax":
+        b.add(layer, "Softmax", ins, out, {"inner": b.tensor(out).shape[-1]})
+    else:
+        b.add(layer, "Activation", ins, out, {"act": act})
+
+
+@handles("Activation")
+def _activation(b, layer, cfg, ins, out):
+    _activation_node(b, layer, ins, out, b.activation(layer, cfg.get("activation")))
+
+
+@handles("ReLU")
+def _relu(b, layer, cfg, ins, out):
+    high = cfg.get("max_value")
+    slope, threshold = float(cfg.get("negative_slope") or 0.0), float(cfg.get("threshold") or 0.0)
+    if high is None and slope == 0.0 and threshold == 0.0:
+        act = Activation("relu")
+    else:
+        act = Activation("keras_relu", (slope, None if high is None else float(high), threshold))
+    _activation_node(b, layer, ins, out, act)
+
+
+@handles("LeakyReLU")
+def _leaky_relu(b, layer, cfg, ins, out):
+    slope = cfg.get("negative_slope", cfg.get("alpha", 0.3))
+    _activation_node(b, layer, ins, out, Activation("leaky_relu", (float(slope),)))
+
+
+@handles("ELU")
+def _elu(b, layer, cfg, ins, out):
+    _activation_node(b, layer, ins, out, Activation("elu", (float(cfg.get("alpha", 1.0)),)))
+
+
+@handles("Softmax")
+def _softmax(b, layer, cfg, ins, out):
+    axis = cfg.get("axis", -1)
+    axis = axis[0] if isinstance(axis, (list, tuple)) and len(axis) == 1 else axis
+    rank = len(b.tensor(out).shape) + 1
+    if not isinstance(axis, int) or axis % rank != rank - 1:
+        raise b.reject(layer, f"has axis={axis}; only the last axis is supported")
+    _activation_node(b, layer, ins, out, Activation("softmax"))
+
+
+@handles("Permute")
+def _permute(b, layer, cfg, ins, out):
+    b.add(layer, "Transpose", ins, out, {"perm": [d - 1 for d in cfg["dims"]]})
+
+
+def _shape(b: _Builder, layer, tensor) -> tuple[int, ...]:
+    shape = tuple(tensor.shape)[1:]
+    if any(not isinstance(d, int) for d in shape):
+        raise b.reject(layer, f"has a tensor of unknown shape {tuple(tensor.shape)}")
+    return shape
+
+
+def _calls_in_order(b: _Builder, output) -> list[tuple[object, int]]:
+    """(layer, node index) of every call the output depends on, inputs first (iterative DFS)."""
+    order, done, stack = [], set(), [(output, False)]
+    while stack:
+        tensor, expanded = stack.pop()
+        layer, node_index, _ = tensor._keras_history
+        key = (id(layer), node_index)
+        if key in done:
+            continue
+        node = layer._inbound_nodes[node_index]
+        if expanded:
+            done.add(key)
+            order.append((layer, node_index))
+            continue
+        stack.append((tensor, True))
+        for parent in reversed(node.input_tensors):
+            stack.append((parent, False))
+    return order
+
+
+def load(path: Path) -> Graph:
+    keras = _import_keras()
+    source = Path(path).name
+    try:
+        model = keras.models.load_model(path, compile=False)
+    except Exception as exc:  # noqa: BLE001 - any loader failure is a user-facing error
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UnsupportedModel(f"{source}: keras cannot load it: {reason}") from None
+    functional = getattr(model, "_functional", None) or model
+    if not hasattr(functional, "inputs") or functional.inputs is None:
+        raise UnsupportedModel(f"{source}: the model is not built (no input shape)")
+    if len(functional.inputs) != 1 or len(functional.outputs) != 1:
+        raise UnsupportedModel(f"{source}: the model has {len(functional.inputs)} inputs and "
+                               f"{len(functional.outputs)} outputs; exactly one of each is supported")
+    b = _Builder(keras, source)
+    graph = b.graph
+    calls = _calls_in_order(b, functional.outputs[0])
+    uses: dict[int, int] = {}
+    for layer, _ in calls:
+        uses[id(layer)] = uses.get(id(layer), 0) + 1
+    seen: dict[int, int] = {}
+    for layer, node_index in calls:
+        node = layer._inbound_nodes[node_index]
+        cls = type(layer).__name__
+        if len(node.output_tensors) != 1:
+            raise b.reject(layer, f"has {len(node.output_tensors)} outputs; one is supported")
+        out = f"{layer.name}:{node_index}"
+        shape = _shape(b, layer, node.output_tensors[0])
+        graph.add_tensor(out, shape, default_layout(len(shape), channels_last=True))
+        if cls == "InputLayer":
+            if len(shape) > 3:
+                raise b.reject(layer, f"has rank-{len(shape)} input {list(shape)}; ranks 1 to 3 are supported")
+            graph.input, graph.input_name = out, layer.name
+            continue
+        if isinstance(layer, keras.Model):
+            raise b.reject(layer, "is a nested model; flatten it into one functional model")
+        handler = HANDLERS.get(cls)
+        if handler is None:
+            raise b.reject(layer)
+        if getattr(layer, "compute_dtype", "float32") != "float32":
+            raise b.reject(layer, f"computes in {layer.compute_dtype}; only float32 is supported")
+        ins = [f"{t._keras_history[0].name}:{t._keras_history[1]}" for t in node.input_tensors]
+        count = seen[id(layer)] = seen.get(id(layer), 0) + 1
+        before = len(graph.nodes)
+        handler(b, layer, layer.get_config(), ins, out)
+        if uses[id(layer)] > 1:  # a shared layer: one IR node per call
+            for added in graph.nodes[before:]:
+                added.name = f"{layer.name}_call{count}"
+    out_layer, out_index, _ = functional.outputs[0]._keras_history
+    graph.output, graph.output_name = f"{out_layer.name}:{out_index}", out_layer.name
+    if len(graph.tensors[graph.output].shape) > 3:
+        raise UnsupportedModel(f"{source}: the output has rank {len(graph.tensors[graph.output].shape)}; "
+                               "ranks 1 to 3 are supported")
+    return graph

@@ -1,0 +1,48 @@
+"""The generation manifest (schema ``assay-manifest/1``, docs/manifest.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from codegen.ir import Graph
+
+SCHEMA = "assay-manifest/1"
+FILE_NAME = "manifest.json"
+
+
+def tensor_record(graph: Graph, tensor: str, name: str) -> dict:
+    t = graph.tensors[tensor]
+    return {"name": name, "shape": list(t.shape), "layout": t.layout, "size": t.size, "dtype": "float32"}
+
+
+def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: str, c_file: str,
+          graph: Graph, sources: list[str], headers: list[str], code_symbols: list[str],
+          data_symbols: list[str], layers: list[dict]) -> dict:
+    return {
+        "schema": SCHEMA,
+        "generator": generator,
+        "model": model,
+        "prefix": prefix,
+        "entry": {"symbol": entry, "signature": signature, "file": c_file},
+        "inputs": [tensor_record(graph, graph.input, graph.input_name)],
+        "outputs": [tensor_record(graph, graph.output, graph.output_name)],
+        "sources": sources,
+        "headers": headers,
+        "symbols": {"code": code_symbols, "data": data_symbols},
+        "layers": [_layer(record, c_file) for record in layers],
+    }
+
+
+def _layer(record: dict, c_file: str) -> dict:
+    keys = ("index", "name", "op", "function")
+    out = {key: record[key] for key in keys}
+    out["file"] = c_file
+    out.update({key: record[key] for key in ("lines", "input_shapes", "output_shape", "loops")})
+    return out
+
+
+def write(manifest: dict, out_dir: Path) -> Path:
+    path = Path(out_dir) / FILE_NAME
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return path

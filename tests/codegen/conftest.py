@@ -1,0 +1,62 @@
+"""Fixtures for the code generator's tests: generate, compile strictly, run, compare with the framework."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import codegen
+from codegen_support import (TOLERANCE, Generated, compile_strict, draw_inputs, onnx_reference, run_c,
+                             seed_weights)
+
+
+def pytest_configure(config):
+    # Keras 3 on TensorFlow converts variables with np.array(copy=False); numpy 2 warns on every save.
+    config.addinivalue_line("filterwarnings",
+                            "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
+
+@pytest.fixture
+def check_keras(tmp_path):
+    """Save a Keras model, generate from it, run the C and compare with Keras."""
+    import keras
+
+    def check(model, *, weights: str = "c", seed_params: bool = True, low: float = -1.0, high: float = 1.0,
+              tol: float = TOLERANCE, name: str | None = None) -> Generated:
+        if seed_params:
+            seed_weights(model)
+        path = tmp_path / f"{name or model.name}.keras"
+        model.save(path)
+        out = tmp_path / f"gen_{name or model.name}_{weights}"
+        manifest = codegen.generate(path, out, frontend="keras", weights=weights)
+        compile_strict(out, tmp_path / f"strict_{out.name}")
+        x = draw_inputs(tuple(model.inputs[0].shape[1:]), low=low, high=high)
+        reference = keras.ops.convert_to_numpy(model(x, training=False)).reshape(len(x), -1)
+        outputs = run_c(out, x)
+        error = float(np.max(np.abs(outputs - reference)))
+        assert error <= tol, f"max abs error {error:.3g} > {tol:g} against Keras"
+        return Generated(manifest, out, error, outputs)
+
+    return check
+
+
+@pytest.fixture
+def check_onnx(tmp_path):
+    """Save an ONNX model, generate from it, run the C and compare with onnxruntime."""
+
+    def check(model, *, weights: str = "c", tol: float = TOLERANCE, name: str = "net") -> Generated:
+        import onnx
+
+        onnx.checker.check_model(model, full_check=True)
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(model, path)
+        out = tmp_path / f"gen_{name}_{weights}"
+        manifest = codegen.generate(path, out, frontend="onnx", weights=weights)
+        compile_strict(out, tmp_path / f"strict_{out.name}")
+        x = draw_inputs(tuple(manifest["inputs"][0]["shape"]))
+        reference = onnx_reference(path, x)
+        outputs = run_c(out, x)
+        error = float(np.max(np.abs(outputs - reference)))
+        assert error <= tol, f"max abs error {error:.3g} > {tol:g} against onnxruntime"
+        return Generated(manifest, out, error, outputs)
+
+    return check
