@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-_BY_KIND = {"host": "harness.runners.host"}
+_BY_KIND = {"host": "harness.runners.host",
+            "qemu-user": "harness.runners.qemu",
+            "qemu-system": "harness.runners.qemu"}
 
 
 class RunError(Exception):

@@ -35,3 +35,60 @@ def test_missing_compiler_names_the_package(tmp_path):
     path.write_text(text)
     with pytest.raises(ConfigError, match="install the Debian package 'gcc'"):
         targets.load_profile(path).compiler_path()
+
+
+@pytest.mark.parametrize("name,kind", [("arm7tdmi", "qemu-user"), ("cortex-a15", "qemu-user"),
+                                       ("cortex-m4f", "qemu-system")])
+def test_arm_profiles_load_with_o0_default_and_no_fp_contraction(name, kind):
+    profile = targets.get(name)
+    assert profile.kind == kind
+    assert profile.flags()[0] == "-O0" and "-O3" in profile.opt_levels
+    assert "-ffp-contract=off" in profile.flags("-O3")
+    assert profile.emulator and profile.emulator_package and profile.runtime_package
+
+
+def test_arm_memory_regions_are_read_in_bytes():
+    lpc = targets.get("arm7tdmi")
+    assert (lpc.region("flash").size, lpc.region("ram").size, lpc.region("ram").origin) == (512 * 1024, 32 * 1024, None)
+    m4 = targets.get("cortex-m4f")
+    assert (m4.region("ram").origin, m4.region("ram").size) == (0x20000000, 4 * 1024 * 1024)
+    assert targets.get("cortex-a15").region("flash") is None
+
+
+def _edited(tmp_path, name, old, new):
+    text = targets.get(name).path.read_text()
+    assert old in text
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+@pytest.mark.parametrize("name,old,new,message", [
+    # keys of other kinds are refused
+    ("host", 'libs = ["-lm"]', 'libs = ["-lm"]\nemulator = "qemu-arm"', "unknown key.*emulator for kind 'host'"),
+    # keys a kind needs
+    ("arm7tdmi", 'emulator = "qemu-arm"\n', "", "missing key 'emulator' \\(required for kind 'qemu-user'\\)"),
+    ("cortex-m4f", "[memory.flash]", "[unused.flash]", "unknown key.*unused"),
+    ("cortex-m4f", "origin = 0x20000000\n", "", "missing key 'memory.ram.origin'"),
+    # types and values
+    ("arm7tdmi", 'emulator_args = ["-cpu", "arm926"]', 'emulator_args = "-cpu arm926"',
+     "key 'emulator_args' must be a list"),
+    ("arm7tdmi", 'emulator_args = ["-cpu", "arm926"]', 'emulator_args = ["-cpu", 926]',
+     "key 'emulator_args' must be a list of strings"),
+    ("arm7tdmi", "size = 0x8000 ", "size = 0 ", "key 'memory.ram.size' must be a positive integer"),
+    ("arm7tdmi", "size = 0x8000 ", 'size = "32K" ', "key 'memory.ram.size' must be a positive integer"),
+    ("arm7tdmi", "[memory.ram]", "[memory.sram]", "unknown memory region\\(s\\) sram"),
+    ("arm7tdmi", "size = 0x8000 ", "start = 0\nsize = 0x8000 ", "unknown key\\(s\\) start in 'memory.ram'"),
+    ("cortex-m4f", "origin = 0x20000000", "origin = -1", "key 'memory.ram.origin' must be a non-negative integer"),
+])
+def test_kind_specific_keys_are_validated_naming_the_file_and_key(tmp_path, name, old, new, message):
+    path = _edited(tmp_path, name, old, new)
+    with pytest.raises(ConfigError, match=f"{path}: .*{message}"):
+        targets.load_profile(path)
+
+
+def test_missing_emulator_names_the_package(tmp_path):
+    profile = targets.load_profile(_edited(tmp_path, "cortex-a15", 'emulator = "qemu-arm"', 'emulator = "no-qemu"'))
+    with pytest.raises(ConfigError, match="target cortex-a15: emulator 'no-qemu' not found; "
+                                          "install the Debian package 'qemu-user'"):
+        profile.emulator_path()

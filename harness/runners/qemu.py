@@ -1,0 +1,241 @@
+"""QEMU runner: cross-compile into a bare-metal ARM ELF and run a batch under QEMU.
+
+Serves two profile kinds (docs/targets.md):
+- ``qemu-user``: ``qemu-arm`` runs the ELF directly (ARM7TDMI, Cortex-A); the
+  driver gets its file names as argv.
+- ``qemu-system``: ``qemu-system-arm`` boots the ELF on a board model (Cortex-M);
+  there is no argv, so the driver uses fixed file names.
+
+Either way the ELF is the generated sources plus ``target_driver.c``, which
+reads the inputs file and writes the outputs file through semihosting, so one
+emulator start runs the whole batch. QEMU runs in the build directory, where
+those files live. A crash, a hang, a failed build or an image too large for the
+target's memory becomes a ``RunError`` whose message is the verdict's cause.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import resource
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
+
+from harness.errors import ConfigError
+from harness.generated import GeneratedCode
+from harness.runners import RunError
+from harness.runners.host import RunOutcome, compiler_version, first_diagnostic, signal_name
+from harness.targets import TargetProfile
+
+DRIVER = Path(__file__).with_name("target_driver.c")
+ELF_NAME = "assay.elf"
+INPUTS_FILE = "assay_inputs.f32"  # the driver's fixed names (target_driver.c)
+OUTPUTS_FILE = "assay_outputs.f32"
+LOG_FILE = "emulator.log"  # what the program and QEMU printed, kept for a look after a failure
+FLOAT32_LE = np.dtype("<f4")
+
+# Exit statuses of target_driver.c.
+EXIT_CAUSES = {
+    70: "driver could not open the inputs file",
+    71: "driver could not open the outputs file",
+    72: "driver could not read the inputs file",
+    73: "driver found a partial input at the end of the inputs file",
+    74: "driver could not write the outputs file",
+    134: "crashed with SIGABRT (abort() called)",
+}
+
+# What the linker says when the libc the profile names is not installed.
+_MISSING_RUNTIME = re.compile(r"cannot read spec file|cannot find -l(rdimon|semihost|c|m)\b|"
+                              r"cannot open linker script file|crt0[-\w]*\.o: No such file")
+_OVERFLOW = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")
+_FAULT = re.compile(r"ARM fault: (\w+)")  # printed by picolibc's semihost crt0 fault handlers
+_FAULT_PC = re.compile(r"\bPC:\s*(0x[0-9a-fA-F]+)")
+
+
+@dataclass(frozen=True)
+class ImageSize:
+    """Bytes of the linked image: ``flash`` holds code, constants and the initial
+    values of data; ``ram`` holds data, bss and any stack or heap reserved by the
+    linker script. Heap and stack allocated at run time are not counted."""
+
+    flash: int
+    ram: int
+
+
+@dataclass(frozen=True)
+class QemuBuild:
+    elf: Path
+    code: GeneratedCode
+    profile: TargetProfile
+    command: tuple[str, ...]
+    compiler_version: str
+    flags: tuple[str, ...]
+    seconds: float
+    size: ImageSize
+
+
+def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile, opt: str | None = None) -> QemuBuild:
+    """Cross-compile ``code`` with the driver into ``build_dir/assay.elf``; reuse an identical build."""
+    compiler = profile.compiler_path()
+    profile.emulator_path()  # a missing emulator is a set-up problem: say so before compiling
+    flags = profile.flags(opt)
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    defines = [f"-DASSAY_ENTRY={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
+    elf = build_dir / ELF_NAME
+    # The memory map's --defsym flags come before the profile's ldflags, so that a
+    # linker script named there (-T) sees them as defined.
+    command = (compiler, *flags, f"-I{code.directory}", *defines, *map(str, code.sources), str(DRIVER),
+               *memory_map_flags(profile), *profile.ldflags, "-o", str(elf), *profile.libs)
+    key = hashlib.sha256(json.dumps([command, code.source_hashes()]).encode()).hexdigest()
+    stamp = build_dir / "build.key"
+    version = compiler_version(compiler)
+    start = time.perf_counter()
+    if not (elf.is_file() and stamp.is_file() and stamp.read_text() == key):
+        stamp.unlink(missing_ok=True)
+        result = subprocess.run(command, cwd=code.directory, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise _build_failure(profile, result.stderr)
+        stamp.write_text(key)
+    size = image_size(elf, profile)
+    check_fits(profile, size)
+    return QemuBuild(elf=elf, code=code, profile=profile, command=command, compiler_version=version,
+                     flags=tuple(flags), seconds=time.perf_counter() - start, size=size)
+
+
+def memory_map_flags(profile: TargetProfile) -> list[str]:
+    """For ``qemu-system``: the memory map of picolibc's ``picolibc.ld`` from the profile's [memory]."""
+    if profile.kind != "qemu-system":
+        return []
+    flags = []
+    for region, symbol in (("flash", "__flash"), ("ram", "__ram")):
+        memory = profile.region(region)
+        flags += [f"-Wl,--defsym={symbol}={memory.origin:#x}", f"-Wl,--defsym={symbol}_size={memory.size:#x}"]
+    return flags
+
+
+def _build_failure(profile: TargetProfile, stderr: str) -> Exception:
+    overflow = _OVERFLOW.search(stderr)
+    if overflow:
+        region, excess = overflow.group(1), int(overflow.group(2))
+        memory = profile.region(region.lower())
+        capacity = f" of {memory.size} bytes" if memory else ""
+        return RunError(f"image too large for {profile.name}: {region} region{capacity} overflowed by {excess} bytes")
+    missing = _MISSING_RUNTIME.search(stderr)
+    if missing and profile.runtime_package:
+        return ConfigError(f"target {profile.name}: the C library is missing ({missing.group(0)}); "
+                           f"install the Debian package '{profile.runtime_package}'")
+    return RunError(f"compile error: {first_diagnostic(stderr)}")
+
+
+def image_size(elf: Path, profile: TargetProfile) -> ImageSize:
+    """Flash and RAM bytes of the allocated sections of ``elf``.
+
+    Every section with contents is stored in flash (code, constants, the vector
+    table, the initial values of .data). Writable sections take RAM, except
+    those placed inside the profile's flash region (a writable vector table).
+    """
+    flash_region = profile.region("flash")
+    in_flash = (range(flash_region.origin, flash_region.origin + flash_region.size)
+                if flash_region is not None and flash_region.origin is not None else range(0))
+    flash = ram = 0
+    with elf.open("rb") as stream:
+        for section in ELFFile(stream).iter_sections():
+            flags, nobits = section["sh_flags"], section["sh_type"] == "SHT_NOBITS"
+            if not flags & SH_FLAGS.SHF_ALLOC or (nobits and flags & SH_FLAGS.SHF_TLS):
+                continue  # not loaded, or .tbss, whose space another section reserves
+            if not nobits:
+                flash += section["sh_size"]
+            if flags & SH_FLAGS.SHF_WRITE and section["sh_addr"] not in in_flash:
+                ram += section["sh_size"]
+    return ImageSize(flash=flash, ram=ram)
+
+
+def check_fits(profile: TargetProfile, size: ImageSize) -> None:
+    """RunError if the image needs more flash or RAM than the profile's memory has."""
+    for region, needed, what in (("flash", size.flash, "code, constants and initial data"),
+                                 ("ram", size.ram, "data, bss and reserved stack")):
+        memory = profile.region(region)
+        if memory is not None and needed > memory.size:
+            raise RunError(f"image too large for {profile.name}: {region} needs {needed} bytes ({what}), "
+                           f"the target has {memory.size}")
+
+
+def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutcome:
+    """Run the batch ``inputs`` (N, input_size) in one emulator start.
+
+    ``c_seconds`` is the emulator's wall time for the batch (boot, semihosting
+    file I/O and the inferences, all emulated); ``wall_seconds`` adds writing
+    the inputs file and reading the outputs file.
+    """
+    start = time.perf_counter()
+    inputs = np.ascontiguousarray(inputs, dtype=np.float32)
+    inputs = inputs.reshape(len(inputs), int(np.prod(inputs.shape[1:])))  # also for an empty batch
+    if inputs.shape[1] != built.code.input_size:
+        raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
+    profile = built.profile
+    work = built.elf.parent
+    out_path = work / OUTPUTS_FILE
+    (work / INPUTS_FILE).write_bytes(inputs.astype(FLOAT32_LE).tobytes())
+    out_path.unlink(missing_ok=True)
+    command = [profile.emulator_path(), *profile.emulator_args, *_program(profile, built.elf.name)]
+    log = work / LOG_FILE  # a file, not a pipe: code that prints in a loop must not fill our memory
+    emulator_start = time.perf_counter()
+    try:
+        with log.open("wb") as sink:
+            returncode = subprocess.run(command, cwd=work, stdin=subprocess.DEVNULL, stdout=sink,
+                                        stderr=subprocess.STDOUT, timeout=timeout, check=False,
+                                        preexec_fn=_no_core_dumps).returncode
+    except subprocess.TimeoutExpired:
+        raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
+    c_seconds = time.perf_counter() - emulator_start
+    if returncode != 0:
+        raise RunError(exit_cause(returncode, _tail(log)))
+    if not out_path.is_file():
+        raise RunError("no outputs file: the program exited 0 without writing it")
+    outputs = np.frombuffer(out_path.read_bytes(), dtype=FLOAT32_LE)
+    expected = len(inputs) * built.code.output_size
+    if outputs.size != expected:
+        raise RunError(f"outputs file has {outputs.size} values, expected {len(inputs)} x {built.code.output_size}")
+    outputs = outputs.astype(np.float32).reshape(len(inputs), built.code.output_size)
+    return RunOutcome(outputs=outputs, c_seconds=c_seconds, wall_seconds=time.perf_counter() - start)
+
+
+def _program(profile: TargetProfile, elf_name: str) -> list[str]:
+    """The emulator's arguments that name the program (relative: QEMU runs in the build directory)."""
+    if profile.kind == "qemu-system":
+        return ["-kernel", elf_name]
+    return [elf_name, INPUTS_FILE, OUTPUTS_FILE]
+
+
+def _no_core_dumps() -> None:
+    """In the emulator's process: qemu-arm would dump a guest core file into the build directory on a crash."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _tail(path: Path, size: int = 65536) -> str:
+    with path.open("rb") as stream:
+        stream.seek(max(0, path.stat().st_size - size))
+        return stream.read().decode(errors="replace")
+
+
+def exit_cause(returncode: int, output: str) -> str:
+    """One line for a non-zero emulator exit status, from the status and what the program printed."""
+    if returncode < 0:
+        # qemu-arm ends itself with the guest's fatal signal (SIGSEGV for a bad address, SIGILL ...).
+        return f"crashed with {signal_name(-returncode)}"
+    fault = _FAULT.search(output)
+    if fault:
+        pc = _FAULT_PC.search(output[fault.end():])
+        return f"crashed with {fault.group(1)}" + (f" (PC {pc.group(1)})" if pc else "")
+    if returncode in EXIT_CAUSES:
+        return EXIT_CAUSES[returncode]
+    tail = (output.strip().splitlines() or ["no message"])[-1].strip()
+    return f"exited with status {returncode}: {tail}"

@@ -1,0 +1,84 @@
+/* Assay target driver (ARM under QEMU, semihosting).
+ *
+ * The program's main: it runs the generated inference function on every input
+ * of a batch in one emulator start. Compiled with the generated sources and
+ * -DASSAY_ENTRY=<symbol> -DASSAY_IN=<floats> -DASSAY_OUT=<floats> taken from
+ * the generation manifest.
+ *
+ * Protocol (docs/targets.md):
+ *   - inputs file: raw little-endian float32, N * ASSAY_IN values, no header;
+ *     N is the file size divided by 4 * ASSAY_IN. It is read one input at a
+ *     time, so RAM use does not grow with N.
+ *   - outputs file: raw little-endian float32, N * ASSAY_OUT values, in input order.
+ *   - paths: argv[1] and argv[2] when given (QEMU user mode), else the fixed
+ *     names below, relative to the emulator's working directory (QEMU system
+ *     mode has no argv). Files are opened through semihosting (newlib rdimon or
+ *     picolibc semihost), i.e. on the build machine.
+ *   - exit status: 0 when every output was written; the ASSAY_EXIT_* codes
+ *     below for I/O errors; 134 when the generated code calls abort().
+ */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ASSAY_INPUTS_FILE "assay_inputs.f32"
+#define ASSAY_OUTPUTS_FILE "assay_outputs.f32"
+
+/* Kept in step with EXIT_CAUSES in harness/runners/qemu.py. */
+#define ASSAY_EXIT_OPEN_INPUTS 70
+#define ASSAY_EXIT_OPEN_OUTPUTS 71
+#define ASSAY_EXIT_READ 72
+#define ASSAY_EXIT_PARTIAL_INPUT 73
+#define ASSAY_EXIT_WRITE 74
+#define ASSAY_EXIT_ABORT 134 /* 128 + SIGABRT, as a shell reports it */
+
+void ASSAY_ENTRY(const float *input, float *output);
+
+static float assay_input[ASSAY_IN];
+static float assay_output[ASSAY_OUT];
+
+static void assay_on_abort(int sig)
+{
+    (void)sig;
+    _Exit(ASSAY_EXIT_ABORT);
+}
+
+int main(int argc, char **argv)
+{
+    const char *in_path = argc > 2 ? argv[1] : ASSAY_INPUTS_FILE;
+    const char *out_path = argc > 2 ? argv[2] : ASSAY_OUTPUTS_FILE;
+    FILE *in, *out;
+
+    signal(SIGABRT, assay_on_abort);
+    in = fopen(in_path, "rb");
+    if (in == NULL) {
+        return ASSAY_EXIT_OPEN_INPUTS;
+    }
+    out = fopen(out_path, "wb");
+    if (out == NULL) {
+        return ASSAY_EXIT_OPEN_OUTPUTS;
+    }
+    for (;;) {
+        size_t got = fread(assay_input, sizeof(float), ASSAY_IN, in);
+        if (got == 0 && feof(in)) {
+            break;
+        }
+        if (got != ASSAY_IN) {
+            return ferror(in) ? ASSAY_EXIT_READ : ASSAY_EXIT_PARTIAL_INPUT;
+        }
+        /* NaN in every output the entry does not write, as the host driver does. */
+        for (size_t i = 0; i < ASSAY_OUT; ++i) {
+            assay_output[i] = __builtin_nanf("");
+        }
+        ASSAY_ENTRY(assay_input, assay_output);
+        if (fwrite(assay_output, sizeof(float), ASSAY_OUT, out) != ASSAY_OUT) {
+            return ASSAY_EXIT_WRITE;
+        }
+    }
+    if (fclose(out) != 0) {
+        return ASSAY_EXIT_WRITE;
+    }
+    fclose(in);
+    return 0;
+}
