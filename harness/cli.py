@@ -16,7 +16,7 @@ from harness.errors import AssayError
 DEFAULT_REFERENCES = "keras,onnxruntime"
 
 
-def _csv(text: str) -> list[str]:
+def csv_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
@@ -55,10 +55,10 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     from harness.report import write_semantic_report
     from harness.results import ResultStore
 
-    models = _csv(args.models) if args.models else zoo.names(args.tier)
+    models = csv_list(args.models) if args.models else zoo.names(args.tier)
     settings = Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
                         timeout=args.timeout, redo=args.redo)
-    campaign = plan(models, _csv(args.generators), _csv(args.references), _csv(args.targets), settings)
+    campaign = plan(models, csv_list(args.generators), csv_list(args.references), csv_list(args.targets), settings)
     store = ResultStore(args.out / "results.json")
     failed = 0
     with tqdm(campaign.items, unit="item", file=sys.stderr, disable=args.quiet) as progress:
@@ -96,6 +96,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """--seed and --work, shared by every command that loads models or generates code."""
+    parser.add_argument("--seed", type=int, default=0, help="seed for zoo weights and test inputs (default 0)")
+    parser.add_argument("--work", type=Path, default=Path("generated"),
+                        help="where zoo models, generated C, builds and reference outputs go (default generated/)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="assay",
@@ -109,18 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--tier", choices=["default", "full"], help="only this tier")
     listing.set_defaults(func=cmd_zoo_list)
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--seed", type=int, default=0, help="seed for zoo weights and test inputs (default 0)")
-        p.add_argument("--work", type=Path, default=Path("generated"),
-                       help="where zoo models, generated C, builds and reference outputs go (default generated/)")
-
     gen = sub.add_parser("generate", help="generate C for one model and write it with its manifest")
     gen.add_argument("--model", required=True, help="zoo name or model file (.keras, .h5, .onnx, .nnet)")
     gen.add_argument("--out", type=Path, required=True, help="output directory for the C and manifest.json")
     gen.add_argument("--generator", default="assay-v2", help="generator name (default assay-v2)")
     gen.add_argument("--variant", help="generator variant; for assay-v2 the source format read: keras or onnx "
                                        "(default: the first the model has)")
-    common(gen)
+    add_common_options(gen)
     gen.set_defaults(func=cmd_generate)
 
     sem = sub.add_parser(
@@ -144,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="results.json and reports go here (default reports/semantic)")
     sem.add_argument("--redo", action="store_true", help="recompute items already in results.json")
     sem.add_argument("--quiet", action="store_true", help="no progress bar")
-    common(sem)
+    add_common_options(sem)
     sem.set_defaults(func=cmd_semantic)
 
     rep = sub.add_parser("report", help="rewrite table1.md and index.html from a results.json")
@@ -152,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, help="default: the results file's directory")
     rep.add_argument("--check", action="store_true", help="exit 1 unless every record passes")
     rep.set_defaults(func=cmd_report)
+    from harness import commands
+
+    for module in commands.modules():
+        module.add_command(sub)
     return parser
 
 
