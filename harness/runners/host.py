@@ -93,8 +93,8 @@ def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
     if inputs.shape[1] != built.code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
     work = built.library.parent
-    in_path, out_path = work / "inputs.npy", work / "outputs.npy"
-    np.save(in_path, inputs)
+    in_path, out_path = work / "inputs.f32", work / "outputs.f32"
+    inputs.astype("<f4").tofile(in_path)
     out_path.unlink(missing_ok=True)
     command = [sys.executable, "-m", "harness.runners.host_worker", str(built.library),
                str(built.code.input_size), str(built.code.output_size), str(in_path), str(out_path)]
@@ -109,7 +109,7 @@ def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
     if result.returncode != 0 or not out_path.is_file():
         tail = (result.stderr.strip().splitlines() or ["no message"])[-1]
         raise RunError(f"worker failed (exit {result.returncode}): {tail}")
-    outputs = np.load(out_path)
+    outputs = np.fromfile(out_path, dtype="<f4").astype(np.float32).reshape(len(inputs), built.code.output_size)
     c_seconds = json.loads(result.stdout.strip().splitlines()[-1])["c_seconds"]
     return RunOutcome(outputs=outputs, c_seconds=c_seconds, wall_seconds=wall)
 

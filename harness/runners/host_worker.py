@@ -1,9 +1,11 @@
 """Worker process: loads a generated shared library with cffi and runs one batch.
 
 It runs in its own process so that a segfault or a hang in generated code ends
-this worker, not the campaign. It imports nothing heavy, to keep the per-batch
-overhead small. Usage:
-    python -m harness.runners.host_worker LIB IN_SIZE OUT_SIZE INPUTS.npy OUTPUTS.npy
+this worker, not the campaign. It imports neither NumPy nor the harness (their
+import would cost more than a LeNet-5 batch's harness budget): inputs and
+outputs are raw little-endian float32 files handed to C as cffi buffers.
+Usage:
+    python -m harness.runners.host_worker LIB IN_SIZE OUT_SIZE INPUTS.f32 OUTPUTS.f32
 It prints one JSON line with the time spent inside the C call.
 """
 
@@ -13,8 +15,9 @@ import json
 import sys
 import time
 
-import numpy as np
 from cffi import FFI
+
+FLOAT32_NAN = b"\x00\x00\xc0\x7f"  # outputs the C never writes stay NaN, which the oracle reports
 
 
 def main(argv: list[str]) -> int:
@@ -22,16 +25,18 @@ def main(argv: list[str]) -> int:
     ffi = FFI()
     ffi.cdef("void assay_batch(const float *inputs, float *outputs, int n);")
     lib = ffi.dlopen(lib_path)
-    inputs = np.ascontiguousarray(np.load(inputs_path), dtype=np.float32)
-    count = inputs.shape[0]
-    if inputs.size != count * int(in_size):
-        print(f"inputs have {inputs.size} floats, expected {count} x {in_size}", file=sys.stderr)
+    with open(inputs_path, "rb") as stream:
+        inputs = bytearray(stream.read())
+    count, rest = divmod(len(inputs), 4 * int(in_size))
+    if rest:
+        print(f"inputs file has {len(inputs)} bytes, not a multiple of {in_size} floats", file=sys.stderr)
         return 3
-    outputs = np.full((count, int(out_size)), np.nan, dtype=np.float32)
+    outputs = bytearray(FLOAT32_NAN * (count * int(out_size)))
     start = time.perf_counter()
     lib.assay_batch(ffi.from_buffer("float[]", inputs), ffi.from_buffer("float[]", outputs), count)
     c_seconds = time.perf_counter() - start
-    np.save(outputs_path, outputs)
+    with open(outputs_path, "wb") as stream:
+        stream.write(outputs)
     print(json.dumps({"c_seconds": c_seconds}))
     return 0
 
