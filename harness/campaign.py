@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import generators, layout, oracle, references, runners, targets, zoo
+from harness import bitcompare, generators, layout, oracle, references, runners, targets, zoo
 from harness.errors import AssayError, ModelError
 from harness.generated import GeneratedCode
 from harness.inputs import make_inputs
@@ -30,6 +30,7 @@ from harness.results import ResultStore, record_key
 
 
 UNLOADED = "-"  # the variant of an item whose model could not be loaded
+HOST = "host"  # the target every other target is compared with bit for bit
 
 
 @dataclass(frozen=True)
@@ -117,11 +118,14 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     timings: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
     model: Model | None = None
+    bits = None
     try:
         model = load_model(item.model, settings)
         provenance["model_sha256"] = model.sha256()
         outputs = _generate_build_run(item, model, settings, timings, provenance)
         cause = None
+        if item.target != HOST:
+            bits = _bits_vs_host(item, model, outputs, settings)
     except (runners.RunError, AssayError) as exc:
         outputs, cause = None, str(exc)
     except Exception as exc:  # a generator crash is a verdict, not the campaign's end
@@ -129,7 +133,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     records = []
     for ref_name in item.references:
         record = _base_record(item, model, ref_name, settings)
-        record.update(timings=dict(timings), provenance=provenance)
+        record.update(timings=dict(timings), provenance=provenance, bits_vs_host=bits)
         if outputs is None:
             record.update(verdict=oracle.ERROR, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)
@@ -141,12 +145,22 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     return records
 
 
+def _item_dir(item: Item, settings: Settings) -> Path:
+    return settings.work_dir / _slug(item.model) / _slug(item.generator) / item.variant
+
+
+def _outputs_path(item: Item, target: str, settings: Settings) -> Path:
+    return _item_dir(item, settings) / f"outputs-{target}{settings.opt}-n{settings.n_inputs}-s{settings.seed}.npy"
+
+
 def _generate_build_run(item: Item, model: Model, settings: Settings, timings: dict, provenance: dict) -> np.ndarray:
-    """Outputs of the generated code on the campaign inputs, in the model's canonical layout."""
-    item_dir = settings.work_dir / _slug(item.model) / _slug(item.generator) / item.variant
+    """Outputs of the generated code on the campaign inputs, in the model's canonical layout.
+
+    They are also saved beside the build, so other targets can be compared with them bit for bit.
+    """
     generator = generators.get(item.generator)
     start = time.perf_counter()
-    source_dir = item_dir / "src"
+    source_dir = _item_dir(item, settings) / "src"
     if source_dir.exists():
         shutil.rmtree(source_dir)
     try:
@@ -157,15 +171,37 @@ def _generate_build_run(item: Item, model: Model, settings: Settings, timings: d
         raise AssayError(f"generator failed: {type(exc).__name__}: {exc}") from exc
     timings["generate_s"] = time.perf_counter() - start
     provenance.update(generator_version=generator.version(), sources_sha256=code.source_hashes())
-    profile = targets.get(item.target)
+    outputs = _build_and_run(item.target, code, model, settings, timings, provenance)
+    np.save(_outputs_path(item, item.target, settings), outputs)
+    return outputs
+
+
+def _build_and_run(target: str, code: GeneratedCode, model: Model, settings: Settings,
+                   timings: dict, provenance: dict) -> np.ndarray:
+    profile = targets.get(target)
     runner = runners.for_kind(profile.kind)
-    built = runner.build(code, item_dir / f"build-{item.target}{settings.opt}", profile, settings.opt)
+    built = runner.build(code, code.directory.parent / f"build-{target}{settings.opt}", profile, settings.opt)
     timings["compile_s"] = built.seconds
     provenance.update(compiler=built.compiler_version, flags=list(built.flags))
     inputs = make_inputs(model, settings.n_inputs, settings.seed)
     outcome = runner.run(built, to_code_layout(inputs, model, code), settings.timeout)
     timings.update(run_s=outcome.wall_seconds, c_run_s=outcome.c_seconds)
     return from_code_layout(outcome.outputs, model, code)
+
+
+def _bits_vs_host(item: Item, model: Model, outputs: np.ndarray, settings: Settings) -> dict:
+    """Bit-for-bit comparison of this target's outputs with the host's, for the same generated code."""
+    host_path = _outputs_path(item, HOST, settings)
+    if host_path.is_file():
+        host_outputs = np.load(host_path)
+    else:
+        code = GeneratedCode.from_directory(_item_dir(item, settings) / "src")
+        host_outputs = _build_and_run(HOST, code, model, settings, {}, {})
+        np.save(host_path, host_outputs)
+    result = bitcompare.compare(outputs.astype(np.float32), host_outputs.astype(np.float32))
+    return {"values": result.values, "differing_values": result.differing_values,
+            "differing_inputs": result.differing_rows, "max_ulp": result.max_ulp,
+            "nan_mismatches": result.nan_mismatches}
 
 
 def to_code_layout(inputs: np.ndarray, model: Model, code: GeneratedCode) -> np.ndarray:

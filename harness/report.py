@@ -134,12 +134,46 @@ padding:4px 8px;text-align:right}}td.bad{{background:#fdd}}</style></head><body>
 """
 
 
+def _bits_cell(bits: dict) -> str:
+    if bits["differing_values"] == 0:
+        return "identical"
+    nan = f", {bits['nan_mismatches']} NaN" if bits["nan_mismatches"] else ""
+    return (f"{bits['differing_values']}/{bits['values']} values differ "
+            f"({bits['differing_inputs']} inputs), max {bits['max_ulp']} ULP{nan}")
+
+
+def bits_markdown(records: list[dict]) -> str:
+    """Cross-target table: each target's outputs against the host's, bit for bit, per model."""
+    compared = [r for r in records if r.get("bits_vs_host")]
+    target_names = sorted({r["target"] for r in compared})
+    rows: dict[tuple, dict[str, str]] = defaultdict(dict)
+    for r in compared:
+        rows[(r["model"], r["generator"], r["variant"], r["opt"])][r["target"]] = _bits_cell(r["bits_vs_host"])
+    order = _model_order(compared)
+    out = ["# Cross-target bit comparison", "",
+           "Outputs of the same generated code on each target compared with the host's, bit for bit, on the "
+           "campaign inputs. ULP: distance between float32 values in units in the last place.", "",
+           "| Model | Generator (variant) | Opt | " + " | ".join(target_names) + " |",
+           "|---|---|---|" + "---|" * len(target_names)]
+    for key in sorted(rows, key=lambda k: (order.index(k[0]), k[1:])):
+        model, gen, variant, opt = key
+        out.append(f"| {model} | {gen} ({variant}) | {opt} | "
+                   + " | ".join(rows[key].get(t, "–") for t in target_names) + " |")
+    out += ["", *(f"- {line}" for line in _provenance_lines(compared))]
+    return "\n".join(out) + "\n"
+
+
 def write_semantic_report(results: Path, out_dir: Path) -> list[Path]:
-    """Write table1.md, error_per_model.png and index.html from ``results``."""
+    """Write table1.md, error_per_model.png, index.html and, with ARM targets, bitcompare.md."""
     records = ResultStore(results).records()
     out_dir.mkdir(parents=True, exist_ok=True)
     table, png, page = out_dir / "table1.md", out_dir / "error_per_model.png", out_dir / "index.html"
     table.write_text(markdown(records))
     plot(records, png)
     page.write_text(html_page(records, png))
-    return [table, png, page]
+    written = [table, png, page]
+    if any(r.get("bits_vs_host") for r in records):
+        bits = out_dir / "bitcompare.md"
+        bits.write_text(bits_markdown(records))
+        written.append(bits)
+    return written

@@ -32,3 +32,13 @@ def test_write_semantic_report_makes_markdown_png_and_html(tmp_path):
     assert paths[1].read_bytes().startswith(b"\x89PNG")
     page = paths[2].read_text()
     assert "data:image/png;base64," in page and "1.2000e-06" in page
+
+
+def test_bitcompare_table_has_targets_as_columns():
+    base = rec("acas-reg50", 1e-7)
+    arm = dict(base, target="arm7tdmi", bits_vs_host={"values": 10, "differing_values": 0, "differing_inputs": 0,
+                                                      "max_ulp": 0, "nan_mismatches": 0})
+    m4 = dict(base, target="cortex-m4f", bits_vs_host={"values": 10, "differing_values": 3, "differing_inputs": 2,
+                                                        "max_ulp": 1, "nan_mismatches": 0})
+    text = report.bits_markdown([base, arm, m4])
+    assert "| acas-reg50 | assay-v2 (keras) | -O0 | identical | 3/10 values differ (2 inputs), max 1 ULP |" in text
