@@ -122,14 +122,16 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     try:
         model = load_model(item.model, settings)
         provenance["model_sha256"] = model.sha256()
-        outputs = _generate_build_run(item, model, settings, timings, provenance)
+        code = _generate(item, model, timings, provenance, settings)
+        outputs = _build_and_run(item, item.target, code, model, settings, timings, provenance)
+        np.save(_outputs_path(item, item.target, settings), outputs)
         cause = None
         if item.target != HOST:
-            bits = _bits_vs_host(item, model, outputs, settings)
+            bits = _bits_vs_host(item, model, code, outputs, settings)
     except (runners.RunError, AssayError) as exc:
         outputs, cause = None, str(exc)
-    except Exception as exc:  # a generator crash is a verdict, not the campaign's end
-        outputs, cause = None, f"generator failed: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
+        outputs, cause = None, f"internal error: {type(exc).__name__}: {exc}"
     records = []
     for ref_name in item.references:
         record = _base_record(item, model, ref_name, settings)
@@ -150,14 +152,14 @@ def _item_dir(item: Item, settings: Settings) -> Path:
 
 
 def _outputs_path(item: Item, target: str, settings: Settings) -> Path:
-    return _item_dir(item, settings) / f"outputs-{target}{settings.opt}-n{settings.n_inputs}-s{settings.seed}.npy"
+    """Where a target's outputs are kept, so other targets can be compared with them bit for bit."""
+    directory = _item_dir(item, settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"outputs-{target}{settings.opt}-n{settings.n_inputs}-s{settings.seed}.npy"
 
 
-def _generate_build_run(item: Item, model: Model, settings: Settings, timings: dict, provenance: dict) -> np.ndarray:
-    """Outputs of the generated code on the campaign inputs, in the model's canonical layout.
-
-    They are also saved beside the build, so other targets can be compared with them bit for bit.
-    """
+def _generate(item: Item, model: Model, timings: dict, provenance: dict, settings: Settings) -> GeneratedCode:
+    """Generate fresh code into the item's ``src`` directory (prebuilt code stays where it is)."""
     generator = generators.get(item.generator)
     start = time.perf_counter()
     source_dir = _item_dir(item, settings) / "src"
@@ -171,16 +173,15 @@ def _generate_build_run(item: Item, model: Model, settings: Settings, timings: d
         raise AssayError(f"generator failed: {type(exc).__name__}: {exc}") from exc
     timings["generate_s"] = time.perf_counter() - start
     provenance.update(generator_version=generator.version(), sources_sha256=code.source_hashes())
-    outputs = _build_and_run(item.target, code, model, settings, timings, provenance)
-    np.save(_outputs_path(item, item.target, settings), outputs)
-    return outputs
+    return code
 
 
-def _build_and_run(target: str, code: GeneratedCode, model: Model, settings: Settings,
+def _build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, settings: Settings,
                    timings: dict, provenance: dict) -> np.ndarray:
+    """Build ``code`` for ``target`` under the item's work directory (never beside prebuilt sources) and run it."""
     profile = targets.get(target)
     runner = runners.for_kind(profile.kind)
-    built = runner.build(code, code.directory.parent / f"build-{target}{settings.opt}", profile, settings.opt)
+    built = runner.build(code, _item_dir(item, settings) / f"build-{target}{settings.opt}", profile, settings.opt)
     timings["compile_s"] = built.seconds
     provenance.update(compiler=built.compiler_version, flags=list(built.flags))
     inputs = make_inputs(model, settings.n_inputs, settings.seed)
@@ -189,14 +190,16 @@ def _build_and_run(target: str, code: GeneratedCode, model: Model, settings: Set
     return from_code_layout(outcome.outputs, model, code)
 
 
-def _bits_vs_host(item: Item, model: Model, outputs: np.ndarray, settings: Settings) -> dict:
+def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.ndarray, settings: Settings) -> dict:
     """Bit-for-bit comparison of this target's outputs with the host's, for the same generated code."""
     host_path = _outputs_path(item, HOST, settings)
     if host_path.is_file():
         host_outputs = np.load(host_path)
     else:
-        code = GeneratedCode.from_directory(_item_dir(item, settings) / "src")
-        host_outputs = _build_and_run(HOST, code, model, settings, {}, {})
+        try:
+            host_outputs = _build_and_run(item, HOST, code, model, settings, {}, {})
+        except runners.RunError as exc:  # the target's own verdict still stands
+            return {"error": f"host run for comparison failed: {exc}"}
         np.save(host_path, host_outputs)
     result = bitcompare.compare(outputs.astype(np.float32), host_outputs.astype(np.float32))
     return {"values": result.values, "differing_values": result.differing_values,

@@ -135,6 +135,8 @@ padding:4px 8px;text-align:right}}td.bad{{background:#fdd}}</style></head><body>
 
 
 def _bits_cell(bits: dict) -> str:
+    if "error" in bits:
+        return f"not compared: {bits['error']}"
     if bits["differing_values"] == 0:
         return "identical"
     nan = f", {bits['nan_mismatches']} NaN" if bits["nan_mismatches"] else ""

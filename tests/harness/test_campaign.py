@@ -72,7 +72,7 @@ def test_every_fault_is_a_verdict_and_the_campaign_goes_on(tmp_path, dense_model
     verdicts = {(r["generator"], r["reference"]): (r["verdict"], r["cause"]) for r in store.records()}
     assert len(verdicts) == 2 * len(generators)
     for reference in ("keras", "onnxruntime"):
-        assert verdicts[(generators["good"], reference)][0] == "pass"
+        assert verdicts[(generators["good"], reference)][0] == "pass", verdicts[(generators["good"], reference)]
         assert verdicts[(generators["segfault"], reference)] == ("error", "crashed with SIGSEGV")
         assert verdicts[(generators["nan"], reference)][0] == "error"
         assert "generated code produced NaN" in verdicts[(generators["nan"], reference)][1]
