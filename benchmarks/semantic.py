@@ -1,12 +1,13 @@
-"""Benchmark: the default-tier semantic campaign on the host (issue 2 figures).
+"""Benchmark: the default-tier semantic campaign on one target (issues 2 and 3 figures).
 
 Measures, from a cold work directory, per model: zoo build, generation, compile,
-run (wall and inside C) and reference times, the whole campaign's wall time,
-and the harness overhead for lenet5: (run wall time - C time) / C time, the
-median over repeated runs. Prints a table and writes JSON to
-reports/benchmarks/semantic-host.json. Not a test: it asserts nothing.
+run (wall, and inside C or the emulator) and reference times, the time per
+inference, and the whole campaign's wall time. On the host it also measures the
+harness overhead for lenet5: (run wall time - C time) / C time, the median over
+repeated runs. Prints a table and writes JSON to
+reports/benchmarks/semantic-<target>.json. Not a test: it asserts nothing.
 
-    python benchmarks/semantic_host.py [--inputs 1000] [--repeats 5]
+    python benchmarks/semantic.py [--target host|arm7tdmi|cortex-m4f|cortex-a15] [--inputs 1000] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--target", default="host")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "work"
@@ -58,36 +60,43 @@ def main() -> None:
             t0 = time.perf_counter()
             load_model(name, settings)
             zoo_times[name] = time.perf_counter() - t0
-        campaign = plan(zoo.names("default"), ["assay-v2"], ["keras", "onnxruntime"], ["host"], settings)
+        campaign = plan(zoo.names("default"), ["assay-v2"], ["keras", "onnxruntime"], [args.target], settings)
         for item in campaign.items:
             run_item(item, settings, store)
         total = time.perf_counter() - start
         records = store.records()
-        overhead = lenet_overhead(work, args.inputs, args.repeats)
+        overhead = lenet_overhead(work, args.inputs, args.repeats) if args.target == "host" else None
     rows = []
     print(f"{'model':<14} {'variant':<7} {'zoo s':>7} {'gen s':>7} {'cc s':>7} {'run s':>7} {'C s':>7} "
-          f"{'keras s':>8} {'ort s':>7} {'max err':>11}")
+          f"{'ms/inf':>7} {'keras s':>8} {'ort s':>7} {'max err':>11}")
     for item in campaign.items:
         mine = {r["reference"]: r for r in records if (r["model"], r["variant"]) == (item.model, item.variant)}
+        if mine["keras"]["verdict"] == "error":
+            print(f"{item.model:<14} {item.variant:<7} error: {mine['keras']['cause']}")
+            rows.append({"model": item.model, "variant": item.variant, "error": mine["keras"]["cause"]})
+            continue
         t = mine["keras"]["timings"]
         row = {"model": item.model, "variant": item.variant, "zoo_s": zoo_times[item.model],
                "generate_s": t["generate_s"], "compile_s": t["compile_s"], "run_s": t["run_s"],
-               "c_run_s": t["c_run_s"], "keras_s": t.get("reference_s"),
+               "c_run_s": t["c_run_s"], "ms_per_inference": 1000 * t["c_run_s"] / args.inputs,
+               "keras_s": t.get("reference_s"),
                "onnxruntime_s": mine["onnxruntime"]["timings"].get("reference_s"),
                "max_abs_error": max(r["max_abs_error"] or 0 for r in mine.values()),
                "verdicts": sorted({r["verdict"] for r in mine.values()})}
         rows.append(row)
         print(f"{row['model']:<14} {row['variant']:<7} {row['zoo_s']:7.2f} {row['generate_s']:7.2f} "
-              f"{row['compile_s']:7.2f} {row['run_s']:7.2f} {row['c_run_s']:7.2f} {row['keras_s']:8.2f} "
+              f"{row['compile_s']:7.2f} {row['run_s']:7.2f} {row['c_run_s']:7.2f} {row['ms_per_inference']:7.2f} "
+              f"{row['keras_s']:8.2f} "
               f"{row['onnxruntime_s']:7.2f} {row['max_abs_error']:11.4e}")
-    print(f"\ndefault tier, {args.inputs} inputs, {len(campaign.items)} items, 2 references: "
+    print(f"\ndefault tier on {args.target}, {args.inputs} inputs, {len(campaign.items)} items, 2 references: "
           f"{total:.1f} s wall (cold cache, sequential)")
-    print(f"lenet5 harness overhead: {100 * overhead['overhead_ratio_median']:.1f}% of C time "
-          f"(C {overhead['c_seconds_median']:.3f} s, wall {overhead['wall_seconds_median']:.3f} s, "
-          f"median of {args.repeats})")
-    out = Path("reports/benchmarks/semantic-host.json")
+    if overhead:
+        print(f"lenet5 harness overhead: {100 * overhead['overhead_ratio_median']:.1f}% of C time "
+              f"(C {overhead['c_seconds_median']:.3f} s, wall {overhead['wall_seconds_median']:.3f} s, "
+              f"median of {args.repeats})")
+    out = Path(f"reports/benchmarks/semantic-{args.target}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"date": date.today().isoformat(), "machine": platform.platform(),
+    out.write_text(json.dumps({"date": date.today().isoformat(), "target": args.target, "machine": platform.platform(),
                                "cpus": __import__("os").cpu_count(), "inputs": args.inputs,
                                "total_wall_s": total, "rows": rows, "lenet5_overhead": overhead,
                                "tools": tool_versions()}, indent=1))
