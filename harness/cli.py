@@ -103,6 +103,20 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="where zoo models, generated C, builds and reference outputs go (default generated/)")
 
 
+def opt_level(text: str) -> str:
+    """'-O3', 'O3' and '3' all mean -O3 (argparse takes a bare '-O3' for an option, so 'O3' is accepted)."""
+    level = text.lstrip("-").removeprefix("O")
+    if level not in {"0", "1", "2", "3", "s", "g"}:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an optimisation level (O0, O1, O2, O3, Os, Og)")
+    return f"-O{level}"
+
+
+def add_opt_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--opt", type=opt_level, default="-O0",
+                        help="optimisation level: O0 (default, the certification setting) .. O3; "
+                             "write O3 or --opt=-O3")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="assay",
@@ -138,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="comma-separated generators; dir:PATH checks already generated C (default assay-v2)")
     sem.add_argument("--references", default=DEFAULT_REFERENCES, help=f"default {DEFAULT_REFERENCES}")
     sem.add_argument("--targets", default="host", help="comma-separated target profiles (default host)")
-    sem.add_argument("--opt", default="-O0", help="optimisation level (default -O0, the certification setting)")
+    add_opt_option(sem)
     sem.add_argument("--inputs", type=int, default=1000, help="number of test inputs per model (default 1000)")
     sem.add_argument("--timeout", type=float, default=600.0,
                      help="seconds allowed for one batch run before it counts as a hang (default 600)")

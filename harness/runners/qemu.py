@@ -38,6 +38,7 @@ DRIVER = Path(__file__).with_name("target_driver.c")
 ELF_NAME = "assay.elf"
 INPUTS_FILE = "assay_inputs.f32"  # the driver's fixed names (target_driver.c)
 OUTPUTS_FILE = "assay_outputs.f32"
+STACK_FILE = "assay_stack.u32"  # written by a driver built with -DASSAY_STACK_PAINT=<bytes> (docs/memory.md)
 LOG_FILE = "emulator.log"  # what the program and QEMU printed, kept for a look after a failure
 FLOAT32_LE = np.dtype("<f4")
 
@@ -48,6 +49,8 @@ EXIT_CAUSES = {
     72: "driver could not read the inputs file",
     73: "driver found a partial input at the end of the inputs file",
     74: "driver could not write the outputs file",
+    75: "driver could not write the stack measurement file",
+    76: "driver found main's stack pointer moved across the call (stack measurement)",
     134: "crashed with SIGABRT (abort() called)",
 }
 
@@ -185,6 +188,7 @@ def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
     out_path = work / OUTPUTS_FILE
     (work / INPUTS_FILE).write_bytes(inputs.astype(FLOAT32_LE).tobytes())
     out_path.unlink(missing_ok=True)
+    (work / STACK_FILE).unlink(missing_ok=True)
     command = [profile.emulator_path(), *profile.emulator_args, *_program(profile, built.elf.name)]
     log = work / LOG_FILE  # a file, not a pipe: code that prints in a loop must not fill our memory
     emulator_start = time.perf_counter()
@@ -206,6 +210,28 @@ def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
         raise RunError(f"outputs file has {outputs.size} values, expected {len(inputs)} x {built.code.output_size}")
     outputs = outputs.astype(np.float32).reshape(len(inputs), built.code.output_size)
     return RunOutcome(outputs=outputs, c_seconds=c_seconds, wall_seconds=time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class StackMark:
+    """The stack high-water mark of the last run of a driver built with
+    ``-DASSAY_STACK_PAINT``: the most bytes the entry used below main's stack
+    pointer over ``calls`` calls, out of ``painted`` bytes painted."""
+
+    depth: int
+    painted: int
+    calls: int
+
+
+def read_stack_mark(built: QemuBuild) -> StackMark | None:
+    """The stack measurement of the last ``run(built, ...)``, or None if the driver wrote none."""
+    path = built.elf.parent / STACK_FILE
+    if not path.is_file():
+        return None
+    values = np.frombuffer(path.read_bytes(), dtype=np.dtype("<u4"))
+    if values.size != 3:
+        raise RunError(f"{path}: stack measurement file has {values.size} values, expected 3")
+    return StackMark(depth=int(values[0]), painted=int(values[1]), calls=int(values[2]))
 
 
 def _program(profile: TargetProfile, elf_name: str) -> list[str]:

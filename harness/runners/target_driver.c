@@ -16,11 +16,23 @@
  *     picolibc semihost), i.e. on the build machine.
  *   - exit status: 0 when every output was written; the ASSAY_EXIT_* codes
  *     below for I/O errors; 134 when the generated code calls abort().
+ *
+ * Stack measurement (docs/memory.md): compiled with -DASSAY_STACK_PAINT=<bytes>,
+ * main fills that many bytes below its stack pointer with a pattern before
+ * each call of the entry, and after the call finds the lowest word that no
+ * longer holds it. The largest depth over the batch (bytes below main's sp at
+ * the call, i.e. what the entry and its callees used) goes to ASSAY_STACK_FILE
+ * as three little-endian uint32: depth, painted bytes, number of calls. The
+ * painting and the scan are inline in main, whose frame lies above the
+ * painted area, so they do not disturb what they measure.
  */
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef ASSAY_STACK_PAINT
+#include <stdint.h>
+#endif
 
 #define ASSAY_INPUTS_FILE "assay_inputs.f32"
 #define ASSAY_OUTPUTS_FILE "assay_outputs.f32"
@@ -32,6 +44,14 @@
 #define ASSAY_EXIT_PARTIAL_INPUT 73
 #define ASSAY_EXIT_WRITE 74
 #define ASSAY_EXIT_ABORT 134 /* 128 + SIGABRT, as a shell reports it */
+#define ASSAY_EXIT_STACK_FILE 75 /* could not write ASSAY_STACK_FILE */
+#define ASSAY_EXIT_STACK_MOVED 76 /* main's sp differs after the call: the depth would be wrong */
+
+#ifdef ASSAY_STACK_PAINT
+#define ASSAY_STACK_FILE "assay_stack.u32"
+#define ASSAY_STACK_PATTERN 0xA5C3E1F7u /* odd, not a float of any layer, not an address */
+#define ASSAY_READ_SP(var) __asm__ volatile("mov %0, sp" : "=r"(var))
+#endif
 
 void ASSAY_ENTRY(const float *input, float *output);
 
@@ -49,6 +69,9 @@ int main(int argc, char **argv)
     const char *in_path = argc > 2 ? argv[1] : ASSAY_INPUTS_FILE;
     const char *out_path = argc > 2 ? argv[2] : ASSAY_OUTPUTS_FILE;
     FILE *in, *out;
+#ifdef ASSAY_STACK_PAINT
+    uint32_t stack_record[3] = {0, ASSAY_STACK_PAINT, 0}; /* depth, painted bytes, calls */
+#endif
 
     signal(SIGABRT, assay_on_abort);
     in = fopen(in_path, "rb");
@@ -71,7 +94,30 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ASSAY_OUT; ++i) {
             assay_output[i] = __builtin_nanf("");
         }
+#ifdef ASSAY_STACK_PAINT
+        {
+            uintptr_t sp_before, sp_after;
+            volatile uint32_t *word;
+            ASSAY_READ_SP(sp_before);
+            for (word = (volatile uint32_t *)(sp_before - ASSAY_STACK_PAINT); (uintptr_t)word < sp_before; ++word) {
+                *word = ASSAY_STACK_PATTERN;
+            }
+            ASSAY_ENTRY(assay_input, assay_output);
+            ASSAY_READ_SP(sp_after);
+            if (sp_after != sp_before) {
+                return ASSAY_EXIT_STACK_MOVED;
+            }
+            for (word = (volatile uint32_t *)(sp_before - ASSAY_STACK_PAINT);
+                 (uintptr_t)word < sp_before && *word == ASSAY_STACK_PATTERN; ++word) {
+            }
+            if (sp_before - (uintptr_t)word > stack_record[0]) {
+                stack_record[0] = (uint32_t)(sp_before - (uintptr_t)word);
+            }
+            ++stack_record[2];
+        }
+#else
         ASSAY_ENTRY(assay_input, assay_output);
+#endif
         if (fwrite(assay_output, sizeof(float), ASSAY_OUT, out) != ASSAY_OUT) {
             return ASSAY_EXIT_WRITE;
         }
@@ -80,5 +126,13 @@ int main(int argc, char **argv)
         return ASSAY_EXIT_WRITE;
     }
     fclose(in);
+#ifdef ASSAY_STACK_PAINT
+    {
+        FILE *stack = fopen(ASSAY_STACK_FILE, "wb");
+        if (stack == NULL || fwrite(stack_record, sizeof stack_record[0], 3, stack) != 3 || fclose(stack) != 0) {
+            return ASSAY_EXIT_STACK_FILE;
+        }
+    }
+#endif
     return 0;
 }

@@ -61,3 +61,15 @@ def test_semantic_on_one_model_writes_results_and_reports(tmp_path):
     assert "acas-reg50" in table and "assay-v2 (keras)" in table and "assay-v2 (onnx)" in table
     rerun = assay("report", "--results", str(out / "results.json"), "--check")
     assert rerun.returncode == 0 and "4 of 4 records pass" in rerun.stdout
+
+
+def test_opt_level_accepts_the_forms_argparse_allows():
+    from harness.cli import opt_level
+
+    assert opt_level("O3") == opt_level("-O3") == opt_level("3") == "-O3"
+    import argparse
+
+    import pytest
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        opt_level("fast")

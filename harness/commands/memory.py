@@ -1,0 +1,75 @@
+"""``assay memory``: the memory-layout analysis (paper Table 5), printing at the edge.
+
+Exit status as ``assay semantic``: 0 when every item passed, 1 when any item
+failed, had no stack bound or had an error, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_TARGETS = "arm7tdmi,cortex-m4f,cortex-a15"
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from harness import memory, zoo
+    from harness.campaign import plan
+    from harness.cli import csv_list
+    from harness.memory_report import write_memory_report
+
+    models = csv_list(args.models) if args.models else zoo.names(args.tier)
+    settings = memory.Settings(opt=args.opt, work_dir=args.work, seed=args.seed, n_inputs=args.inputs,
+                               paint=args.paint, timeout=args.timeout)
+    campaign = plan(models, csv_list(args.generators), [], csv_list(args.targets), settings.campaign())
+    store = memory.MemoryStore(args.out / "memory.json")
+    session = memory.Session()
+    failed = 0
+    with tqdm(campaign.items, unit="item", file=sys.stderr, disable=args.quiet) as progress:
+        for item in progress:
+            progress.set_description(item.id)
+            record = memory.run_item(item, settings, store, session)
+            if record["status"] != memory.PASS:
+                failed += 1
+                tqdm.write(f"{item.id} {settings.opt}: {record['status']}: {record['cause']}", file=sys.stderr)
+    paths = write_memory_report(store.path, args.out) if store.path.is_file() else []
+    print(f"{len(campaign.items)} items, {failed} failed, unbounded or in error; records in {store.path}")
+    for path in paths:
+        print(f"report: {path}")
+    if campaign.bad_input:
+        return 2
+    return 1 if failed else 0
+
+
+def add_command(subparsers) -> None:
+    from harness.cli import add_common_options, add_opt_option
+
+    parser = subparsers.add_parser(
+        "memory", help="memory layout (paper Table 5): section sizes, static and measured stack",
+        description="For every (model, generator, variant, target) item: generates C, builds it for the target "
+                    "with -fstack-usage -fcallgraph-info=su, reports .text/.rodata/.data/.bss of the inference "
+                    "alone (the manifest's symbols) and of the whole image, bounds the entry's worst-case stack "
+                    "(gcc's data and a disassembly of the libraries), and on QEMU targets measures the stack by "
+                    "painting. Writes OUT/memory.json and OUT/table5.md.")
+    parser.add_argument("--models", help="comma-separated zoo names or model files (default: the --tier)")
+    parser.add_argument("--tier", default="default", choices=["default", "full"],
+                        help="zoo tier used when --models is not given (default: default)")
+    parser.add_argument("--generators", default="assay-v2",
+                        help="comma-separated generators; dir:PATH analyses already generated C (default assay-v2)")
+    parser.add_argument("--targets", default=DEFAULT_TARGETS,
+                        help=f"comma-separated target profiles, host included if wanted (default {DEFAULT_TARGETS})")
+    add_opt_option(parser)
+    parser.add_argument("--inputs", type=int, default=100,
+                        help="test inputs run under QEMU for the measured stack (default 100)")
+    parser.add_argument("--paint", type=int, default=16384,
+                        help="bytes painted below main's stack pointer for the measurement (default 16384)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds allowed for one measurement run (default 600)")
+    parser.add_argument("--out", type=Path, default=Path("reports/memory"),
+                        help="memory.json and table5.md go here (default reports/memory)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_common_options(parser)
+    parser.set_defaults(func=cmd_memory)
