@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness import elf, generators, runners, stack, targets
+from harness.runners import compiling
 from harness.campaign import Item, load_model, to_code_layout
 from harness.campaign import Settings as CampaignSettings
 from harness.errors import AssayError
@@ -196,13 +197,13 @@ def _build(runner, code: GeneratedCode, build_dir: Path, profile, opt: str, extr
     build_dir = build_dir.resolve()
     expected = stack.gcc_files(build_dir, _c_sources(code))
     if not all(path.is_file() for path in expected):
-        (build_dir / "build.key").unlink(missing_ok=True)  # an earlier build without them: rebuild
+        compiling.forget_builds(build_dir)  # an earlier build without them: rebuild
     flagged = dataclasses.replace(profile, cflags=(*profile.cflags, *STACK_FLAGS, "-dumpdir", f"{build_dir}/", *extra))
     try:
         built = runner.build(code, build_dir, flagged, opt)
     except runners.RunError as exc:
         linked = build_dir / ELF_NAME
-        if str(exc).startswith("image too large") and linked.is_file() and (build_dir / "build.key").is_file():
+        if str(exc).startswith("image too large") and compiling.stamp_path(linked).is_file():
             return None, linked, str(exc)
         raise
     return built, getattr(built, "elf", None) or built.library, None

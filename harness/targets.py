@@ -12,11 +12,13 @@ from pathlib import Path
 
 from harness import runners
 from harness.errors import ConfigError
+from wcet import timing
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "toolchains"
 
 _REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "package": str,
-             "cflags": list, "opt_levels": list, "default_opt": str, "ldflags": list, "libs": list}
+             "cflags": list, "opt_levels": list, "default_opt": str, "ldflags": list, "libs": list,
+             "timing": str}
 
 # Keys that only some runner kinds use: their types, and per kind which are
 # required and which are optional. A key not listed for a profile's kind is refused.
@@ -54,6 +56,7 @@ class TargetProfile:
     default_opt: str
     ldflags: tuple[str, ...]
     libs: tuple[str, ...]
+    timing: str  # the timing model (wcet.timing) that turns counts into cycles, for MET and WCET alike
     path: Path
     emulator: str | None = None  # the program that runs the built image (None: runs natively)
     emulator_package: str | None = None
@@ -114,6 +117,8 @@ def load_profile(path: Path) -> TargetProfile:
             raise ConfigError(f"{path}: key '{key}' must be a {_KIND_KEY_TYPES[key].__name__}")
     if data["name"] != path.stem:
         raise ConfigError(f"{path}: name '{data['name']}' differs from the file name")
+    if data["timing"] not in timing.names():
+        raise ConfigError(f"{path}: timing model '{data['timing']}' is not one of {', '.join(timing.names())}")
     if data["default_opt"] not in data["opt_levels"]:
         raise ConfigError(f"{path}: default_opt '{data['default_opt']}' is not in opt_levels")
     for key in ("cflags", "ldflags", "libs", "opt_levels", "emulator_args"):

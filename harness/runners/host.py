@@ -7,7 +7,6 @@ or a failed build becomes a ``RunError`` whose message is the verdict's cause.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import signal
@@ -21,6 +20,7 @@ import numpy as np
 
 from harness.generated import GeneratedCode
 from harness.runners import RunError
+from harness.runners.compiling import compile_once, driver_defines
 from harness.targets import TargetProfile
 from harness import targets
 
@@ -57,19 +57,12 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile | None = 
     flags = profile.flags(opt)
     build_dir = build_dir.resolve()  # the compiler runs in the source directory
     build_dir.mkdir(parents=True, exist_ok=True)
-    defines = [f"-DASSAY_ENTRY={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
     library = build_dir / "libassay.so"
-    command = (compiler, *flags, f"-I{code.directory}", *defines, *map(str, code.sources), str(DRIVER),
+    command = (compiler, *flags, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources), str(DRIVER),
                *profile.ldflags, "-o", str(library), *profile.libs)
-    key = hashlib.sha256(json.dumps([command, code.source_hashes()]).encode()).hexdigest()
-    stamp = build_dir / "build.key"
     version = compiler_version(compiler)
     start = time.perf_counter()
-    if not (library.is_file() and stamp.is_file() and stamp.read_text() == key):
-        result = subprocess.run(command, cwd=code.directory, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RunError(f"compile error: {first_diagnostic(result.stderr)}")
-        stamp.write_text(key)
+    compile_once(command, code, library, lambda stderr: RunError(f"compile error: {first_diagnostic(stderr)}"))
     return HostBuild(library=library, code=code, command=command, compiler_version=version,
                      flags=tuple(flags), seconds=time.perf_counter() - start)
 

@@ -15,8 +15,6 @@ target's memory becomes a ``RunError`` whose message is the verdict's cause.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import resource
 import subprocess
@@ -31,6 +29,7 @@ from elftools.elf.elffile import ELFFile
 from harness.errors import ConfigError
 from harness.generated import GeneratedCode
 from harness.runners import RunError
+from harness.runners.compiling import compile_once, driver_defines
 from harness.runners.host import RunOutcome, compiler_version, first_diagnostic, signal_name
 from harness.targets import TargetProfile
 
@@ -91,22 +90,14 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile, opt: str
     flags = profile.flags(opt)
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
-    defines = [f"-DASSAY_ENTRY={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
     elf = build_dir / ELF_NAME
     # The memory map's --defsym flags come before the profile's ldflags, so that a
     # linker script named there (-T) sees them as defined.
-    command = (compiler, *flags, f"-I{code.directory}", *defines, *map(str, code.sources), str(DRIVER),
+    command = (compiler, *flags, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources), str(DRIVER),
                *memory_map_flags(profile), *profile.ldflags, "-o", str(elf), *profile.libs)
-    key = hashlib.sha256(json.dumps([command, code.source_hashes()]).encode()).hexdigest()
-    stamp = build_dir / "build.key"
     version = compiler_version(compiler)
     start = time.perf_counter()
-    if not (elf.is_file() and stamp.is_file() and stamp.read_text() == key):
-        stamp.unlink(missing_ok=True)
-        result = subprocess.run(command, cwd=code.directory, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise _build_failure(profile, result.stderr)
-        stamp.write_text(key)
+    compile_once(command, code, elf, lambda stderr: _build_failure(profile, stderr))
     size = image_size(elf, profile)
     check_fits(profile, size)
     return QemuBuild(elf=elf, code=code, profile=profile, command=command, compiler_version=version,

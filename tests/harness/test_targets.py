@@ -92,3 +92,19 @@ def test_missing_emulator_names_the_package(tmp_path):
     with pytest.raises(ConfigError, match="target cortex-a15: emulator 'no-qemu' not found; "
                                           "install the Debian package 'qemu-user'"):
         profile.emulator_path()
+
+
+def test_each_profile_names_the_timing_model_of_its_cpu():
+    from wcet import timing
+
+    assert {name: targets.get(name).timing for name in ("host", "arm7tdmi", "cortex-m4f", "cortex-a15")} == {
+        "host": "trivial", "arm7tdmi": "arm7tdmi", "cortex-m4f": "cortex-m4", "cortex-a15": "trivial"}
+    for name in targets.names():
+        assert timing.applies_to(targets.get(name).timing, name)
+
+
+def test_unknown_timing_model_is_refused(tmp_path):
+    path = tmp_path / "host.toml"
+    path.write_text(targets.get("host").path.read_text().replace('timing = "trivial"', 'timing = "z80"'))
+    with pytest.raises(ConfigError, match="timing model 'z80' is not one of"):
+        targets.load_profile(path)

@@ -1,0 +1,48 @@
+"""What every runner's build shares: the batch driver's defines and a build that is skipped when nothing changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Callable, Sequence
+
+from harness.generated import GeneratedCode
+
+STAMP_SUFFIX = ".key"
+
+
+def driver_defines(code: GeneratedCode) -> list[str]:
+    """-D flags that tell a batch driver the entry symbol and the input and output widths."""
+    return [f"-DASSAY_ENTRY={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
+
+
+def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
+                 failure: Callable[[str], Exception]) -> None:
+    """Run ``command`` in the code's directory unless ``output`` came from this very command and sources.
+
+    The stamp beside ``output`` holds a hash of the command and of every source
+    file, so an identical rebuild (a resumed campaign) costs nothing; a failed
+    build raises ``failure(stderr)``.
+    """
+    key = hashlib.sha256(json.dumps([list(command), code.source_hashes()]).encode()).hexdigest()
+    stamp = stamp_path(output)
+    if output.is_file() and stamp.is_file() and stamp.read_text() == key:
+        return
+    stamp.unlink(missing_ok=True)
+    result = subprocess.run(list(command), cwd=code.directory, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise failure(result.stderr)
+    stamp.write_text(key)
+
+
+def stamp_path(output: Path) -> Path:
+    """The file that says which command and sources ``output`` was built from."""
+    return output.with_name(output.name + STAMP_SUFFIX)
+
+
+def forget_builds(build_dir: Path) -> None:
+    """Make the next build in ``build_dir`` run even if command and sources are unchanged."""
+    for stamp in build_dir.glob(f"*{STAMP_SUFFIX}"):
+        stamp.unlink()
