@@ -1,1 +1,3 @@
-"""Timing analysis: flow facts, the OTAWA driver and the built-in WCET analyzer (not yet implemented)."""
+"""Timing analysis. ``wcet.timing`` holds the timing models that price instructions in cycles; measured
+execution (harness.met) uses them now, and the static WCET analyzer will use the very same definitions.
+"""
