@@ -1,0 +1,64 @@
+"""Flow facts: what the WCET analysis may assume about control flow, in OTAWA's terms.
+
+This is the data model shared by every producer (the generator's manifest and
+the generated C, per-toolchain library annotations, a user's .ff/.ffx file) and
+every consumer (the built-in IPET analyzer, the F4/FFX writers for OTAWA).
+Loop bounds mean what OTAWA means (shared/otawa/README.md): ``max`` bounds the
+traversals of the loop's back edges per entry of the loop, so the ILP gets
+``back_edges <= max * entry_edges``; ``for (i = 0; i < 8; i++)`` at -O0 has
+bound 8 and its header runs 9 times per entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LoopBound:
+    """One loop's bound, optionally only in one call context.
+
+    The loop is named by its header: ``function`` + ``offset`` (bytes from the
+    function symbol's address, Thumb bit cleared), or, when ``function`` is
+    None, ``offset`` is the header's absolute address (F4 ``loop 0x8000 N;``).
+    ``context`` lists call-site addresses from the analysed root down to the
+    loop's function (FFX nesting); empty means every context.
+    """
+
+    function: str | None
+    offset: int
+    max: int
+    total: int | None = None  # bound on all back-edge traversals per entry of the root, if known
+    context: tuple[int, ...] = ()
+    source: tuple[str, int] | None = None  # (C file, line of the loop) when known
+    justification: str = ""  # why the bound holds: required for library annotations
+    origin: str = ""  # who said so: "manifest+source", "annotation:<file>", "user:<file>"
+
+    def label(self) -> str:
+        """How error messages name the loop."""
+        where = f"{self.function} + {self.offset:#x}" if self.function else f"{self.offset:#x}"
+        return where + (f" ({self.source[0]}:{self.source[1]})" if self.source else "")
+
+
+@dataclass(frozen=True)
+class FlowFacts:
+    """All the facts for one analysis of one ELF."""
+
+    loops: tuple[LoopBound, ...] = ()
+    multicalls: dict[int, tuple[int, ...]] = field(default_factory=dict)  # call site -> possible targets
+    noreturn: frozenset[str] = frozenset()  # functions that never return
+    nocall: frozenset[str] = frozenset()  # functions whose calls the analysis ignores
+    ignorecontrol: frozenset[int] = frozenset()  # control instructions to treat as plain instructions
+    checksum: tuple[str, int] | None = None  # (ELF file name, OTAWA checksum) as written by mkff
+
+    def merged(self, other: "FlowFacts") -> "FlowFacts":
+        """Both sets of facts; for the same loop and context, the tighter (smaller) bound is kept."""
+        best: dict[tuple, LoopBound] = {}
+        for loop in (*self.loops, *other.loops):
+            key = (loop.function, loop.offset, loop.context)
+            if key not in best or loop.max < best[key].max:
+                best[key] = loop
+        return FlowFacts(loops=tuple(best.values()), multicalls={**self.multicalls, **other.multicalls},
+                         noreturn=self.noreturn | other.noreturn, nocall=self.nocall | other.nocall,
+                         ignorecontrol=self.ignorecontrol | other.ignorecontrol,
+                         checksum=self.checksum or other.checksum)
