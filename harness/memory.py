@@ -22,13 +22,8 @@ run failed). Failures become records, never exceptions.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
-import json
-import os
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +33,7 @@ from harness.runners import compiling
 from harness.campaign import Item, load_model, to_code_layout
 from harness.campaign import Settings as CampaignSettings
 from harness.errors import AssayError
+from harness.results import ResultStore
 from harness.generated import GeneratedCode
 from harness.inputs import make_inputs
 from harness.model import Model
@@ -72,42 +68,12 @@ class Session:
     generated: dict[tuple[str, str, str], GeneratedCode] = field(default_factory=dict)
 
 
-def record_key(record: dict) -> tuple:
-    return tuple(record[name] for name in KEY_FIELDS)
+def open_store(path: Path) -> ResultStore:
+    """``memory.json``: records keyed by KEY_FIELDS, written as they come (harness.results)."""
+    return ResultStore(path, SCHEMA, KEY_FIELDS)
 
 
-class MemoryStore:
-    """``memory.json``: records replaced by key, written atomically under a file lock."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = self.path.with_name(self.path.name + ".lock")
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with open(self._lock, "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
-
-    def records(self) -> list[dict]:
-        if not self.path.is_file():
-            return []
-        data = json.loads(self.path.read_text())
-        if data.get("schema") != SCHEMA:
-            raise AssayError(f"{self.path}: not an Assay memory file (schema {data.get('schema')!r})")
-        return data["records"]
-
-    def put(self, record: dict) -> None:
-        with self._locked():
-            kept = [r for r in self.records() if record_key(r) != record_key(record)]
-            kept.append(record)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"schema": SCHEMA, "records": kept}, indent=1, sort_keys=True))
-            os.replace(tmp, self.path)
-
-
-def run_item(item: Item, settings: Settings, store: MemoryStore | None = None,
+def run_item(item: Item, settings: Settings, store: ResultStore | None = None,
              session: Session | None = None) -> dict:
     """Analyse one item and store its record; never raises for the item's own faults."""
     record = {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,

@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness import zoo
-from harness.memory import MemoryStore
+from harness.memory import open_store
 
 SEGMENTS = ("text", "rodata", "data", "bss")
 
@@ -125,7 +125,7 @@ def _problems(records: list[dict]) -> list[str]:
 
 def write_memory_report(results: Path, out_dir: Path) -> list[Path]:
     """Write ``out_dir/table5.md`` from the records in ``results``; the paths written."""
-    records = MemoryStore(results).records()
+    records = open_store(results).records()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "table5.md"
     path.write_text(markdown(records))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -74,32 +73,9 @@ class Plan:
     skipped: list[str] = field(default_factory=list)  # (timing model, target) pairs that do not apply
 
 
-def met_key(record: dict) -> tuple:
-    return tuple(record[name] for name in KEY_FIELDS)
-
-
-class MetStore(ResultStore):
-    """``met.json``: ResultStore's locking and atomic writes, with this stage's schema and key."""
-
-    def records(self) -> list[dict]:
-        if not self.path.is_file():
-            return []
-        data = json.loads(self.path.read_text())
-        if data.get("schema") != SCHEMA:
-            raise ConfigError(f"{self.path}: not an Assay met file (schema {data.get('schema')!r})")
-        return data["records"]
-
-    def get(self, key: tuple) -> dict | None:
-        return next((r for r in self.records() if met_key(r) == key), None)
-
-    def put(self, record: dict) -> None:
-        """Add ``record``, replacing any earlier record with the same key."""
-        with self._locked():
-            kept = [r for r in self.records() if met_key(r) != met_key(record)]
-            kept.append(record)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"schema": SCHEMA, "records": kept}, indent=1, sort_keys=True))
-            os.replace(tmp, self.path)
+def open_store(path: Path) -> ResultStore:
+    """``met.json``: records keyed by KEY_FIELDS, written as they come (harness.results)."""
+    return ResultStore(path, SCHEMA, KEY_FIELDS)
 
 
 def timing_names_for(target: str, requested: list[str] | None) -> list[str]:
@@ -154,13 +130,13 @@ def _base_record(item: Item, timing_name: str, settings: Settings) -> dict:
             "opt": settings.opt, "timing": timing_name, "n_inputs": settings.n_inputs, "seed": settings.seed}
 
 
-def completed(item: Item, settings: Settings, store: MetStore) -> list[dict] | None:
-    done = {met_key(r): r for r in store.records()}
-    found = [done.get(met_key(_base_record(item, name, settings))) for name in item.timings]
+def completed(item: Item, settings: Settings, store: ResultStore) -> list[dict] | None:
+    done = {store.key(r): r for r in store.records()}
+    found = [done.get(store.key(_base_record(item, name, settings))) for name in item.timings]
     return found if found and all(found) else None
 
 
-def run_item(item: Item, settings: Settings, store: MetStore) -> list[dict]:
+def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Count, price and store one item; never raises for faults of the item (they become error records)."""
     if not settings.redo:
         previous = completed(item, settings, store)
@@ -430,5 +406,5 @@ def write_table2(store_path: Path, out_dir: Path) -> Path:
     """Write ``out_dir/table2.md`` from a met.json; return its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "table2.md"
-    path.write_text(table2(MetStore(store_path).records()))
+    path.write_text(table2(open_store(store_path).records()))
     return path

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from harness.errors import AssayError
+
 SCHEMA = "assay-results/1"
 KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "reference", "n_inputs", "seed")
 
@@ -23,12 +25,21 @@ def record_key(record: dict) -> tuple:
 
 
 class ResultStore:
-    """A JSON file of records, safe for concurrent writers on one machine."""
+    """A JSON file of records, safe for concurrent writers on one machine.
 
-    def __init__(self, path: Path):
+    Each stage has its own file, ``schema`` and key (``results.json`` here,
+    ``met.json``, ``memory.json``...): a record replaces the one with the same key.
+    """
+
+    def __init__(self, path: Path, schema: str = SCHEMA, key_fields: tuple[str, ...] = KEY_FIELDS):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
+        self.key_fields = key_fields
         self._lock = self.path.with_name(self.path.name + ".lock")
+
+    def key(self, record: dict) -> tuple:
+        return tuple(record[field] for field in self.key_fields)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -43,18 +54,18 @@ class ResultStore:
         if not self.path.is_file():
             return []
         data = json.loads(self.path.read_text())
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"{self.path}: not an Assay results file (schema {data.get('schema')!r})")
+        if data.get("schema") != self.schema:
+            raise AssayError(f"{self.path}: not an Assay {self.schema} file (schema {data.get('schema')!r})")
         return data["records"]
 
     def get(self, key: tuple) -> dict | None:
-        return next((r for r in self.records() if record_key(r) == key), None)
+        return next((r for r in self.records() if self.key(r) == key), None)
 
     def put(self, record: dict) -> None:
         """Add ``record``, replacing any earlier record with the same key."""
         with self._locked():
-            kept = [r for r in self.records() if record_key(r) != record_key(record)]
+            kept = [r for r in self.records() if self.key(r) != self.key(record)]
             kept.append(record)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"schema": SCHEMA, "records": kept}, indent=1, sort_keys=True))
+            tmp.write_text(json.dumps({"schema": self.schema, "records": kept}, indent=1, sort_keys=True))
             os.replace(tmp, self.path)

@@ -25,7 +25,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     settings = memory.Settings(opt=args.opt, work_dir=args.work, seed=args.seed, n_inputs=args.inputs,
                                paint=args.paint, timeout=args.timeout)
     campaign = plan(models, csv_list(args.generators), [], csv_list(args.targets), settings.campaign())
-    store = memory.MemoryStore(args.out / "memory.json")
+    store = memory.open_store(args.out / "memory.json")
     session = memory.Session()
     failed = 0
     with tqdm(campaign.items, unit="item", file=sys.stderr, disable=args.quiet) as progress:

@@ -67,7 +67,7 @@ def cmd_met(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from harness import zoo
-    from harness.met import OK, MetStore, Settings, plan, run_item, write_table2
+    from harness.met import OK, Settings, open_store, plan, run_item, write_table2
 
     if args.inputs < 1:
         raise ConfigError("--inputs must be at least 1")
@@ -80,7 +80,7 @@ def cmd_met(args: argparse.Namespace) -> int:
     campaign = plan(models, csv_list(args.generators), csv_list(args.targets), timing_names, settings)
     for note in campaign.skipped:
         print(note, file=sys.stderr)
-    store = MetStore(args.out / "met.json")
+    store = open_store(args.out / "met.json")
     failed = 0
     with tqdm(campaign.items, unit="item", file=sys.stderr, disable=args.quiet) as progress:
         for item in progress:

@@ -51,7 +51,7 @@ def test_table5_layout():
 
 
 def test_store_replaces_records_by_key(tmp_path):
-    store = memory.MemoryStore(tmp_path / "memory.json")
+    store = memory.open_store(tmp_path / "memory.json")
     store.put(fake_record("arm7tdmi", static=100))
     store.put(fake_record("cortex-m4f"))
     store.put(fake_record("arm7tdmi", static=200))
@@ -84,7 +84,7 @@ def test_unknown_target_is_bad_input(tmp_path):
 def test_errors_become_records(tmp_path):
     settings = memory.Settings(work_dir=tmp_path / "work")
     item = plan(["no-such-model.onnx"], ["assay-v2"], [], ["host"], settings.campaign()).items[0]
-    record = memory.run_item(item, settings, memory.MemoryStore(tmp_path / "memory.json"))
+    record = memory.run_item(item, settings, memory.open_store(tmp_path / "memory.json"))
     assert record["status"] == memory.ERROR and record["cause"]
 
 
@@ -101,7 +101,7 @@ def records(work):
     if not all(shutil.which(tool) for tool in _TOOLS):
         pytest.skip("ARM toolchain or QEMU not installed")
     settings = memory.Settings(work_dir=work, n_inputs=20)
-    store = memory.MemoryStore(work.parent / "memory.json")
+    store = memory.open_store(work.parent / "memory.json")
     session = memory.Session()
     campaign = plan(MODELS, ["assay-v2"], [], [*ARM_TARGETS, "host"], settings.campaign())
     for item in campaign.items:

@@ -5,6 +5,7 @@ import multiprocessing
 
 import pytest
 
+from harness.errors import AssayError
 from harness.results import KEY_FIELDS, ResultStore, record_key
 
 
@@ -40,5 +41,5 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 def test_a_foreign_json_file_is_refused(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"records": []}))
-    with pytest.raises(ValueError, match="not an Assay results file"):
+    with pytest.raises(AssayError, match="not an Assay assay-results/1 file"):
         ResultStore(path).records()
