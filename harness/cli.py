@@ -50,12 +50,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_semantic(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from harness import zoo
     from harness.campaign import Settings, plan, run_item
     from harness.report import write_semantic_report
     from harness.results import ResultStore
 
-    models = csv_list(args.models) if args.models else zoo.names(args.tier)
+    models = selected_models(args)
     settings = Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
                         timeout=args.timeout, redo=args.redo)
     campaign = plan(models, csv_list(args.generators), csv_list(args.references), csv_list(args.targets), settings)
@@ -103,6 +102,32 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="where zoo models, generated C, builds and reference outputs go (default generated/)")
 
 
+def add_selection_options(parser: argparse.ArgumentParser, default_targets: str) -> None:
+    """--models, --tier, --generators, --targets: what a campaign command runs on."""
+    parser.add_argument("--models", help="comma-separated zoo names or model files (default: the --tier)")
+    parser.add_argument("--tier", default="default", choices=["default", "full"],
+                        help="zoo tier used when --models is not given (default: default)")
+    parser.add_argument("--generators", default="assay-v2",
+                        help="comma-separated generators; dir:PATH takes already generated C with an assay.json "
+                             "(default assay-v2)")
+    parser.add_argument("--targets", default=default_targets,
+                        help=f"comma-separated target profiles (toolchains/*.toml; default {default_targets})")
+
+
+def selected_models(args: argparse.Namespace) -> list[str]:
+    """The models named by --models, else the zoo tier given by --tier."""
+    from harness import zoo
+
+    return csv_list(args.models) if args.models else zoo.names(args.tier)
+
+
+def add_output_options(parser: argparse.ArgumentParser, default_out: str, written: str) -> None:
+    """--out and --quiet."""
+    parser.add_argument("--out", type=Path, default=Path(default_out),
+                        help=f"{written} go here (default {default_out})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def opt_level(text: str) -> str:
     """'-O3', 'O3' and '3' all mean -O3 (argparse takes a bare '-O3' for an option, so 'O3' is accepted)."""
     level = text.lstrip("-").removeprefix("O")
@@ -145,21 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "(gcc -O0 -std=c99 on the host), runs it in a worker process on seeded inputs and compares "
                     "with each reference. Results are appended to OUT/results.json as they are computed; a re-run "
                     "skips finished items unless --redo. Writes OUT/table1.md and OUT/index.html.")
-    sem.add_argument("--models", help="comma-separated zoo names or model files (default: the --tier)")
-    sem.add_argument("--tier", default="default", choices=["default", "full"],
-                     help="zoo tier used when --models is not given (default: default)")
-    sem.add_argument("--generators", default="assay-v2",
-                     help="comma-separated generators; dir:PATH checks already generated C (default assay-v2)")
+    add_selection_options(sem, "host")
     sem.add_argument("--references", default=DEFAULT_REFERENCES, help=f"default {DEFAULT_REFERENCES}")
-    sem.add_argument("--targets", default="host", help="comma-separated target profiles (default host)")
     add_opt_option(sem)
     sem.add_argument("--inputs", type=int, default=1000, help="number of test inputs per model (default 1000)")
     sem.add_argument("--timeout", type=float, default=600.0,
                      help="seconds allowed for one batch run before it counts as a hang (default 600)")
-    sem.add_argument("--out", type=Path, default=Path("reports/semantic"),
-                     help="results.json and reports go here (default reports/semantic)")
+    add_output_options(sem, "reports/semantic", "results.json, table1.md, index.html and bitcompare.md")
     sem.add_argument("--redo", action="store_true", help="recompute items already in results.json")
-    sem.add_argument("--quiet", action="store_true", help="no progress bar")
     add_common_options(sem)
     sem.set_defaults(func=cmd_semantic)
 

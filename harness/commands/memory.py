@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 DEFAULT_TARGETS = "arm7tdmi,cortex-m4f,cortex-a15"
 
@@ -16,12 +15,12 @@ DEFAULT_TARGETS = "arm7tdmi,cortex-m4f,cortex-a15"
 def cmd_memory(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from harness import memory, zoo
+    from harness import memory
     from harness.campaign import plan
-    from harness.cli import csv_list
+    from harness.cli import csv_list, selected_models
     from harness.memory_report import write_memory_report
 
-    models = csv_list(args.models) if args.models else zoo.names(args.tier)
+    models = selected_models(args)
     settings = memory.Settings(opt=args.opt, work_dir=args.work, seed=args.seed, n_inputs=args.inputs,
                                paint=args.paint, timeout=args.timeout)
     campaign = plan(models, csv_list(args.generators), [], csv_list(args.targets), settings.campaign())
@@ -45,7 +44,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def add_command(subparsers) -> None:
-    from harness.cli import add_common_options, add_opt_option
+    from harness.cli import add_common_options, add_opt_option, add_output_options, add_selection_options
 
     parser = subparsers.add_parser(
         "memory", help="memory layout (paper Table 5): section sizes, static and measured stack",
@@ -54,13 +53,7 @@ def add_command(subparsers) -> None:
                     "alone (the manifest's symbols) and of the whole image, bounds the entry's worst-case stack "
                     "(gcc's data and a disassembly of the libraries), and on QEMU targets measures the stack by "
                     "painting. Writes OUT/memory.json and OUT/table5.md.")
-    parser.add_argument("--models", help="comma-separated zoo names or model files (default: the --tier)")
-    parser.add_argument("--tier", default="default", choices=["default", "full"],
-                        help="zoo tier used when --models is not given (default: default)")
-    parser.add_argument("--generators", default="assay-v2",
-                        help="comma-separated generators; dir:PATH analyses already generated C (default assay-v2)")
-    parser.add_argument("--targets", default=DEFAULT_TARGETS,
-                        help=f"comma-separated target profiles, host included if wanted (default {DEFAULT_TARGETS})")
+    add_selection_options(parser, DEFAULT_TARGETS)
     add_opt_option(parser)
     parser.add_argument("--inputs", type=int, default=100,
                         help="test inputs run under QEMU for the measured stack (default 100)")
@@ -68,8 +61,6 @@ def add_command(subparsers) -> None:
                         help="bytes painted below main's stack pointer for the measurement (default 16384)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds allowed for one measurement run (default 600)")
-    parser.add_argument("--out", type=Path, default=Path("reports/memory"),
-                        help="memory.json and table5.md go here (default reports/memory)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output_options(parser, "reports/memory", "memory.json and table5.md")
     add_common_options(parser)
     parser.set_defaults(func=cmd_memory)

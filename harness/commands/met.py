@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from harness.cli import add_common_options, add_opt_option, csv_list
+from harness.cli import (add_common_options, add_opt_option, add_output_options, add_selection_options,
+                         csv_list, selected_models)
 from harness.errors import ConfigError
 
 DEFAULT_TARGETS = "arm7tdmi,cortex-m4f"
@@ -21,13 +21,7 @@ def add_command(subparsers) -> None:
                     "helpers count for the layer that called them), and prices the counts with timing models "
                     "(wcet/timing.py). Records go to OUT/met.json as they are computed; a re-run skips "
                     "finished items unless --redo. Writes OUT/table2.md.")
-    parser.add_argument("--models", help="comma-separated zoo names or model files (default: the --tier)")
-    parser.add_argument("--tier", default="default", choices=["default", "full"],
-                        help="zoo tier used when --models is not given (default: default)")
-    parser.add_argument("--generators", default="assay-v2",
-                        help="comma-separated generators; dir:PATH measures already generated C (default assay-v2)")
-    parser.add_argument("--targets", default=DEFAULT_TARGETS,
-                        help=f"comma-separated QEMU target profiles (default {DEFAULT_TARGETS})")
+    add_selection_options(parser, DEFAULT_TARGETS)
     parser.add_argument("--timing",
                         help="comma-separated timing models: trivial, arm7tdmi, cortex-m4 (default: trivial and "
                              "each target's own model); a model that does not describe a target's CPU is skipped "
@@ -40,10 +34,8 @@ def add_command(subparsers) -> None:
     parser.add_argument("--inputs", type=int, default=100, help="number of seeded inputs per model (default 100)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds allowed for one batch under QEMU (default 600)")
-    parser.add_argument("--out", type=Path, default=Path("reports/met"),
-                        help="met.json and table2.md go here (default reports/met)")
+    add_output_options(parser, "reports/met", "met.json and table2.md")
     parser.add_argument("--redo", action="store_true", help="recompute items already in met.json")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_common_options(parser)
     parser.set_defaults(func=cmd_met)
 
@@ -66,14 +58,12 @@ def parse_timing_options(texts: list[str]) -> dict[str, dict[str, int]]:
 def cmd_met(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from harness import zoo
     from harness.met import OK, Settings, open_store, plan, run_item, write_table2
 
     if args.inputs < 1:
         raise ConfigError("--inputs must be at least 1")
-    models = csv_list(args.models) if args.models else zoo.names(args.tier)
-    opt = args.opt
-    settings = Settings(n_inputs=args.inputs, seed=args.seed, opt=opt, work_dir=args.work,
+    models = selected_models(args)
+    settings = Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
                         timeout=args.timeout, redo=args.redo,
                         timing_options=parse_timing_options(args.timing_option))
     timing_names = csv_list(args.timing) if args.timing else None
