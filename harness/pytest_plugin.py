@@ -34,19 +34,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--assay-redo", action="store_true", help="recompute items already in results.json")
     group.addoption("--run-slow", action="store_true",
                     help="also run tests marked slow (full-tier models: AlexNet, VGG-16)")
+    group.addoption("--wcet", action="store_true",
+                    help="run the WCET checks (tests marked wcet): flow facts, the static analyzer on the zoo, "
+                         "soundness against measured cycles")
+
+
+# marker -> (option that enables it, reason shown when skipped)
+_GATED = {"slow": ("run_slow", "slow: run with --run-slow"),
+          "wcet": ("wcet", "WCET check: run with pytest --wcet")}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running test, run only with --run-slow")
+    config.addinivalue_line("markers", "wcet: WCET check, run only with --wcet")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("run_slow"):
-        return
-    skip = pytest.mark.skip(reason="slow: run with --run-slow")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    for marker, (option, reason) in _GATED.items():
+        if config.getoption(option):
+            continue
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 def _settings(config: pytest.Config) -> Settings:

@@ -1,0 +1,31 @@
+"""The plugin's gates: --wcet and --run-slow turn marked tests on; without them they are skipped with a reason."""
+
+pytest_plugins = ["pytester"]
+
+GATED = """
+import pytest
+
+@pytest.mark.wcet
+def test_wcet_check():
+    assert True
+
+@pytest.mark.slow
+def test_slow_check():
+    assert True
+
+def test_plain():
+    assert True
+"""
+
+
+def test_wcet_and_slow_tests_are_skipped_by_default(pytester):
+    pytester.makepyfile(GATED)
+    result = pytester.runpytest("-rs", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*WCET check: run with pytest --wcet*", "*slow: run with --run-slow*"])
+
+
+def test_wcet_option_runs_wcet_tests_only(pytester):
+    pytester.makepyfile(GATED)
+    result = pytester.runpytest("--wcet")
+    result.assert_outcomes(passed=2, skipped=1)
