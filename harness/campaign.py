@@ -122,7 +122,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     try:
         model = load_model(item.model, settings)
         provenance["model_sha256"] = model.sha256()
-        code = _generate(item, model, timings, provenance, settings)
+        code = generate_code(item, model, settings, timings, provenance)
         outputs = _build_and_run(item, item.target, code, model, settings, timings, provenance)
         np.save(_outputs_path(item, item.target, settings), outputs)
         cause = None
@@ -147,22 +147,30 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     return records
 
 
-def _item_dir(item: Item, settings: Settings) -> Path:
-    return settings.work_dir / _slug(item.model) / _slug(item.generator) / item.variant
+def item_dir(item, settings: Settings, stage: str = "") -> Path:
+    """Where an item's generated code and builds live: one tree per model, generator and variant.
+
+    ``stage`` separates stages (met, memory, wcet) that may regenerate the same code concurrently.
+    """
+    return settings.work_dir / _slug(item.model) / _slug(item.generator) / item.variant / stage
 
 
 def _outputs_path(item: Item, target: str, settings: Settings) -> Path:
     """Where a target's outputs are kept, so other targets can be compared with them bit for bit."""
-    directory = _item_dir(item, settings)
+    directory = item_dir(item, settings)
     directory.mkdir(parents=True, exist_ok=True)
     return directory / f"outputs-{target}{settings.opt}-n{settings.n_inputs}-s{settings.seed}.npy"
 
 
-def _generate(item: Item, model: Model, timings: dict, provenance: dict, settings: Settings) -> GeneratedCode:
-    """Generate fresh code into the item's ``src`` directory (prebuilt code stays where it is)."""
+def generate_code(item, model: Model, settings: Settings, timings: dict, provenance: dict,
+                  stage: str = "") -> GeneratedCode:
+    """Generate fresh code into the item's ``src`` directory (prebuilt code stays where it is).
+
+    Fills ``timings["generate_s"]`` and the generator's provenance; a generator exception becomes an AssayError.
+    """
     generator = generators.get(item.generator)
     start = time.perf_counter()
-    source_dir = _item_dir(item, settings) / "src"
+    source_dir = item_dir(item, settings, stage) / "src"
     if source_dir.exists():
         shutil.rmtree(source_dir)
     try:
@@ -176,16 +184,24 @@ def _generate(item: Item, model: Model, timings: dict, provenance: dict, setting
     return code
 
 
-def _build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, settings: Settings,
-                   timings: dict, provenance: dict) -> np.ndarray:
-    """Build ``code`` for ``target`` under the item's work directory (never beside prebuilt sources) and run it."""
+def build_code(item, target: str, code: GeneratedCode, settings: Settings, timings: dict, provenance: dict,
+               stage: str = ""):
+    """Build ``code`` for ``target`` under the item's work directory (never beside prebuilt sources)."""
     profile = targets.get(target)
     runner = runners.for_kind(profile.kind)
-    built = runner.build(code, _item_dir(item, settings) / f"build-{target}{settings.opt}", profile, settings.opt)
+    built = runner.build(code, item_dir(item, settings, stage) / f"build-{target}{settings.opt}", profile,
+                         settings.opt)
     timings["compile_s"] = built.seconds
     provenance.update(compiler=built.compiler_version, flags=list(built.flags))
+    return built
+
+
+def _build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, settings: Settings,
+                   timings: dict, provenance: dict) -> np.ndarray:
+    built = build_code(item, target, code, settings, timings, provenance)
     inputs = make_inputs(model, settings.n_inputs, settings.seed)
-    outcome = runner.run(built, to_code_layout(inputs, model, code), settings.timeout)
+    outcome = runners.for_kind(targets.get(target).kind).run(built, to_code_layout(inputs, model, code),
+                                                             settings.timeout)
     timings.update(run_s=outcome.wall_seconds, c_run_s=outcome.c_seconds)
     return from_code_layout(outcome.outputs, model, code)
 

@@ -22,7 +22,6 @@ run failed). Failures become records, never exceptions.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +29,8 @@ from pathlib import Path
 
 from harness import elf, generators, runners, stack, targets
 from harness.runners import compiling
-from harness.campaign import Item, load_model, to_code_layout
+from harness.campaign import Item, generate_code, load_model, to_code_layout
+from harness.campaign import item_dir as campaign_item_dir
 from harness.campaign import Settings as CampaignSettings
 from harness.errors import AssayError
 from harness.results import ResultStore
@@ -41,6 +41,7 @@ from harness.provenance import tool_versions
 from harness.runners.host import compiler_version
 from harness.runners.qemu import ELF_NAME
 
+STAGE = "memory"  # work subdirectory, beside the semantic campaign's (both may run at once)
 SCHEMA = "assay-memory/1"
 KEY_FIELDS = ("model", "generator", "variant", "target", "opt")
 STACK_FLAGS = ("-fstack-usage", "-fcallgraph-info=su")
@@ -100,7 +101,7 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
                       sources_sha256=code.source_hashes())
     profile = targets.get(item.target)
     runner = runners.for_kind(profile.kind)
-    build_dir = (_item_dir(item, settings) / f"{_slug(item.target)}{settings.opt}").resolve()
+    build_dir = (_item_dir(item, settings) / f"{item.target}{settings.opt}").resolve()
 
     start = time.perf_counter()
     built, image_path, too_large = _build(runner, code, build_dir, profile, settings.opt)
@@ -125,29 +126,15 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
 
 
 def _generate(item: Item, model: Model, settings: Settings, session: Session, timings: dict) -> GeneratedCode:
+    """Generate once per (model, generator, variant) in a session: the targets share the code."""
     key = (item.model, item.generator, item.variant)
     if key not in session.generated:
-        source_dir = _item_dir(item, settings) / "src"
-        if source_dir.exists():
-            shutil.rmtree(source_dir)
-        start = time.perf_counter()
-        try:
-            session.generated[key] = generators.get(item.generator).generate(model, item.variant, source_dir)
-        except AssayError:
-            raise
-        except Exception as exc:
-            raise AssayError(f"generator failed: {type(exc).__name__}: {exc}") from exc
-        timings["generate_s"] = time.perf_counter() - start
+        session.generated[key] = generate_code(item, model, settings.campaign(), timings, {}, stage=STAGE)
     return session.generated[key]
 
 
 def _item_dir(item: Item, settings: Settings) -> Path:
-    """Beside the semantic campaign's directories, never inside them (both may run at once)."""
-    return settings.work_dir / _slug(item.model) / _slug(item.generator) / item.variant / "memory"
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+    return campaign_item_dir(item, settings.campaign(), STAGE)
 
 
 def _c_sources(code: GeneratedCode) -> list[Path]:

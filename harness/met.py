@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import execcount, generators, runners, targets, zoo
-from harness.campaign import load_model, to_code_layout
+from harness.campaign import build_code, generate_code, load_model, to_code_layout
 from harness.errors import AssayError, ConfigError, ModelError
 from harness.inputs import make_inputs
 from harness.provenance import tool_versions
@@ -40,6 +39,7 @@ from wcet import timing
 SCHEMA = "assay-met/1"
 KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "n_inputs", "seed")
 OK, ERROR = "ok", "error"
+STAGE = "met"  # work subdirectory, so a concurrent semantic campaign's code is left alone
 
 
 @dataclass(frozen=True)
@@ -181,26 +181,11 @@ def count_item(item: Item, settings: Settings, seconds: dict | None = None,
     provenance = {} if provenance is None else provenance
     model = load_model(item.model, _campaign_settings(settings))
     provenance["model_sha256"] = model.sha256()
-    item_dir = settings.work_dir / _slug(item.model) / _slug(item.generator) / item.variant / "met"
-    generator = generators.get(item.generator)
-    start = time.perf_counter()
-    source_dir = item_dir / "src"
-    if source_dir.exists():
-        shutil.rmtree(source_dir)
-    try:
-        code = generator.generate(model, item.variant, source_dir)
-    except AssayError:
-        raise
-    except Exception as exc:
-        raise AssayError(f"generator failed: {type(exc).__name__}: {exc}") from exc
-    seconds["generate_s"] = time.perf_counter() - start
-    provenance.update(generator_version=generator.version(), sources_sha256=code.source_hashes())
+    campaign_settings = _campaign_settings(settings)
+    code = generate_code(item, model, campaign_settings, seconds, provenance, stage=STAGE)
+    built = build_code(item, item.target, code, campaign_settings, seconds, provenance, stage=STAGE)
     profile = targets.get(item.target)
-    runner = runners.for_kind(profile.kind)
-    built = runner.build(code, item_dir / f"build-{item.target}{settings.opt}", profile, settings.opt)
-    seconds["compile_s"] = built.seconds
-    provenance.update(compiler=built.compiler_version, flags=list(built.flags), entry=code.entry,
-                      emulator=emulator_version(profile.emulator_path()),
+    provenance.update(entry=code.entry, emulator=emulator_version(profile.emulator_path()),
                       counter=f"assay_count QEMU plugin {plugin_digest()}")
     inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
     start = time.perf_counter()
@@ -289,10 +274,6 @@ def summarise(figures: Figures, manifest: dict) -> dict:
     return {"instructions": stats(instructions), "cycles": stats(cycles),
             "per_input": {"instructions": instructions.tolist(), "cycles": cycles.tolist()},
             "layers": layers}
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
 # ---- report: Table 2 (and Table 3 for -O3) ----
