@@ -11,16 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from harness import zoo
 from harness.memory import open_store
+from harness.report import model_order
 
 SEGMENTS = ("text", "rodata", "data", "bss")
-
-
-def _model_order(records: list[dict]) -> list[str]:
-    known = zoo.names()
-    present = {r["model"] for r in records}
-    return [m for m in known if m in present] + sorted(present - set(known))
 
 
 def _number(value: int | None) -> str:
@@ -69,7 +63,7 @@ def tables(records: list[dict]) -> list[tuple[str, str, list[dict]]]:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for record in records:
         groups[(record["model"], record["opt"])].append(record)
-    order = _model_order(records)
+    order = model_order(records)
     result = []
     for (model, opt), members in sorted(groups.items(), key=lambda g: (order.index(g[0][0]), g[0][1])):
         members.sort(key=lambda r: (r["generator"], r["variant"], r["target"]))

@@ -28,11 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import execcount, generators, runners, targets, zoo
+from harness import execcount, generators, runners, targets
 from harness.campaign import build_code, generate_code, load_model, to_code_layout
 from harness.errors import AssayError, ConfigError, ModelError
+from harness.generated import GeneratedCode
 from harness.inputs import make_inputs
 from harness.provenance import tool_versions
+from harness.report import group_digits, model_order
 from harness.results import ResultStore
 from wcet import timing
 
@@ -146,7 +148,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     provenance: dict = {"tools": tool_versions()}
     models = [timing.get(name, **settings.timing_options.get(name, {})) for name in item.timings]
     try:
-        counts, manifest = count_item(item, settings, seconds, provenance)
+        counts, code, _ = count_item(item, settings, seconds, provenance)
+        manifest = code.manifest
         cause = None
     except (runners.RunError, AssayError) as exc:
         counts, manifest, cause = None, {}, str(exc)
@@ -172,8 +175,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
 
 
 def count_item(item: Item, settings: Settings, seconds: dict | None = None,
-               provenance: dict | None = None) -> tuple[execcount.ExecCounts, dict]:
-    """Generate, build and count one item; return the counts and the generation manifest.
+               provenance: dict | None = None) -> tuple[execcount.ExecCounts, GeneratedCode, object]:
+    """Generate, build and count one item; return the counts, the generated code and the build.
 
     Fills ``seconds`` (stage timings) and ``provenance`` (versions, flags) if given.
     """
@@ -194,7 +197,7 @@ def count_item(item: Item, settings: Settings, seconds: dict | None = None,
     seconds["emulator_s"] = counts.emulator_seconds
     if not np.all(np.isfinite(counts.outputs)):
         raise runners.RunError("outputs contain NaN or infinity under the counting plugin")
-    return counts, code.manifest
+    return counts, code, built
 
 
 def emulator_version(path: str) -> str:
@@ -281,12 +284,6 @@ def summarise(figures: Figures, manifest: dict) -> dict:
 _OPT_TITLES = {"-O0": "Table 2: measured execution with -O0", "-O3": "Table 3: measured execution with -O3"}
 
 
-def _group(number: float) -> str:
-    """Thousands separated by thin spaces, as the paper prints cycles (243 195)."""
-    text = f"{number:,.0f}" if float(number).is_integer() else f"{number:,.1f}"
-    return text.replace(",", "\u2009")
-
-
 def _cell(record: dict | None, what: str) -> str:
     if record is None:
         return "–"
@@ -294,14 +291,8 @@ def _cell(record: dict | None, what: str) -> str:
         return "ERROR"
     figures = record[what]
     if figures["min"] == figures["max"]:
-        return _group(figures["median"])
-    return f"{_group(figures['median'])} ({_group(figures['min'])} – {_group(figures['max'])})"
-
-
-def _model_order(records: list[dict]) -> list[str]:
-    known = zoo.names()
-    present = {r["model"] for r in records}
-    return [m for m in known if m in present] + sorted(present - set(known))
+        return group_digits(figures["median"])
+    return f"{group_digits(figures['median'])} ({group_digits(figures['min'])} – {group_digits(figures['max'])})"
 
 
 def table2(records: list[dict]) -> str:
@@ -310,7 +301,7 @@ def table2(records: list[dict]) -> str:
              "Instructions executed inside the inference function, counted exactly under QEMU "
              "(TCG plugin, docs/met.md), priced per instruction by a timing model (`wcet/timing.py`). "
              "Cells: median (min – max) over the inputs.", ""]
-    models = _model_order(records)
+    models = model_order(records)
     for opt in sorted({r["opt"] for r in records}, key=lambda o: (o != "-O0", o != "-O3", o)):
         chosen = [r for r in records if r["opt"] == opt]
         lines += [f"## {_OPT_TITLES.get(opt, f'Measured execution with {opt}')}", ""]
@@ -376,8 +367,8 @@ def _layer_tables(records: list[dict]) -> list[str]:
                   "| layer | op | instructions | " + " | ".join(f"cycles ({r['timing']})" for r in group) + " |",
                   "|---|---|---|" + "---|" * len(group)]
         for position, layer in enumerate(group[0]["layers"]):
-            cells = [_group(r["layers"][position]["cycles"]["median"]) for r in group]
-            lines.append(f"| {layer['name']} | {layer['op'] or ''} | {_group(layer['instructions']['median'])} | "
+            cells = [group_digits(r["layers"][position]["cycles"]["median"]) for r in group]
+            lines.append(f"| {layer['name']} | {layer['op'] or ''} | {group_digits(layer['instructions']['median'])} | "
                          + " | ".join(cells) + " |")
         lines.append("")
     return lines

@@ -18,10 +18,17 @@ from harness.results import ResultStore
 ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
 
 
-def _model_order(records: list[dict]) -> list[str]:
+def model_order(records: list[dict]) -> list[str]:
+    """The models present in ``records``: zoo ones in the paper's order, then the others by name."""
     known = zoo.names()
     present = {r["model"] for r in records}
     return [m for m in known if m in present] + sorted(present - set(known))
+
+
+def group_digits(number: float) -> str:
+    """Thousands separated by thin spaces, as the paper prints cycles (243 195)."""
+    text = f"{number:,.0f}" if float(number).is_integer() else f"{number:,.1f}"
+    return text.replace(",", "\u2009")
 
 
 def _cell(record: dict | None) -> str:
@@ -35,7 +42,7 @@ def _cell(record: dict | None) -> str:
 
 def table1(records: list[dict]) -> tuple[list[str], list[tuple[tuple, list[str]]]]:
     """(models, [(row key, cells)]) in paper Table 1 layout: models as columns."""
-    models = _model_order(records)
+    models = model_order(records)
     rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for record in records:
         rows[tuple(record[f] for f in ROW_FIELDS)][record["model"]] = record
@@ -88,7 +95,7 @@ def plot(records: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = _model_order(records)
+    models = model_order(records)
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(models) + 2), 4.5))
     series: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in records:
@@ -151,7 +158,7 @@ def bits_markdown(records: list[dict]) -> str:
     rows: dict[tuple, dict[str, str]] = defaultdict(dict)
     for r in compared:
         rows[(r["model"], r["generator"], r["variant"], r["opt"])][r["target"]] = _bits_cell(r["bits_vs_host"])
-    order = _model_order(compared)
+    order = model_order(compared)
     out = ["# Cross-target bit comparison", "",
            "Outputs of the same generated code on each target compared with the host's, bit for bit, on the "
            "campaign inputs. ULP: distance between float32 values in units in the last place.", "",
