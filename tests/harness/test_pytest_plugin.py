@@ -29,3 +29,10 @@ def test_wcet_option_runs_wcet_tests_only(pytester):
     pytester.makepyfile(GATED)
     result = pytester.runpytest("--wcet")
     result.assert_outcomes(passed=2, skipped=1)
+
+
+def test_a_directory_named_like_a_marker_is_not_gated(pytester):
+    """Only the marker gates a test: tests under tests/wcet/ without @pytest.mark.wcet always run."""
+    pytester.mkdir("wcet").joinpath("test_inside.py").write_text("def test_inside():\n    assert True\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
