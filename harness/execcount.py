@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import elfcode
 from harness.errors import ConfigError
 from harness.runners import RunError, qemu
+from wcet import armcode
 
 PLUGIN_SOURCE = Path(__file__).resolve().parent / "qemu_plugin" / "assay_count.c"
 MAP_FILE = "assay_count.map"
@@ -65,7 +65,7 @@ class CallCounts:
 class ExecCounts:
     calls: list[CallCounts]
     bucket_names: list[str]  # index = bucket: [outside layers, layer 0, layer 1, ...]
-    code: elfcode.ArmCode
+    code: armcode.ArmCode
     outputs: np.ndarray
     emulator_seconds: float
 
@@ -103,10 +103,10 @@ def bucket_names(manifest: dict) -> list[str]:
     return ["(outside layers)", *(layer["name"] for layer in manifest.get("layers", []))]
 
 
-def write_map(code: elfcode.ArmCode, manifest: dict, entry: str, path: Path) -> list[str]:
+def write_map(code: armcode.ArmCode, manifest: dict, entry: str, path: Path) -> list[str]:
     """Write the plugin's map file (entry address, buckets, address ranges); return the bucket names."""
     names = bucket_names(manifest)
-    ranges = elfcode.layer_ranges(code, manifest, entry)
+    ranges = armcode.layer_ranges(code, manifest, entry)
     lines = [f"entry {code.function(entry).start:x}", f"buckets {len(names)}"]
     lines += [f"range {r.start:x} {r.end:x} {r.bucket}" for r in ranges]
     path.write_text("\n".join(lines) + "\n")
@@ -116,7 +116,7 @@ def write_map(code: elfcode.ArmCode, manifest: dict, entry: str, path: Path) -> 
 def count(built: qemu.QemuBuild, inputs: np.ndarray, timeout: float = 600.0,
           cache_dir: Path | None = None) -> ExecCounts:
     """Run ``inputs`` under QEMU with the counting plugin; one ``CallCounts`` per input."""
-    code = elfcode.ArmCode(built.elf)
+    code = armcode.ArmCode(built.elf)
     work = built.elf.parent
     map_path, out_path = work / MAP_FILE, work / OUT_FILE
     names = write_map(code, built.code.manifest, built.code.entry, map_path)

@@ -35,10 +35,11 @@ import capstone
 from capstone import arm
 
 from harness.elf import ElfImage, Symbol
+from wcet import armcode
 
 # ---------------------------------------------------------------------------- one instruction
 
-_SP, _PC, _LR = arm.ARM_REG_SP, arm.ARM_REG_PC, arm.ARM_REG_LR
+_SP = arm.ARM_REG_SP
 _ADD = {arm.ARM_INS_ADD, arm.ARM_INS_ADDW}
 _SUB = {arm.ARM_INS_SUB, arm.ARM_INS_SUBW}
 _STORE_MULTIPLE_DOWN = {arm.ARM_INS_STMDB, arm.ARM_INS_VSTMDB}
@@ -106,51 +107,16 @@ def decode(code: bytes, address: int, thumb: bool,
 
 
 def classify(insn: capstone.CsInsn, frame_pointers: frozenset[int] = frozenset()) -> Effect:
-    """The stack and control-flow effect of one capstone ARM/Thumb instruction."""
-    ops, ident = insn.operands, insn.id
-    unconditional = insn.cc in (arm.ARM_CC_AL, arm.ARM_CC_INVALID)
-    if ident in (arm.ARM_INS_BL, arm.ARM_INS_BLX):
-        if ops and ops[0].type == arm.ARM_OP_IMM:
-            return Effect("call", target=ops[0].imm)
-        return Effect("indirect-call")
-    if ident in (arm.ARM_INS_B, arm.ARM_INS_CBZ, arm.ARM_INS_CBNZ):
-        return Effect("branch", target=ops[-1].imm, final=unconditional and ident == arm.ARM_INS_B)
-    if ident in (arm.ARM_INS_BX, arm.ARM_INS_BXJ):
-        if ops[0].type == arm.ARM_OP_REG and ops[0].reg == _LR:
-            return Effect("return", final=unconditional)
-        return Effect("indirect-jump", final=unconditional)
-    if ident in (arm.ARM_INS_TBB, arm.ARM_INS_TBH):
-        return Effect("jump-table", final=True)
-    stack = _stack_effect(insn, frame_pointers)
-    _, written = insn.regs_access()
-    if _PC in written or (ops and ops[0].type == arm.ARM_OP_REG and ops[0].reg == _PC and _writes_first(insn)):
-        return _pc_write(insn, unconditional)
-    return stack
+    """The stack and control-flow effect of one capstone ARM/Thumb instruction.
 
-
-def _writes_first(insn: capstone.CsInsn) -> bool:
-    """Whether the first operand is a destination (data processing and loads)."""
-    return insn.id in (*_ADD, *_SUB, arm.ARM_INS_MOV, *_SINGLE_LOADS)
-
-
-def _pc_write(insn: capstone.CsInsn, unconditional: bool) -> Effect:
-    """pc loaded: a return when it comes off the stack or from lr, a jump table when
-    it is indexed from pc, otherwise an indirect jump."""
-    ops, ident = insn.operands, insn.id
-    if ident == arm.ARM_INS_POP or (ident in _LOAD_MULTIPLE and ops[0].reg == _SP):
-        return Effect("return", final=unconditional)
-    if ident in _SINGLE_LOADS and ops[1].type == arm.ARM_OP_MEM:
-        memory = ops[1].mem
-        if memory.base == _SP and insn.writeback:
-            return Effect("return", final=unconditional)
-        if memory.base == _PC and memory.index != 0:
-            return Effect("jump-table", final=unconditional)
-    if ident == arm.ARM_INS_MOV and ops[1].type == arm.ARM_OP_REG and ops[1].reg == _LR:
-        return Effect("return", final=unconditional)
-    if ident in _ADD and len(ops) == 3 and ops[1].type == arm.ARM_OP_REG and ops[1].reg == _PC \
-            and ops[2].type == arm.ARM_OP_REG:
-        return Effect("jump-table", final=unconditional)
-    return Effect("indirect-jump", final=unconditional)
+    The control flow (calls, branches, returns, indirect jumps, jump tables) is
+    ``wcet.armcode.flow``, shared with the WCET analyzer's CFGs; an instruction
+    that does not change the flow is classified by its stack effect.
+    """
+    control = armcode.flow(insn)
+    if control.kind != "none":
+        return Effect(control.kind, target=control.target, final=control.final)
+    return _stack_effect(insn, frame_pointers)
 
 
 def _register_bytes(insn: capstone.CsInsn, ops) -> int:
@@ -178,7 +144,7 @@ def _stack_effect(insn: capstone.CsInsn, frame_pointers: frozenset[int]) -> Effe
         post = [op for op in ops if op.type == arm.ARM_OP_IMM]
         step = (-abs(post[-1].imm) if post[-1].subtracted else post[-1].imm) if post else memory.disp
         return Effect("grow", bytes=-step) if step < 0 else Effect("shrink")
-    writes_sp = _SP in written or (base_sp and _writes_first(insn))
+    writes_sp = _SP in written or (base_sp and armcode.writes_first_operand(insn))
     if not writes_sp:
         return Effect()
     if ident in _ADD | _SUB and base_sp:

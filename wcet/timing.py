@@ -7,7 +7,7 @@ same ``cycles`` call. A model prices one instruction at a time:
 
     model.cycles(insn, executed=None) -> int
 
-``insn`` is a capstone ``CsInsn`` decoded with details (``harness.elfcode``
+``insn`` is a capstone ``CsInsn`` decoded with details (``wcet.armcode``
 decodes Thumb IT blocks in sequence, so instructions inside them carry their
 condition). ``executed`` matters only for a *conditional* instruction
 (``is_conditional``): True when its condition passed (for a branch: taken),

@@ -1,0 +1,135 @@
+"""``assay wcet``: static WCET bounds (paper Table 4), per layer, checked against measured cycles.
+
+Two modes: a campaign over models and targets (generated code, automatic flow
+facts, the soundness check), or ``--elf FILE --function NAME`` for any ELF.
+Exit status: 0 all pass, 1 a bound failed the check or an item had an error
+(or, with --elf, loops are left unbounded), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.cli import (add_common_options, add_opt_option, add_output_options, add_selection_options, csv_list,
+                         selected_models)
+from harness.errors import AssayError
+
+DEFAULT_TARGETS = "arm7tdmi,cortex-m4f"
+
+
+def add_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "wcet", help="static WCET (paper Table 4): automatic flow facts, built-in IPET analyzer or OTAWA",
+        description="Campaign mode: for every (model, generator, variant, target) item, generates and "
+                    "cross-builds the code, produces its flow facts automatically (manifest bounds checked "
+                    "against the C source, mapped to the binary's loops, plus library annotations; written as "
+                    "OTAWA .ff and .ffx), computes the WCET of the inference function and of each layer, and "
+                    "checks it against the largest cycle count measured under QEMU with the same timing model. "
+                    "Writes OUT/wcet.json, OUT/table4.md and OUT/layers.md. ELF mode (--elf, --function): "
+                    "analyses any ELF and prints 'WCET[NAME] = N cycles'.")
+    add_selection_options(parser, DEFAULT_TARGETS)
+    parser.add_argument("--timing", help="comma-separated timing models: trivial, arm7tdmi, cortex-m4 (default: "
+                                         "trivial and each target's own model)")
+    parser.add_argument("--timing-option", action="append", default=[], metavar="MODEL.KEY=VALUE",
+                        help="timing model parameter, e.g. arm7tdmi.n_wait_states=2 (repeatable)")
+    parser.add_argument("--engine", default="builtin",
+                        help="comma-separated engines: builtin (default, no OTAWA needed) and/or otawa "
+                             "(owcet on PATH)")
+    parser.add_argument("--otawa-script", default="trivial",
+                        help="OTAWA script for --engine otawa: trivial, generic, stm32 or a path (default trivial)")
+    add_opt_option(parser)
+    parser.add_argument("--inputs", type=int, default=20,
+                        help="inputs measured under QEMU for the soundness check (default 20)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for one QEMU batch (default 600)")
+    add_output_options(parser, "reports/wcet", "wcet.json, table4.md and layers.md")
+    parser.add_argument("--redo", action="store_true", help="recompute items already in wcet.json")
+    elf = parser.add_argument_group("ELF mode")
+    elf.add_argument("--elf", type=Path, help="analyse this ELF instead of generated models")
+    elf.add_argument("--function", help="with --elf: the function to bound")
+    elf.add_argument("--flow-facts", type=Path, help="with --elf: an OTAWA .ff or .ffx file (default: library "
+                                                      "annotations only; unbounded loops are listed)")
+    elf.add_argument("--json", action="store_true", help="with --elf: print the result as JSON too")
+    add_common_options(parser)
+    parser.set_defaults(func=cmd_wcet)
+
+
+def cmd_wcet(args: argparse.Namespace) -> int:
+    if args.elf or args.function:
+        return _elf_mode(args)
+    return _campaign(args)
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from harness import met, wcetrun
+    from harness.commands.met import parse_timing_options
+    from harness.wcet_report import write_wcet_report
+
+    engines = tuple(csv_list(args.engine))
+    unknown = set(engines) - set(wcetrun.ENGINES)
+    if unknown or not engines:
+        raise AssayError(f"unknown engine(s) {', '.join(sorted(unknown)) or '(none)'}; "
+                         f"choose from {', '.join(wcetrun.ENGINES)}")
+    settings = wcetrun.Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
+                                timeout=args.timeout, redo=args.redo,
+                                timing_options=parse_timing_options(args.timing_option), engines=engines,
+                                otawa_script=args.otawa_script)
+    campaign = met.plan(selected_models(args), csv_list(args.generators), csv_list(args.targets),
+                        csv_list(args.timing) if args.timing else None, settings.met())
+    for line in campaign.skipped:
+        print(f"assay: note: {line}", file=sys.stderr)
+    store = wcetrun.open_store(args.out / "wcet.json")
+    failed = 0
+    with tqdm(campaign.items, unit="item", file=sys.stderr, disable=args.quiet) as progress:
+        for item in progress:
+            progress.set_description(item.id)
+            for record in wcetrun.run_item(item, settings, store):
+                if record["verdict"] != wcetrun.PASS:
+                    failed += 1
+                    tqdm.write(f"{item.id} {record['timing']} {record['engine']}: {record['verdict']}: "
+                               f"{record['cause']}", file=sys.stderr)
+    for path in write_wcet_report(store.path, args.out) if store.path.is_file() else []:
+        print(f"report: {path}")
+    print(f"{len(campaign.items)} items, {failed} records failed or in error; records in {store.path}")
+    if campaign.bad_input:
+        return 2
+    return 1 if failed else 0
+
+
+def _elf_mode(args: argparse.Namespace) -> int:
+    from wcet import annotations, ffformat, timing
+    from wcet.analyzer import analyze
+    from wcet.errors import UnboundedLoopsError
+
+    if not (args.elf and args.function):
+        raise AssayError("ELF mode needs both --elf FILE and --function NAME")
+    if not args.elf.is_file():
+        raise AssayError(f"{args.elf}: no such ELF file")
+    names = csv_list(args.timing) if args.timing else ["trivial"]
+    if len(names) != 1:
+        raise AssayError("ELF mode takes one --timing model")
+    from harness.commands.met import parse_timing_options
+
+    model = timing.get(names[0], **parse_timing_options(args.timing_option).get(names[0], {}))
+    facts = annotations.library_facts(args.elf)
+    if args.flow_facts:
+        parse = ffformat.parse_ffx if args.flow_facts.suffix == ".ffx" else ffformat.parse_f4
+        facts = parse(args.flow_facts.read_text(), source=str(args.flow_facts)).merged(facts)
+    try:
+        result = analyze(args.elf, args.function, facts, model)
+    except UnboundedLoopsError as exc:
+        print(f"assay: {args.elf}: {len(exc.loops)} loop(s) without a bound in {args.function} and its callees:",
+              file=sys.stderr)
+        for loop in exc.loops:
+            print(f"  {loop}", file=sys.stderr)
+        return 1
+    print(f"WCET[{args.function}] = {result.wcet_cycles} cycles")
+    if args.json:
+        print(json.dumps({"elf": str(args.elf), "function": args.function, "timing": model.name,
+                          "timing_params": model.params(), "wcet_cycles": int(result.wcet_cycles),
+                          "loops": [str(loop) for loop in result.loops]}, indent=1))
+    return 0

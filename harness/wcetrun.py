@@ -1,0 +1,182 @@
+"""The WCET stage (paper Table 4): flow facts, a static bound, and its check against measurement.
+
+An item is one (model, generator, variant, target, optimisation level), as for
+measured execution. Its code is generated and cross-built once; then:
+
+1. flow facts are produced automatically (``wcet.flowfacts``: the manifest's
+   loop bounds, checked against the C source, mapped onto the binary's loops,
+   plus the toolchain's library annotations) and written as OTAWA F4 (``.ff``)
+   and FFX (``.ffx``) files beside the ELF;
+2. for each timing model and each engine (``builtin``: ``wcet.analyzer``;
+   ``otawa``: ``owcet`` when it is on PATH) the WCET of the entry function is
+   computed, with per-layer bounds from the built-in engine;
+3. the same code is run under QEMU with the counting plugin and priced by the
+   same timing model (``harness.met``), and the bound must be at least the
+   largest measured cycle count: a smaller bound is a ``fail`` that states
+   both numbers. ``tightness`` = WCET / max measured.
+
+Records go to ``wcet.json`` as they are computed (one per item, timing model
+and engine); a re-run skips items whose records are all there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from harness import met, runners
+from harness.errors import AssayError
+from harness.provenance import tool_versions
+from harness.results import ResultStore
+from wcet import timing
+
+SCHEMA = "assay-wcet/1"
+KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "engine", "n_inputs", "seed")
+ENGINES = ("builtin", "otawa")
+PASS, FAIL, ERROR = "pass", "fail", "error"
+
+
+@dataclass(frozen=True)
+class Settings:
+    n_inputs: int = 20  # measured inputs for the soundness check
+    seed: int = 0
+    opt: str = "-O0"
+    work_dir: Path = Path("generated")
+    timeout: float = 600.0
+    redo: bool = False
+    timing_options: dict = field(default_factory=dict)
+    engines: tuple[str, ...] = ("builtin",)
+    otawa_script: str = "trivial"
+
+    def met(self) -> met.Settings:
+        return met.Settings(n_inputs=self.n_inputs, seed=self.seed, opt=self.opt, work_dir=self.work_dir,
+                            timeout=self.timeout, timing_options=self.timing_options)
+
+
+def open_store(path: Path) -> ResultStore:
+    """``wcet.json``: records keyed by KEY_FIELDS, written as they come (harness.results)."""
+    return ResultStore(path, SCHEMA, KEY_FIELDS)
+
+
+def _base_record(item: met.Item, timing_name: str, engine: str, settings: Settings) -> dict:
+    return {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
+            "opt": settings.opt, "timing": timing_name, "engine": engine, "n_inputs": settings.n_inputs,
+            "seed": settings.seed}
+
+
+def completed(item: met.Item, settings: Settings, store: ResultStore) -> list[dict] | None:
+    done = {store.key(r): r for r in store.records()}
+    found = [done.get(store.key(_base_record(item, name, engine, settings)))
+             for name in item.timings for engine in settings.engines]
+    return found if found and all(found) else None
+
+
+def run_item(item: met.Item, settings: Settings, store: ResultStore) -> list[dict]:
+    """Analyse and check one item; never raises for the item's own faults (they become error records)."""
+    if not settings.redo:
+        previous = completed(item, settings, store)
+        if previous is not None:
+            return previous
+    seconds: dict[str, float] = {}
+    provenance: dict = {"tools": tool_versions()}
+    try:
+        counts, code, built = met.count_item(item, settings.met(), seconds, provenance)
+        start = time.perf_counter()
+        facts, fact_files = _flow_facts(built.elf, code)
+        seconds["flowfacts_s"] = time.perf_counter() - start
+        regions, layer_names = _regions(built.elf, code)
+        cause = None
+    except (runners.RunError, AssayError) as exc:
+        cause = str(exc)
+    except Exception as exc:  # a tool crash is this item's error, not the campaign's end
+        cause = f"{type(exc).__name__}: {exc}"
+    records = []
+    for name in item.timings:
+        model = timing.get(name, **settings.timing_options.get(name, {}))
+        measured = None if cause else met.price(counts, model)
+        for engine in settings.engines:
+            record = _base_record(item, name, engine, settings)
+            record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance)
+            if cause:
+                record.update(verdict=ERROR, cause=cause)
+            else:
+                record["flow_facts"] = fact_files
+                record.update(_bound(engine, built.elf, code.entry, facts, model, regions, layer_names, measured,
+                                     settings))
+            record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            store.put(record)
+            records.append(record)
+    return records
+
+
+def _flow_facts(elf: Path, code) -> tuple[object, dict[str, str]]:
+    """Facts for the generated code, also written as .ff and .ffx beside the ELF."""
+    from wcet import ffformat, flowfacts
+
+    facts = flowfacts.facts_for_generated(elf, code.directory, code.entry)
+    f4, ffx = elf.with_suffix(".ff"), elf.with_suffix(".ffx")
+    f4.write_text(ffformat.write_f4(facts, elf, code.entry))
+    ffx.write_text(ffformat.write_ffx(facts, elf, code.entry))
+    return facts, {"f4": str(f4), "ffx": str(ffx)}
+
+
+def _regions(elf: Path, code) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
+    """Address ranges of each manifest layer (and of the code outside layers), from the DWARF line table."""
+    from wcet import armcode
+
+    program = armcode.ArmCode(elf)
+    names = met.execcount.bucket_names(code.manifest)
+    regions: dict[str, list[tuple[int, int]]] = {}
+    for span in armcode.layer_ranges(program, code.manifest, code.entry):
+        regions.setdefault(names[span.bucket], []).append((span.start, span.end))
+    return regions, names
+
+
+def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, layer_names: list[str],
+           measured: met.Figures, settings: Settings) -> dict:
+    """One engine's WCET, per-layer figures and the soundness verdict against the measured cycles."""
+    totals = measured.cycles.sum(axis=1)
+    max_measured = int(totals.max())
+    per_layer_measured = {name: int(measured.cycles[:, i].max()) for i, name in enumerate(measured.bucket_names)}
+    start = time.perf_counter()
+    try:
+        if engine == "builtin":
+            from wcet.analyzer import analyze
+
+            result = analyze(elf, entry, facts, model, regions)
+            wcet_cycles, per_region = int(result.wcet_cycles), dict(result.regions)
+            details = {"loops": len(result.loops), "functions": len(result.functions)}
+        else:
+            wcet_cycles, per_region, details = _otawa(elf, entry, model, settings), {}, {}
+    except AssayError as exc:
+        return {"verdict": ERROR, "cause": str(exc), "max_measured_cycles": max_measured}
+    analysis_s = time.perf_counter() - start
+    layers = [{"layer": name, "wcet_cycles": per_region.get(name), "max_measured_cycles": per_layer_measured[name]}
+              for name in layer_names if name in per_region or per_layer_measured.get(name)]
+    unsound = [f"{lay['layer']}: WCET {lay['wcet_cycles']} < measured {lay['max_measured_cycles']}"
+               for lay in layers if lay["wcet_cycles"] is not None and lay["wcet_cycles"] < lay["max_measured_cycles"]]
+    if wcet_cycles < max_measured:
+        unsound.insert(0, f"WCET {wcet_cycles} < measured {max_measured} cycles")
+    return {"verdict": FAIL if unsound else PASS, "cause": "unsound: " + "; ".join(unsound) if unsound else None,
+            "wcet_cycles": wcet_cycles, "max_measured_cycles": max_measured,
+            "median_measured_cycles": float(np.median(totals)),
+            "tightness": wcet_cycles / max_measured if max_measured else None,
+            "layers": layers, "analysis_s": analysis_s, **details}
+
+
+def _otawa(elf: Path, entry: str, model, settings: Settings) -> int:
+    """OTAWA's WCET with the same flow facts; only where owcet is installed and its model is the same."""
+    from wcet import otawa
+
+    if not otawa.available():
+        raise AssayError("OTAWA is not installed (owcet not on PATH); use --engine builtin")
+    if model.name != "trivial" or settings.otawa_script != "trivial":
+        raise AssayError(f"no OTAWA script is the same model as timing '{model.name}'; compare with --timing trivial")
+    outcome = otawa.run_owcet(elf, entry, elf.with_suffix(".ff"), settings.otawa_script, {})
+    if outcome.error:
+        raise AssayError(f"OTAWA: {outcome.error}")
+    return int(outcome.wcet_cycles)

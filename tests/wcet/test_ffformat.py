@@ -1,0 +1,190 @@
+"""OTAWA's flow-fact formats: the recorded real files read, round trips, the strict grammar, the checksum.
+
+The recorded files are ../shared/otawa/ (real OTAWA 1.2 runs: dense.ff and
+dense-context.ffx gave WCET[main] = 22715 cycles, fdense_m4.ff 15755,
+mkff-output.ff is mkff's template, unbounded.ff made owcet stop with exit 2).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from wcet.facts import FlowFacts, LoopBound
+from wcet.ffformat import (
+    FlowFactFormatError,
+    content,
+    otawa_checksum,
+    parse_f4,
+    parse_f4_statements,
+    parse_ffx,
+    write_f4,
+    write_ffx,
+)
+
+OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"  # ../shared/otawa beside the repository
+needs_recordings = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
+
+
+@needs_recordings
+@pytest.mark.parametrize("elf, expected", [("arm7tdmi/dense.elf", 0x5C167506), ("cortex-m4/fdense_m4.elf", 0xD4FEB4D0)])
+def test_checksum_is_the_one_mkff_wrote(elf, expected):
+    assert otawa_checksum(OTAWA / elf) == expected
+
+
+def test_checksum_folds_every_360_bytes_and_keeps_32_bits():
+    assert otawa_checksum(b"") == 0xFFFFFFFF  # both sums 0xffff, folded: 0xffff
+    # by hand: sum1 = 0xffff + 1 = 0x10000, sum2 = 0xffff + 0x10000 = 0x1ffff; folded once: 1 and 0x10000;
+    # (0x10000 << 16 | 1) keeps 32 bits: 1
+    assert otawa_checksum(b"\x01\x00") == 1
+    data = bytes(range(256)) * 9
+    value = otawa_checksum(data)
+    assert 0 <= value <= 0xFFFFFFFF
+    assert otawa_checksum(data + b"\x00\x00") != value  # one more half changes sum2
+    # an odd length: elm adds the last byte with the high byte left from the previous half
+    assert otawa_checksum(b"\x10\x20\x30") == otawa_checksum(b"\x10\x20\x30\x20")
+
+
+@needs_recordings
+def test_dense_ff_reads_into_flow_facts():
+    facts = parse_f4(OTAWA / "arm7tdmi/dense.ff")
+    assert facts.checksum == ("dense.elf", 0x5C167506)
+    assert {(l.function, l.offset, l.max, l.total, l.context) for l in facts.loops} == {
+        ("dense", 0xA0, 8, None, ()), ("dense", 0x74, 16, None, ())}
+
+
+@needs_recordings
+def test_fdense_m4_ff_reads_into_flow_facts():
+    facts = parse_f4((OTAWA / "cortex-m4/fdense_m4.ff").read_text(), source="fdense_m4.ff")
+    assert facts.checksum == ("fdense_m4.elf", 0xD4FEB4D0)
+    assert sorted((l.function, l.offset, l.max) for l in facts.loops) == [("layer", 0x52, 16), ("layer", 0x6A, 8)]
+
+
+@needs_recordings
+def test_dense_context_ffx_gives_call_context_bounds():
+    facts = parse_ffx(OTAWA / "arm7tdmi/dense-context.ffx", root="main")
+    assert sorted((l.function, l.offset, l.max, l.context) for l in facts.loops) == [
+        ("dense", 0x74, 16, (0x8114,)), ("dense", 0xA0, 8, (0x8114,))]
+    # written back with the entry, it is the recorded structure again
+    text = write_ffx(facts, OTAWA / "arm7tdmi/dense.elf", "main")
+    assert '<function label="main">' in text and '<call address="0x8114">' in text
+    assert content(parse_ffx(text)) == content(facts)
+
+
+@needs_recordings
+def test_mkff_template_is_an_error_listing_every_unbounded_loop():
+    with pytest.raises(FlowFactFormatError) as caught:
+        parse_f4(OTAWA / "cortex-m4/mkff-output.ff")
+    assert len(caught.value.problems) == 2
+    assert "mkff-output.ff:4" in caught.value.problems[0] and '"layer" + 0x6a' in caught.value.problems[0]
+    assert "mkff-output.ff:5" in caught.value.problems[1] and '"layer" + 0x52' in caught.value.problems[1]
+    # the statements themselves are F4: the template reads as statements with unknown bounds
+    loops = [s for s in parse_f4_statements(OTAWA / "cortex-m4/mkff-output.ff") if s.kind == "loop"]
+    assert [(s.address.label, s.address.offset, s.unknown) for s in loops] == [("layer", 0x6A, True),
+                                                                               ("layer", 0x52, True)]
+
+
+@needs_recordings
+def test_unbounded_ff_is_an_error_naming_the_loop_owcet_named():
+    with pytest.raises(FlowFactFormatError) as caught:
+        parse_f4(OTAWA / "cortex-m4/unbounded.ff")
+    (problem,) = caught.value.problems
+    assert problem.startswith("unbounded.ff:2:") and '"layer" + 0x52' in problem and "?" in problem
+
+
+RICH = FlowFacts(
+    loops=(LoopBound("dense", 0xA0, 8, source=("dense.c", 14), origin="manifest+source", justification="L0"),
+           LoopBound("dense", 0x74, 16, total=128),
+           LoopBound(None, 0x8000, 3),
+           LoopBound("__aeabi_fmul", 0xE0, 22, justification="23-bit mantissa -- shifted */ left")),
+    multicalls={0x8114: (0x803C, 0x8000)},
+    noreturn=frozenset({"abort"}), nocall=frozenset({"trace"}), ignorecontrol=frozenset({0x8040}),
+    checksum=("net.elf", 0xDEADBEEF))
+
+
+def test_f4_round_trip():
+    text = write_f4(RICH, entry="net")
+    assert content(parse_f4(text)) == content(RICH)
+    assert "multicall 0x8114 to 0x803c, 0x8000;" in text
+    assert 'loop "dense" + 0x74 max 16 total 128;' in text
+    assert "checksum \"net.elf\" 0xdeadbeef;" in text
+
+
+def test_ffx_round_trip_with_call_contexts():
+    facts = FlowFacts(loops=(LoopBound("dense", 0xA0, 8), LoopBound("dense", 0x74, 16, total=100, context=(0x8114,)),
+                             LoopBound("inner", 0x10, 4, context=(0x8114, 0x8050))),
+                      noreturn=frozenset({"abort"}), nocall=frozenset({"trace"}))
+    text = write_ffx(facts, entry="main", call_targets={0x8114: "dense"})
+    assert content(parse_ffx(text, root="main")) == content(facts)
+
+
+def test_formats_refuse_what_they_cannot_express():
+    with pytest.raises(FlowFactFormatError, match="call-context bound cannot be written in F4"):
+        write_f4(FlowFacts(loops=(LoopBound("f", 4, 2, context=(0x100,)),)))
+    with pytest.raises(FlowFactFormatError, match="multicall"):
+        write_ffx(FlowFacts(multicalls={1: (2,)}))
+    with pytest.raises(FlowFactFormatError, match="analysed function"):
+        write_ffx(FlowFacts(loops=(LoopBound("f", 4, 2, context=(0x100,)),)))
+    with pytest.raises(FlowFactFormatError, match="F4 integers"):
+        write_f4(FlowFacts(loops=(LoopBound("f", 4, 2**31),)))
+    with pytest.raises(FlowFactFormatError, match="F4 string"):
+        write_f4(FlowFacts(loops=(LoopBound('f"', 4, 2),)))
+
+
+@pytest.mark.parametrize("text, message", [
+    ('loop "f" + 4 8', "expected ';'"),
+    ('loop "f" + 4 8;\r\n', "'\\r' is not F4"),
+    ('looop "f" 3;', "'looop' is not F4"),
+    ('loop "f" + 08 3;', "expected ';'"),  # OTAWA's lexer reads 08 as 0 then 8
+    ('loop "f" + 4 3 in "f" / "main";', "names calling functions"),
+    ('return 0x100;', "outside Assay's subset"),
+    ('multibranch 0x10 to 0x20;', "outside Assay's subset"),
+    ('loop "f" + 2 max 3 max 4;', "one 'max'"),
+    ('loop "f.c" : 3 4;', "file:line"),
+    ('loop "f" + 4 total 10;', "only a 'total'"),
+    ('multicall 0x10 to ?;', "unknown targets"),
+    ('loop "f" + 4 2147483648;', "OTAWA can hold"),
+    ('loop "f + 4 8;', "unterminated string"),
+    ('/* never closed', "unterminated"),
+    ('multicall "f" + 4 to 0x20;', "needs the ELF's symbols"),
+    ('nocall 0x8000;', "needs the ELF's symbols"),
+])
+def test_f4_outside_the_grammar_is_refused_with_its_line(text, message):
+    with pytest.raises(FlowFactFormatError) as caught:
+        parse_f4("// first line\n" + text, source="bad.ff")
+    assert any(message in p for p in caught.value.problems), caught.value.problems
+    assert all(p.startswith("bad.ff:2:") for p in caught.value.problems), caught.value.problems
+
+
+def test_f4_lexes_like_otawa():
+    facts = parse_f4('/* a\n comment */ loop "f"+010 0b11; // octal offset, binary bound\n'
+                     'no call "g"; ignore control 0X20; no return "h"; loop 0x8000 max 5 total 7;\n'
+                     'multicall "f" + 4 to "g", 0x30;', symbols={"f": 0x100, "g": 0x200, "h": 0x300})
+    assert content(facts)[0] == frozenset({("f", 8, 3, None, ()), (None, 0x8000, 5, 7, ())})
+    assert facts.nocall == {"g"} and facts.noreturn == {"h"} and facts.ignorecontrol == {0x20}
+    assert facts.multicalls == {0x104: (0x200, 0x30)}
+
+
+def test_every_problem_is_listed_at_once():
+    with pytest.raises(FlowFactFormatError) as caught:
+        parse_f4('loop "a" + 4 ?;\nloop "b" + 8 ?;\nmulticall 0x10 to ?;\n')
+    assert len(caught.value.problems) == 3
+
+
+@pytest.mark.parametrize("text, message", [
+    ("<flowfact/>", "not <flowfacts>"),
+    ("<flowfacts><function label='f'><loop label='f' offset='4'/></function></flowfacts>", "without maxcount"),
+    ("<flowfacts><function label='f'><loop label='f' offset='x4' maxcount='3'/></function></flowfacts>",
+     "not an integer"),
+    ("<flowfacts><function label='f'><loop source='f.c' line='3' maxcount='3'/></function></flowfacts>",
+     "source/line"),
+    ("<flowfacts><call address='0x10'/></flowfacts>", "outside Assay's FFX subset"),
+    ("<flowfacts><function label='f'><call address='0x10'/></function></flowfacts>", "exactly one <function>"),
+    ("<flowfacts><function label='f'><loop label='f' offset='4' maxcount='3' bound='2'/></function></flowfacts>",
+     "does not take bound"),
+    ("<flowfacts><function label='f'>text</function></flowfacts>", "outside any attribute"),
+    ("<flowfacts><function label='f'>", "not well-formed"),
+])
+def test_ffx_outside_the_grammar_is_refused(text, message):
+    with pytest.raises(FlowFactFormatError) as caught:
+        parse_ffx(text, source="bad.ffx")
+    assert any(message in p for p in caught.value.problems), caught.value.problems

@@ -1,0 +1,203 @@
+"""Flow facts for generated code: manifest and C agree on every loop, mapped to the binary; errors name loops.
+
+Builds (arm-none-eabi-gcc, -O0) acas-reg50 and lenet5 for arm7tdmi and
+cortex-m4f, and small hand-written "generated" directories for the error
+cases (a bound changed in the C or in the manifest, a while loop, an indirect
+call, recursion). The facts for the zoo models are written as F4 and FFX and
+read back by the strict parsers (the grammar OTAWA reads).
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import targets
+from harness.generated import GeneratedCode
+from harness.runners import qemu
+from wcet.annotations import Toolchain
+from wcet.ffformat import content, otawa_checksum, parse_f4, parse_ffx, write_f4, write_ffx
+from wcet.flowfacts import FlowFactError, facts_for_generated
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+_TOOLS = {"arm-none-eabi-gcc": "gcc-arm-none-eabi", "qemu-arm": "qemu-user", "qemu-system-arm": "qemu-system-arm",
+          "gcc": "gcc"}
+_MISSING = [f"{tool} ({package})" for tool, package in _TOOLS.items() if shutil.which(tool) is None]
+pytestmark = [pytest.mark.arm,
+              pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {', '.join(_MISSING)}; run .ci/setup")]
+
+TARGETS = ("arm7tdmi", "cortex-m4f")
+# libgcc soft-float loops reached on the ARM7TDMI (toolchains/annotations/arm-none-eabi-gcc-12.2.1.toml)
+LIBRARY_LOOPS = {"acas-reg50": {("__aeabi_fmul", 0xE0, 22), ("__aeabi_fmul", 0xFC, 22)},
+                 "lenet5": {("__aeabi_fmul", 0xE0, 22), ("__aeabi_fmul", 0xFC, 22), ("__aeabi_fdiv", 0x4C, 5),
+                            ("__aeabi_fdiv", 0xD0, 22), ("__aeabi_fdiv", 0xEC, 22)}}
+
+
+def build(directory: Path, target: str) -> Path:
+    code = GeneratedCode.from_directory(directory)
+    return qemu.build(code, directory.parent / f"{directory.name}-build-{target}", targets.get(target), "-O0").elf
+
+
+@pytest.fixture(scope="module")
+def zoo_builds(tmp_path_factory):
+    pytest.importorskip("keras")
+    import codegen
+    from harness import zoo
+
+    root = tmp_path_factory.mktemp("flowfacts")
+    builds = {}
+    for name in ("acas-reg50", "lenet5"):
+        model = zoo.load(name, cache_dir=root / "zoo")
+        source = root / name
+        codegen.generate(model.files["keras"], source, name=name, frontend="keras")
+        for target in TARGETS:
+            builds[name, target] = (source, build(source, target))
+    return builds
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("model", ["acas-reg50", "lenet5"])
+def test_zoo_facts_bound_every_loop_and_are_accepted_by_the_grammar(zoo_builds, model, target):
+    source, elf = zoo_builds[model, target]
+    manifest = json.loads((source / "manifest.json").read_text())
+    facts = facts_for_generated(elf, source, profile=targets.get(target))
+    entry = manifest["entry"]["symbol"]
+    generated = {(l.source[1], l.max) for l in facts.loops if l.function == entry}
+    assert generated == {(loop["line"], loop["bound"]) for layer in manifest["layers"] for loop in layer["loops"]}
+    assert all(l.origin == "manifest+source" for l in facts.loops if l.function == entry)
+    library = {(l.function, l.offset, l.max) for l in facts.loops if l.function != entry}
+    assert library == (LIBRARY_LOOPS[model] if target == "arm7tdmi" else set())
+    assert all(l.justification for l in facts.loops)
+    assert facts.checksum == ("assay.elf", otawa_checksum(elf))
+    # written in both formats, read back by the strict parsers: the same facts
+    f4, ffx = write_f4(facts, elf, entry), write_ffx(facts, elf, entry)
+    assert content(parse_f4(f4, source=f"{model}.ff")) == content(facts)
+    assert content(parse_ffx(ffx, source=f"{model}.ffx"))[:-1] == content(facts)[:-1]  # FFX has no checksum
+    # the compiler version in the ELF selects the same annotations when no profile is given
+    assert content(facts_for_generated(elf, source)) == content(facts)
+
+
+def copy_source(zoo_builds, tmp_path, model="acas-reg50") -> Path:
+    source, _ = zoo_builds[model, "arm7tdmi"]
+    copy = tmp_path / "src"
+    shutil.copytree(source, copy)
+    return copy
+
+
+def edit_line(path: Path, line: int, old: str, new: str) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    assert old in lines[line - 1], lines[line - 1]
+    lines[line - 1] = lines[line - 1].replace(old, new)
+    path.write_text("".join(lines))
+
+
+def test_a_bound_changed_in_the_c_is_a_disagreement_naming_the_loop(zoo_builds, tmp_path):
+    source = copy_source(zoo_builds, tmp_path)
+    edit_line(source / "acas_reg50_inference.c", 13, "i < 5;", "i < 6;")
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(build(source, "arm7tdmi"), source)
+    (problem,) = caught.value.problems
+    assert "acas_reg50_inference.c:13 in acas_reg50_inference" in problem
+    assert "the manifest (L1) says bound 5, the C says 6" in problem
+
+
+def test_a_bound_changed_in_the_manifest_is_a_disagreement(zoo_builds, tmp_path):
+    source = copy_source(zoo_builds, tmp_path)
+    manifest = json.loads((source / "manifest.json").read_text())
+    manifest["layers"][7]["loops"][1]["bound"] = 49
+    manifest["layers"][0]["loops"].append({"id": "L99", "var": "j", "bound": 3, "line": 15, "parent": "L0"})
+    (source / "manifest.json").write_text(json.dumps(manifest))
+    _, elf = zoo_builds["acas-reg50", "arm7tdmi"]
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(elf, source)
+    problems = caught.value.problems
+    assert problems == [
+        "manifest loop L99 (dense1, acas_reg50_inference) at acas_reg50_inference.c:15 has no counted for loop on "
+        "that line of the C",
+        "loop at acas_reg50_inference.c:83 in acas_reg50_inference (for (int i = 0; i < 50; ++i)): the manifest "
+        "(L15) says bound 49, the C says 50"]
+
+
+def test_a_while_loop_in_generated_code_is_an_error(zoo_builds, tmp_path):
+    source = copy_source(zoo_builds, tmp_path)
+    path = source / "acas_reg50_inference.c"
+    edit_line(path, 13, "for (int i = 0; i < 5; ++i) {", "int i = 0; while (i < 5) {")
+    edit_line(path, 14, "];", "]; ++i;")
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(build(source, "arm7tdmi"), source)
+    text = "\n".join(caught.value.problems)
+    assert "acas_reg50_inference.c:13 in acas_reg50_inference: 'while' loop: not a counted loop" in text
+    assert "manifest loop L1 (dense1, acas_reg50_inference) at acas_reg50_inference.c:13" in text
+    # the binary's loop on that line is named with its address: nothing is silently unbounded
+    assert "in generated code has no bound: no counted for loop at acas_reg50_inference.c:13" in text
+    assert "acas_reg50_inference + 0x" in text
+
+
+def test_library_loops_without_annotations_are_errors(zoo_builds):
+    source, elf = zoo_builds["acas-reg50", "arm7tdmi"]
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(elf, source, toolchain=Toolchain("arm-none-eabi-gcc", "0.0.0", "."))
+    problems = caught.value.problems
+    assert len(problems) == 2
+    assert all("library loop __aeabi_fmul + 0x" in p and "no annotation file" in p for p in problems)
+    assert "ieee754-sf.S:552" in problems[0] + problems[1]
+
+
+NET_C = """\
+typedef void (*op_t)(float *);
+static void twice(float *x) { x[0] *= 2.0f; }
+static void inc(float *x) { x[0] += 1.0f; }
+static op_t ops[2] = {twice, inc};
+void net(const float *input, float *output)
+{
+    output[0] = input[0];
+    for (int k = 0; k < 2; ++k) {
+        ops[k](output);
+    }
+}
+"""
+
+
+def small_manifest(**extra) -> dict:
+    return {"schema": "assay-manifest/1",
+            "entry": {"symbol": "net", "signature": "void net(const float *input, float *output)", "file": "net.c"},
+            "inputs": [{"name": "x", "shape": [1], "layout": "C", "size": 1, "dtype": "float32"}],
+            "outputs": [{"name": "y", "shape": [1], "layout": "C", "size": 1, "dtype": "float32"}],
+            "sources": ["net.c"], "symbols": {"code": ["net", "twice", "inc"], "data": ["ops"]},
+            "layers": [{"index": 0, "name": "ops", "op": "Ops", "function": "net", "file": "net.c", "lines": [7, 10],
+                        "loops": [{"id": "L0", "var": "k", "bound": 2, "line": 8, "parent": None}]}], **extra}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_indirect_calls_take_their_targets_from_the_manifest(tmp_path, target):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "net.c").write_text(NET_C)
+    (source / "manifest.json").write_text(json.dumps(small_manifest()))
+    elf = build(source, target)
+    with pytest.raises(FlowFactError, match=r"unresolved indirect branch at net \+ 0x\w+ \(net.c:9\)"):
+        facts_for_generated(elf, source)
+    (source / "manifest.json").write_text(json.dumps(small_manifest(
+        indirect_calls=[{"function": "net", "file": "net.c", "line": 9, "targets": ["twice", "inc"]}])))
+    facts = facts_for_generated(elf, source)
+    from wcet.otawa import function_symbols
+
+    symbols = function_symbols(elf)
+    assert list(facts.multicalls.values()) == [(symbols["twice"], symbols["inc"])]
+    assert [(l.function, l.max, l.source) for l in facts.loops] == [("net", 2, ("net.c", 8))]
+    assert "multicall 0x" in write_f4(facts)
+
+
+def test_recursion_is_an_error(tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "net.c").write_text("static float down(float x, int n) { return n > 0 ? down(x * 0.5f, n - 1) : x; }\n"
+                                  "void net(const float *input, float *output) { output[0] = down(input[0], 3); }\n")
+    manifest = small_manifest()
+    manifest["layers"][0]["loops"] = []
+    manifest["symbols"]["code"] = ["net", "down"]
+    (source / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FlowFactError, match=r"recursion \(no bound on its depth\): down -> down"):
+        facts_for_generated(build(source, "cortex-m4f"), source)

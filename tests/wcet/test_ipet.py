@@ -1,0 +1,171 @@
+"""IPET: the ILP against hand-computed optima and against brute-force enumeration of every path.
+
+The enumerator below walks every path of a routine's CFG from its entry to an exit, keeping each loop
+within its bound (back-edge traversals per entry of the loop, and the total per call when one is
+given), prices it edge by edge with the timing model exactly as the analyzer's cost model says (a
+block's ordinary instructions at their worst, its branch, call or return taken or not taken per edge,
+a callee's worst case per call), and keeps the longest. It shares the CFG and the loop structure with
+the analyzer, not the ILP: the two maxima must be equal.
+"""
+
+import functools
+
+import programs
+import pytest
+
+from wcet import ipet, timing
+from wcet.analyzer import analyze
+from wcet.cfg import ENTRY, EXIT
+from wcet.errors import AnalysisError
+from wcet.facts import FlowFacts, LoopBound
+from wcet.program import load_program
+
+needs_gcc = pytest.mark.skipif(not programs.HAVE_GCC, reason="arm-none-eabi-gcc not installed (.ci/setup)")
+
+
+# --------------------------------------------------------------------------- the ILP alone
+
+
+def test_diamond_takes_the_dearer_arm():
+    # entry(0) -> A; A -> B (1) | A -> C (2); B -> D (3); C -> D (4); D -> exit (5)
+    problem = ipet.Problem(n=6, entry=0, blocks=[([0], [1, 2]), ([1], [3]), ([2], [4]), ([3, 4], [5])])
+    solution = ipet.maximise(problem, [1, 7, 3, 0, 0, 2])
+    assert (solution.value, solution.counts, solution.exact) == (10, (1, 1, 0, 1, 0, 1), True)
+
+
+def test_loop_bound_counts_back_edges_per_entry():
+    # entry(0) -> H; H -> body (1); body -> H (2, back); H -> exit (3)
+    problem = ipet.Problem(n=4, entry=0, blocks=[([0, 2], [1, 3]), ([1], [2])], loops=[([2], [0], 8)])
+    solution = ipet.maximise(problem, [5, 10, 5, 1])  # the header costs 5 (on its in-edges), the body 10
+    assert solution.counts == (1, 8, 8, 1)
+    assert solution.value == 5 + 8 * 10 + 8 * 5 + 1  # the header runs 9 times
+
+
+def test_total_bound_caps_a_nested_loop_over_all_its_entries():
+    # outer header O, inner header I: entry(0)->O; O->I (1); I->inner body (2); body->I (3, back);
+    # I->O (4, outer back); O->exit (5)
+    problem = ipet.Problem(n=6, entry=0, blocks=[([0, 4], [1, 5]), ([1, 3], [2, 4]), ([2], [3])],
+                           loops=[([4], [0], 4), ([3], [1], 4)])
+    assert ipet.maximise(problem, [0, 0, 1, 0, 0, 0]).value == 16
+    problem.totals.append(([3], 10))
+    assert ipet.maximise(problem, [0, 0, 1, 0, 0, 0]).value == 10
+
+
+def test_a_cycle_without_a_bound_is_refused():
+    problem = ipet.Problem(n=4, entry=0, blocks=[([0, 2], [1, 3]), ([1], [2])], name="spin")
+    with pytest.raises(AnalysisError, match="spin: the ILP is unbounded"):
+        ipet.maximise(problem, [0, 1, 0, 0])
+
+
+def test_one_model_several_objectives():
+    problem = ipet.Problem(n=6, entry=0, blocks=[([0], [1, 2]), ([1], [3]), ([2], [4]), ([3, 4], [5])])
+    solver = ipet.Solver(problem)
+    assert solver.maximise([0, 7, 3, 0, 0, 0]).value == 7
+    assert solver.maximise([0, 3, 7, 0, 0, 0]).value == 7
+    assert solver.maximise([0, 3, 7, 0, 0, 0]).counts[2] == 1
+
+
+def test_large_counts_stay_exact():
+    problem = ipet.Problem(n=4, entry=0, blocks=[([0, 2], [1, 3]), ([1], [2])], loops=[([2], [0], 10**9)])
+    solution = ipet.maximise(problem, [0, 123457, 0, 0])
+    assert solution.exact and solution.value == 123457 * 10**9
+
+
+# --------------------------------------------------------------------------- brute force on real CFGs
+
+
+def brute_force(program, function, facts, model):
+    """The longest path of ``function`` by enumeration (callees by their own enumeration, once each)."""
+
+    @functools.cache
+    def worst(entry):
+        cfg = program.cfg(entry, facts)
+        loops = program.loops(entry, facts)
+        bounds = {}
+        for loop in loops:
+            (bound,) = [b for b in facts.loops if b.function == loop.function and b.offset == loop.offset]
+            bounds[loop.header] = (bound.max, bound.total)
+        successors = cfg.successors()
+
+        def price(insn, executed):
+            return model.cycles(insn, executed)
+
+        def edge_cost(edge):
+            cost = 0
+            if edge.target != EXIT:
+                block = cfg.blocks[edge.target]
+                ordinary = block.instructions[:-1] if block.control else block.instructions
+                cost += sum(price(i, None if timing.is_conditional(i) else True) for i in ordinary)
+            if edge.source != ENTRY and cfg.blocks[edge.source].control:
+                cost += price(cfg.blocks[edge.source].last, True if edge.executed is None else edge.executed)
+            if edge.callees:
+                cost += max(worst(callee) for callee in edge.callees)
+            return cost
+
+        best = [-1]
+
+        def walk(edge, cost, per_entry, totals):
+            cost += edge_cost(edge)
+            if edge.target == EXIT:
+                best[0] = max(best[0], cost)
+                return
+            per_entry, totals = dict(per_entry), dict(totals)
+            for loop in loops:
+                if loop.header != edge.target:
+                    continue
+                if edge.source in loop.blocks:  # a back edge
+                    per_entry[loop.header] += 1
+                    totals[loop.header] = totals.get(loop.header, 0) + 1
+                    bound, total = bounds[loop.header]
+                    if per_entry[loop.header] > bound or (total is not None and totals[loop.header] > total):
+                        return
+                else:
+                    per_entry[loop.header] = 0
+            for following in successors[edge.target]:
+                walk(following, cost, per_entry, totals)
+
+        (first,) = successors[ENTRY]
+        walk(first, 0, {}, {})
+        assert best[0] >= 0, f"no path through {cfg.name}"
+        return best[0]
+
+    return worst(program.address(function))
+
+
+def shape_facts(program):
+    marks = programs.loop_lines()
+    by_line = {loop.source_line[1]: loop for function in ("nested", "early_exit", "calls_in_loop", "triangular")
+               for loop in program.loops(function)}
+    return FlowFacts(loops=tuple(LoopBound(by_line[line].function, by_line[line].offset, bound, total)
+                                 for line, bound, total in marks.values()))
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("shapes")
+    return {target: load_program(programs.build("shapes.c", target, directory)) for target in ("arm7tdmi", "cortex-m4")}
+
+
+@needs_gcc
+@pytest.mark.parametrize("target, model", [("arm7tdmi", "trivial"), ("arm7tdmi", "arm7tdmi"),
+                                           ("cortex-m4", "trivial"), ("cortex-m4", "cortex-m4")])
+@pytest.mark.parametrize("function", ["diamond", "nested", "early_exit", "calls_in_loop", "triangular", "choose",
+                                      "entry"])
+def test_ilp_equals_enumeration_on_c_shapes(shapes, target, model, function):
+    program = shapes[target]
+    facts = shape_facts(program)
+    model = timing.get(model)
+    assert analyze(program, function, facts, model).wcet_cycles == brute_force(program, function, facts, model)
+
+
+@needs_gcc
+@pytest.mark.parametrize("source, target, model", [("arm_flow.S", "arm7tdmi", "trivial"),
+                                                   ("arm_flow.S", "arm7tdmi", "arm7tdmi"),
+                                                   ("thumb_flow.S", "cortex-m4", "trivial"),
+                                                   ("thumb_flow.S", "cortex-m4", "cortex-m4")])
+def test_ilp_equals_enumeration_on_hand_written_flow(tmp_path, source, target, model):
+    program = load_program(programs.build(source, target, tmp_path))
+    facts = FlowFacts(loops=(LoopBound("normalise", 8, 22),))
+    model = timing.get(model)
+    for function in ("entry", "condret", "tailer", "sharer", "pool"):
+        assert analyze(program, function, facts, model).wcet_cycles == brute_force(program, function, facts, model)

@@ -1,0 +1,156 @@
+"""The OTAWA driver, tested against OTAWA's recorded real outputs (../shared/otawa/).
+
+OTAWA cannot be installed here. The parsers are checked on every recorded
+``owcet-*.out``; the process handling (command line, exit status, stdout and
+stderr, time-out, PATH lookup) with fake ``owcet``/``mkff`` scripts put on PATH
+that replay those recordings. This shows the driver handles what OTAWA
+printed in those runs, not that OTAWA accepts a given file: that rests on the
+recorded runs and on the strict F4/FFX grammar (test_ffformat.py).
+"""
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+from wcet import otawa
+from wcet.facts import FlowFacts
+from wcet.ffformat import parse_f4
+
+OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"  # ../shared/otawa beside the repository
+pytestmark = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
+
+
+def recording(name: str) -> tuple[str, int]:
+    """(what owcet printed, its exit status) from a recorded ``.out`` (last line: ``exit status: N``)."""
+    lines = (OTAWA / name).read_text().splitlines()
+    assert lines[-1].startswith("exit status:")
+    return "".join(line + "\n" for line in lines[:-1]), int(lines[-1].split(":")[1])
+
+
+@pytest.mark.parametrize("name, function, cycles", [
+    ("arm7tdmi/owcet-trivial.out", "main", 22715),
+    ("arm7tdmi/owcet-trivial-ffx.out", "main", 22715),
+    ("arm7tdmi/owcet-generic.out", "main", 50964),
+    ("cortex-m4/owcet-trivial.out", "layer", 15755),
+    ("cortex-m4/owcet-stm32-arch0.out", "layer", 186197),
+])
+def test_recorded_wcets_are_read(name, function, cycles):
+    output, status = recording(name)
+    result = otawa.parse_owcet_output(output, status, function)
+    assert (result.wcet_cycles, result.error, result.exit_status) == (cycles, None, 0)
+
+
+def test_recorded_error_becomes_an_error_with_otawas_message():
+    output, status = recording("cortex-m4/owcet-unbounded.out")
+    result = otawa.parse_owcet_output(output, status, "layer")
+    assert status == 2 and result.wcet_cycles is None and result.exit_status == 2
+    assert result.error == ("owcet exited with status 2: otawa::FlowFactLoader (1.4.0):unbounded.ff: 2: "
+                            "no bound for loop at 08000052")
+
+
+def test_output_edge_cases():
+    assert otawa.parse_owcet_output("ERROR: boom\nWCET[f] = 5 cycles\n", 0, "f").error == "boom"
+    assert otawa.parse_owcet_output("WCET[g] = 5 cycles\n", 0, "f").error == "owcet printed no WCET[f] line " \
+                                                                             "(it printed WCET[g])"
+    assert otawa.parse_owcet_output("", 139, "f").error == "owcet exited with status 139 and printed nothing"
+    assert otawa.parse_owcet_output("WCET[f] = 5 cycles\n", None, "f").error == "owcet did not finish"
+
+
+FAKE = """\
+#!{python}
+# A stand-in for OTAWA's {tool}: records its arguments, replays a recorded output.
+import json, os, sys, time
+with open(os.environ["ASSAY_FAKE_ARGS"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+time.sleep(float(os.environ.get("ASSAY_FAKE_SLEEP", "0")))
+lines = open(os.environ["ASSAY_FAKE_{upper}"]).read().splitlines()
+status = 0
+if lines and lines[-1].startswith("exit status:"):
+    status = int(lines.pop().split(":")[1])
+sys.stdout.write("".join(line + "\\n" for line in lines))
+sys.exit(status)
+"""
+
+
+@pytest.fixture
+def fake_otawa(tmp_path, monkeypatch):
+    """Fake owcet and mkff on PATH; returns a function that reads the argument lists they were called with."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("owcet", "mkff"):
+        path = bin_dir / tool
+        path.write_text(FAKE.format(python=sys.executable, tool=tool, upper=tool.upper()))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    args = tmp_path / "args.jsonl"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("ASSAY_FAKE_ARGS", str(args))
+    monkeypatch.setenv("ASSAY_FAKE_MKFF", str(OTAWA / "cortex-m4/mkff-output.ff"))
+    return lambda: [json.loads(line) for line in args.read_text().splitlines()] if args.is_file() else []
+
+
+def test_not_installed_is_said(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not otawa.available() and not otawa.mkff_available()
+    with pytest.raises(ConfigError, match="owcet is not on PATH"):
+        otawa.run_owcet(OTAWA / "cortex-m4/fdense_m4.elf", "layer", OTAWA / "cortex-m4/fdense_m4.ff")
+
+
+def test_run_owcet_command_and_result(fake_otawa, monkeypatch):
+    monkeypatch.setenv("ASSAY_FAKE_OWCET", str(OTAWA / "cortex-m4/owcet-trivial.out"))
+    elf, ff = OTAWA / "cortex-m4/fdense_m4.elf", OTAWA / "cortex-m4/fdense_m4.ff"
+    assert otawa.available()
+    result = otawa.run_owcet(elf, "layer", ff, "trivial", {"ARCH": "0"})
+    assert (result.wcet_cycles, result.error, result.exit_status, result.ok) == (15755, None, 0, True)
+    assert fake_otawa() == [["-s", "trivial", "-p", "ARCH=0", str(elf), "layer", "-f", str(ff)]]
+    assert "WCET[layer] = 15755 cycles" in result.stdout
+
+
+def test_run_owcet_error_verdict_with_otawas_message(fake_otawa, monkeypatch):
+    monkeypatch.setenv("ASSAY_FAKE_OWCET", str(OTAWA / "cortex-m4/owcet-unbounded.out"))
+    result = otawa.run_owcet(OTAWA / "cortex-m4/fdense_m4.elf", "layer", OTAWA / "cortex-m4/unbounded.ff")
+    assert result.wcet_cycles is None and result.exit_status == 2 and not result.ok
+    assert "no bound for loop at 08000052" in result.error
+
+
+def test_run_owcet_time_out(fake_otawa, monkeypatch):
+    monkeypatch.setenv("ASSAY_FAKE_OWCET", str(OTAWA / "cortex-m4/owcet-trivial.out"))
+    monkeypatch.setenv("ASSAY_FAKE_SLEEP", "5")
+    result = otawa.run_owcet(OTAWA / "cortex-m4/fdense_m4.elf", "layer", OTAWA / "cortex-m4/fdense_m4.ff",
+                             timeout=0.5)
+    assert result.error == "owcet did not finish within 0.5 s" and result.exit_status is None
+
+
+def test_scripts_by_name_or_path(fake_otawa, tmp_path):
+    elf, ff = OTAWA / "arm7tdmi/dense.elf", OTAWA / "arm7tdmi/dense.ff"
+    script = tmp_path / "mine.osx"
+    script.write_text("<otawa-script/>")
+    assert otawa.owcet_command(elf, "main", ff, str(script))[1:3] == ["-s", str(script.resolve())]
+    assert otawa.owcet_command(elf, "main", ff, "generic")[1:3] == ["-s", "generic"]
+    with pytest.raises(ConfigError, match="no such file"):
+        otawa.owcet_command(elf, "main", ff, str(tmp_path / "missing.osx"))
+    with pytest.raises(ConfigError, match="script name"):
+        otawa.owcet_command(elf, "main", ff, "trivial; rm -rf")
+
+
+def test_mkff_loops_are_compared_with_our_facts(fake_otawa):
+    elf = OTAWA / "cortex-m4/fdense_m4.elf"
+    loops = otawa.mkff_loops(elf, "layer")
+    assert fake_otawa() == [[str(elf), "layer"]]
+    assert [(l.function, l.offset, l.address) for l in loops] == [("layer", 0x6A, 0x800006A),
+                                                                  ("layer", 0x52, 0x8000052)]
+    symbols = otawa.function_symbols(elf)
+    ours = parse_f4(OTAWA / "cortex-m4/fdense_m4.ff")
+    assert otawa.uncovered_loops(loops, ours, symbols) == []
+    outer_only = FlowFacts(loops=tuple(l for l in ours.loops if l.offset == 0x6A))
+    assert otawa.uncovered_loops(loops, outer_only, symbols) == [
+        "mkff finds a loop at layer + 0x52 (0x8000052) that the flow facts do not bound"]
+    assert otawa.mkff_problems(elf, "layer", outer_only) == [
+        "mkff finds a loop at layer + 0x52 (0x8000052) that the flow facts do not bound"]
+    # the same loops named by absolute address are covered
+    absolute = FlowFacts(loops=tuple(l.__class__(None, symbols["layer"] + l.offset, l.max) for l in ours.loops))
+    assert otawa.uncovered_loops(loops, absolute, symbols) == []

@@ -1,0 +1,435 @@
+"""The built-in static WCET analyzer: an ELF, a function, flow facts and a timing model -> cycles.
+
+    from wcet.analyzer import analyze
+    result = analyze(Path("assay.elf"), "lenet5_inference", facts, "arm7tdmi",
+                     regions={"conv1": [(0x8300, 0x8420)], ...})
+    result.wcet_cycles, result.regions["conv1"]
+
+Method (docs/wcet.md):
+
+1. The routines reachable from the function by calls and tail calls are
+   found, each with its CFG (``wcet.cfg``) and loops (``wcet.loops``). Every
+   loop needs a bound from the flow facts (``LoopBound`` by function + header
+   offset, or absolute header address; in every context, or in one call
+   context); all unbounded loops are reported at once
+   (``UnboundedLoopsError``), as are all unresolved indirect branches.
+   Recursion is refused.
+2. Each routine is priced with the timing model (``wcet.timing``), the same
+   ``model.cycles(insn, executed)`` the measured cycles use: a block's
+   ordinary instructions at their worst (``executed=None`` when conditional),
+   its last instruction, when it is a branch, call or return, per out-edge
+   (taken or not taken).
+3. Routines are solved bottom-up, callees first: each one's WCET is an IPET
+   ILP (``wcet.ipet``) whose call edges carry the callee's WCET. A callee is
+   solved once for all its call sites (context-insensitive) unless the facts
+   give a bound in a call context under it, in which case it is solved once
+   per such context.
+4. Regions: for each named set of address ranges, the same ILPs maximise the
+   cycles of the instructions in the region plus the whole WCET of the
+   callees called from inside it plus the region's share of the callees
+   called from outside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import capstone
+
+from wcet import ipet
+from wcet import timing as timing_models
+from wcet.cfg import ENTRY, EXIT, Cfg
+from wcet.errors import AnalysisError, UnboundedLoopsError
+from wcet.facts import FlowFacts, LoopBound
+from wcet.loops import Loop, loop_edges
+from wcet.program import Program, load_program
+
+Context = tuple[int, ...] | None  # call sites from the root; None: any context (a shared summary)
+Key = tuple[int, Context]
+
+
+@dataclass(frozen=True)
+class LoopReport:
+    """A loop of the analysed code and the bound the analysis used for it."""
+
+    function: str
+    header: int
+    offset: int
+    bound: int
+    total: int | None
+    source_line: tuple[str, int] | None
+    context: tuple[int, ...] | None  # the call context the bound was used in (None: every context)
+    routine: str
+
+    def as_dict(self) -> dict:
+        return {"function": self.function, "header": f"{self.header:#x}", "offset": f"{self.offset:#x}",
+                "bound": self.bound, "total": self.total,
+                "source": f"{self.source_line[0]}:{self.source_line[1]}" if self.source_line else None,
+                "context": None if self.context is None else [f"{a:#x}" for a in self.context],
+                "routine": self.routine}
+
+
+@dataclass
+class WcetResult:
+    """What ``analyze`` found. ``wcet_cycles`` bounds one call of ``function``; ``regions[name]`` bounds the
+    cycles spent in that region's addresses (and in the callees called from them) during one call."""
+
+    function: str
+    wcet_cycles: int
+    regions: dict[str, int]
+    loops: list[LoopReport]
+    functions: list[str]  # the routines analysed, by name
+    ilp: dict  # {"problems", "solves", "variables", "constraints"}: sizes summed over the routines' ILPs
+    seconds: float
+    timing: str  # the model and its parameters
+    exact: bool = True  # False: some ILP stopped short of proving its optimum; the figures are upper bounds
+    certified: bool = True  # every optimum proved in exact arithmetic (else some only by HiGHS's tolerances)
+    notes: list[str] = field(default_factory=list)
+    counts: dict[int, int] = field(default_factory=dict)  # worst-case execution count of each root block
+
+    def as_dict(self) -> dict:
+        return {"function": self.function, "wcet_cycles": self.wcet_cycles, "regions": self.regions,
+                "loops": [loop.as_dict() for loop in self.loops], "functions": self.functions, "ilp": self.ilp,
+                "seconds": round(self.seconds, 3), "timing": self.timing, "exact": self.exact,
+                "certified": self.certified, "notes": self.notes}
+
+
+def analyze(elf: Path | str | Program, function: str, facts: FlowFacts | None = None,
+            timing: timing_models.TimingModel | str = "trivial",
+            regions: dict[str, list[tuple[int, int]]] | None = None, time_limit: float = 300.0) -> WcetResult:
+    """The WCET of one call of ``function`` in ``elf`` (a path or a loaded ``Program``) under ``timing`` (a
+    ``wcet.timing`` model or its name), with ``facts`` (loop bounds, indirect call targets, ...) and, per
+    named address region (ranges ``[start, end)``), the WCET of the time spent in it. ``time_limit``:
+    seconds per ILP. Raises ``AnalysisError`` (one line, with the address)."""
+    started = time.perf_counter()
+    program = elf if isinstance(elf, Program) else load_program(elf)
+    model = timing_models.get(timing) if isinstance(timing, str) else timing
+    analysis = _Analysis(program, function, facts or FlowFacts())
+    analysis.explore()
+    analysis.check()
+    result = analysis.solve(model, regions or {}, time_limit)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def find_unbounded_loops(program: Program, function: str, facts: FlowFacts | None = None) -> list[Loop]:
+    """Every loop reachable from ``function`` (its code and its callees', by calls and tail calls) that the
+    facts give no bound for, in a call context or in all; each loop once. Unresolved indirect calls are
+    skipped (their callees are unknown)."""
+    analysis = _Analysis(program, function, facts or FlowFacts())
+    analysis.explore()
+    return [loop for loop, _ in analysis.unbounded()]
+
+
+def reachable_loops(program: Program, function: str, facts: FlowFacts | None = None) -> list[Loop]:
+    """Every loop of the code reachable from ``function`` (each loop once, outermost first per routine)."""
+    analysis = _Analysis(program, function, facts or FlowFacts())
+    analysis.explore()
+    seen, result = set(), []
+    for node in analysis.nodes.values():
+        for loop in node.loops:
+            if loop.header not in seen:
+                seen.add(loop.header)
+                result.append(loop)
+    return result
+
+
+@dataclass
+class _Node:
+    key: Key
+    cfg: Cfg
+    loops: list[Loop]
+    children: dict[tuple[int, int], Key] = field(default_factory=dict)  # (edge index, callee) -> node
+    bounds: dict[int, tuple[int, int | None]] = field(default_factory=dict)  # header -> (max, total)
+
+
+class _Analysis:
+    def __init__(self, program: Program, function: str, facts: FlowFacts):
+        self.program, self.facts = program, facts
+        self.root = program.address(function)
+        self.function = function
+        self.nodes: dict[Key, _Node] = {}
+        self.order: list[Key] = []  # callees before callers
+        self.notes: list[str] = []
+        self.uncertified: list[str] = []
+        self.by_header: dict[int, list[LoopBound]] = {}
+        for bound in facts.loops:
+            if bound.function is None:
+                header = bound.offset
+            elif bound.function in program.functions:
+                header = program.functions[bound.function].start + bound.offset
+            else:
+                continue  # a bound for a function this ELF does not have (a library annotation for another build)
+            self.by_header.setdefault(header, []).append(bound)
+        self.prefixes = {bound.context[:n] for bound in facts.loops if bound.context
+                         for n in range(len(bound.context) + 1)}
+
+    # -- the routines, with their call contexts
+
+    def explore(self) -> None:
+        root: Key = (self.root, () if () in self.prefixes else None)
+        stack: list[tuple[Key, list]] = []
+        on_stack: dict[int, int] = {}  # routine entry -> call site that entered it (for the cycle message)
+        self._enter(root, stack, on_stack, None)
+        while stack:
+            key, pending = stack[-1]
+            if not pending:
+                stack.pop()
+                del on_stack[key[0]]
+                self.order.append(key)
+                continue
+            index, callee, site = pending.pop()
+            node = self.nodes[key]
+            context = key[1]
+            child_context = context + (site,) if context is not None and context + (site,) in self.prefixes \
+                else None
+            child: Key = (callee, child_context)
+            node.children[(index, callee)] = child
+            if callee in on_stack:
+                chain = [self.program.name(k[0]) for k, _ in stack] + [self.program.name(callee)]
+                start = chain.index(self.program.name(callee))
+                raise AnalysisError(f"recursion: {' -> '.join(chain[start:])} (the call at {site:#x} closes the "
+                                    f"cycle); the analysis needs a call graph without cycles", site)
+            if child not in self.nodes:
+                self._enter(child, stack, on_stack, site)
+
+    def _enter(self, key: Key, stack: list, on_stack: dict, site: int | None) -> None:
+        cfg = self.program.cfg(key[0], self.facts)
+        node = _Node(key, cfg, self.program.loops(key[0], self.facts))
+        self.nodes[key] = node
+        pending = [(index, callee, edge.site) for index, edge in enumerate(cfg.edges) for callee in edge.callees]
+        stack.append((key, pending[::-1]))
+        on_stack[key[0]] = site
+        for loop in node.loops:
+            bound = self._bound(loop.header, key[1])
+            if bound is not None:
+                node.bounds[loop.header] = bound
+
+    def _bound(self, header: int, context: Context) -> tuple[int, int | None] | None:
+        """(max, total) of the facts that apply to the loop at ``header`` in ``context``; the tightest wins."""
+        candidates = [b for b in self.by_header.get(header, ())
+                      if not b.context or (context is not None and b.context == context)]
+        if not candidates:
+            return None
+        totals = [b.total for b in candidates if b.total is not None]
+        return min(b.max for b in candidates), (min(totals) if totals else None)
+
+    def unbounded(self) -> list[tuple[Loop, Context]]:
+        result, seen = [], set()
+        for key in self.order or list(self.nodes):
+            node = self.nodes[key]
+            for loop in node.loops:
+                if loop.header not in node.bounds and loop.header not in seen:
+                    seen.add(loop.header)
+                    result.append((loop, key[1]))
+        return result
+
+    def check(self) -> None:
+        unresolved = []
+        for key in self.order:
+            cfg = self.nodes[key].cfg
+            for address, what in cfg.unresolved:
+                item = f"{what} at {address:#x} in {cfg.name}"
+                if item not in unresolved:
+                    unresolved.append(item)
+        if unresolved:
+            raise AnalysisError(f"unresolved indirect branch{'es' if len(unresolved) > 1 else ''}: "
+                                f"{'; '.join(unresolved)} (give the targets with a multicall flow fact)")
+        missing = self.unbounded()
+        if missing:
+            described = []
+            for loop, context in missing:
+                text = f"{loop.function} + {loop.offset:#x} (header {loop.header:#x}"
+                text += f", {loop.source_line[0]}:{loop.source_line[1]})" if loop.source_line else ")"
+                if context:
+                    text += f" in context {' / '.join(f'{a:#x}' for a in context)}"
+                described.append(text)
+            raise UnboundedLoopsError(f"{len(missing)} loop{'s' if len(missing) > 1 else ''} without a bound "
+                                      f"reachable from {self.function}: {'; '.join(described)}",
+                                      [loop for loop, _ in missing])
+
+    # -- pricing and solving
+
+    def solve(self, model: timing_models.TimingModel, regions: dict[str, list[tuple[int, int]]],
+              time_limit: float) -> WcetResult:
+        lookup = {name: _Ranges(ranges) for name, ranges in regions.items()}
+        names = list(regions)
+        wcet: dict[Key, int] = {}
+        shares: dict[Key, dict[str, int]] = {}
+        sizes = {"problems": 0, "solves": 0, "variables": 0, "constraints": 0}
+        prices: dict[int, tuple] = {}
+        exact = True
+        root_counts: dict[int, int] = {}
+        for key in self.order:
+            node = self.nodes[key]
+            cfg = node.cfg
+            if cfg.entry not in prices:
+                prices[cfg.entry] = _price_cfg(cfg, model, lookup)
+            base, base_regions, term, term_regions = prices[cfg.entry]
+            total_costs, region_costs = [], {name: [] for name in names}
+            for index, edge in enumerate(cfg.edges):
+                cost = 0
+                shares_here = {name: 0 for name in names}
+                if edge.target != EXIT:
+                    cost += base[edge.target]
+                    for name in names:
+                        shares_here[name] += base_regions[edge.target].get(name, 0)
+                if edge.site is not None and edge.source != ENTRY:
+                    executed = True if edge.executed is None else edge.executed
+                    cost += term[(edge.source, executed)]
+                    for name in term_regions[(edge.source, executed)]:
+                        shares_here[name] += term[(edge.source, executed)]
+                if edge.callees:
+                    children = [node.children[(index, callee)] for callee in edge.callees]
+                    called = max(wcet[child] for child in children)
+                    cost += called
+                    for name in names:
+                        inside = lookup[name].contains(edge.site)
+                        shares_here[name] += called if inside else max(shares[child][name] for child in children)
+                total_costs.append(cost)
+                for name in names:
+                    region_costs[name].append(shares_here[name])
+            problem = self._problem(node)
+            solver = ipet.Solver(problem, time_limit)
+            sizes["problems"] += 1
+            sizes["variables"] += problem.n
+            sizes["constraints"] += problem.rows
+            solution = solver.maximise(total_costs)
+            sizes["solves"] += 1
+            exact = exact and solution.exact
+            self._uncertified(cfg.name, "WCET", solution)
+            wcet[key] = solution.value
+            if key[0] == self.root and key == self.order[-1]:
+                root_counts = _block_counts(cfg, solution.counts)
+            shares[key] = {}
+            for name in names:
+                if any(region_costs[name]):
+                    region = solver.maximise(region_costs[name])
+                    sizes["solves"] += 1
+                    exact = exact and region.exact
+                    self._uncertified(cfg.name, f"region {name}", region)
+                    shares[key][name] = region.value
+                else:
+                    shares[key][name] = 0
+        root = self.order[-1]
+        notes = list(self.notes)
+        for key in self.order:
+            cfg = self.nodes[key].cfg
+            if cfg.shared:
+                notes.append(f"{cfg.name}: follows code outside its symbol at "
+                             f"{', '.join(f'{a:#x}' for a in sorted(cfg.shared))} (shared code, analysed inline)")
+            if cfg.noreturn_calls:
+                notes.append(f"{cfg.name}: paths end at the noreturn calls at "
+                             f"{', '.join(f'{site:#x}' for site, _ in cfg.noreturn_calls)}")
+            if cfg.ignored_calls:
+                notes.append(f"{cfg.name}: calls ignored (nocall) at "
+                             f"{', '.join(f'{a:#x}' for a in sorted(set(cfg.ignored_calls)))}")
+        notes += self.uncertified
+        if not exact:
+            notes.append("an ILP stopped before proving its optimum: the figures are upper bounds")
+        loops = []
+        for key in self.order:
+            node = self.nodes[key]
+            for loop in node.loops:
+                bound, total = node.bounds[loop.header]
+                loops.append(LoopReport(loop.function, loop.header, loop.offset, bound, total, loop.source_line,
+                                        key[1], node.cfg.name))
+        functions = list(dict.fromkeys(self.nodes[key].cfg.name for key in reversed(self.order)))
+        return WcetResult(function=self.function, wcet_cycles=wcet[root], regions=dict(shares[root]), loops=loops,
+                          functions=functions, ilp=sizes, seconds=0.0, timing=model.describe(), exact=exact,
+                          certified=not self.uncertified, notes=notes, counts=root_counts)
+
+    def _uncertified(self, routine: str, what: str, solution: ipet.Solution) -> None:
+        if solution.exact and not solution.certified:
+            bound = f"; the exact LP certificate bounds it by {solution.upper}" if solution.upper is not None else ""
+            self.uncertified.append(f"{routine}: {what} optimum {solution.value} proved by HiGHS within its "
+                                    f"tolerances{bound}")
+
+    def _problem(self, node: _Node) -> ipet.Problem:
+        cfg = node.cfg
+        index = {edge: n for n, edge in enumerate(cfg.edges)}
+        into: dict[int, list[int]] = {start: [] for start in cfg.blocks}
+        out: dict[int, list[int]] = {start: [] for start in cfg.blocks}
+        entry = 0
+        for n, edge in enumerate(cfg.edges):
+            if edge.source == ENTRY:
+                entry = n
+            else:
+                out[edge.source].append(n)
+            if edge.target != EXIT:
+                into[edge.target].append(n)
+        problem = ipet.Problem(n=len(cfg.edges), entry=entry, name=f"{cfg.name}",
+                               blocks=[(into[start], out[start]) for start in cfg.blocks])
+        for loop in node.loops:
+            entries, back = loop_edges(cfg, loop)
+            bound, total = node.bounds[loop.header]
+            problem.loops.append(([index[e] for e in back], [index[e] for e in entries], bound))
+            if total is not None:
+                problem.totals.append(([index[e] for e in back], total))
+        return problem
+
+
+class _Ranges:
+    """A region's address ranges, for membership tests."""
+
+    def __init__(self, ranges: list[tuple[int, int]]):
+        merged: list[list[int]] = []
+        for start, end in sorted(ranges):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        self.starts = [start for start, _ in merged]
+        self.ends = [end for _, end in merged]
+
+    def contains(self, address: int | None) -> bool:
+        if address is None:
+            return False
+        index = bisect.bisect_right(self.starts, address) - 1
+        return index >= 0 and address < self.ends[index]
+
+
+def _cycles(model: timing_models.TimingModel, insn: capstone.CsInsn, executed: bool | None) -> int:
+    try:
+        return model.cycles(insn, executed)
+    except timing_models.TimingError as exc:
+        raise AnalysisError(str(exc), insn.address) from None
+
+
+def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _Ranges]):
+    """Per block: the cycles of its ordinary instructions (all of them when the block does not end with a
+    control instruction), total and per region; per (block, taken?): its control instruction's cycles and
+    the regions holding it. Ordinary instructions are priced as the measurement prices them: at the
+    model's worst when conditional (``executed=None``)."""
+    base: dict[int, int] = {}
+    base_regions: dict[int, dict[str, int]] = {}
+    term: dict[tuple[int, bool], int] = {}
+    term_regions: dict[tuple[int, bool], list[str]] = {}
+    for start, block in cfg.blocks.items():
+        ordinary = block.instructions[:-1] if block.control else block.instructions
+        total, shares = 0, {}
+        for insn in ordinary:
+            cycles = _cycles(model, insn, None if timing_models.is_conditional(insn) else True)
+            total += cycles
+            for name, ranges in regions.items():
+                if ranges.contains(insn.address):
+                    shares[name] = shares.get(name, 0) + cycles
+        base[start], base_regions[start] = total, shares
+        if block.control:
+            last = block.last
+            inside = [name for name, ranges in regions.items() if ranges.contains(last.address)]
+            for executed in (True, False):
+                term[(start, executed)] = _cycles(model, last, executed)
+                term_regions[(start, executed)] = inside
+    return base, base_regions, term, term_regions
+
+
+def _block_counts(cfg: Cfg, counts: tuple[int, ...]) -> dict[int, int]:
+    result = {start: 0 for start in cfg.blocks}
+    for edge, count in zip(cfg.edges, counts):
+        if edge.target != EXIT:
+            result[edge.target] += count
+    return result

@@ -1,0 +1,448 @@
+"""Control-flow graph of one *routine*: the code reached from an entry address without calls.
+
+A routine is what one call executes, up to its return. It is built by walking
+the decoded instructions from the entry (``wcet.armcode.ArmCode``):
+
+- the next instruction follows unless the instruction is *final* (an
+  unconditional branch, return or jump);
+- a direct branch whose target lies in the entry symbol's range is an edge of
+  the graph. A branch out of that range to the *start* of a function symbol is
+  a *tail call*: the callee runs, then the routine is over (it returns to our
+  caller). A branch out of the range to any other address (libgcc's soft-float
+  routines jump into each other's shared tails) and running on past the end of
+  the symbol (``__floatunsisf`` falls into ``__floatsisf``) are followed as
+  code of this routine: the shared code is analysed once per routine that
+  reaches it, which is sound (it is costed wherever it runs) and loses nothing;
+- a call (``bl``, ``blx``, ARMv4T's ``mov lr, pc; bx rN``) is an edge to the
+  next instruction that also runs the callee; a call to a function in
+  ``FlowFacts.noreturn`` ends the path there (the callee never comes back, so
+  no execution that returns goes through it; it is not analysed), one to a
+  function in ``FlowFacts.nocall`` is an ordinary instruction (the callee is
+  not analysed: the user vouches that its time does not matter);
+- indirect calls and jumps take their targets from ``FlowFacts.multicalls``
+  (keyed by the address of the branch, or of the ``mov lr, pc`` before it);
+  linker veneers are resolved without help: ``ldr pc, [pc, #k]`` and ``ldr rN,
+  [pc, #k]; bx rN`` jump to the literal they load, Thumb ``bx pc`` goes to the
+  ARM code that follows it. An indirect branch with no known target is kept in
+  ``Cfg.unresolved`` (the analysis refuses it, naming its address);
+- the Thumb/ARM state is checked at every edge: a target whose mapping symbol
+  says the other state than the branch arrives in is an error.
+
+Blocks end at every instruction that may write the PC and at every call, and
+start at every branch target, so the terminator of a block is its last
+instruction and each out-edge says how that terminator went (``executed``:
+True taken, False not taken, None not a conditional control instruction).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import capstone
+from capstone import arm as A
+
+from wcet.armcode import ArmCode, flow, pc_relative_literal
+from wcet.errors import AnalysisError
+from wcet.facts import FlowFacts
+from wcet.timing import is_conditional
+
+ENTRY = -1  # virtual source of the routine's entry edge
+EXIT = -2  # virtual sink: a return, a tail call, a call that does not return
+
+
+@dataclass
+class Block:
+    """Straight-line code; ``control``: its last instruction is a branch, call or return (priced per
+    out-edge), not an ordinary instruction followed by a branch target."""
+
+    start: int
+    instructions: list[capstone.CsInsn]
+    control: bool = False
+
+    @property
+    def end(self) -> int:
+        last = self.instructions[-1]
+        return last.address + last.size
+
+    @property
+    def last(self) -> capstone.CsInsn:
+        return self.instructions[-1]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``source`` -> ``target`` block starts (or ``ENTRY``/``EXIT``).
+
+    ``kind``: ``entry``, ``fall`` (next instruction), ``branch`` (direct or
+    resolved jump), ``call`` (the call ran ``callees``, then the next
+    instruction), ``return``, ``tailcall`` (``callees`` ran, then the routine
+    returned), ``noreturn`` (a call to a ``noreturn`` function: the path ends).
+    ``executed``: how the source block's last instruction is priced on this edge
+    (True: condition passed / branch taken, False: failed / not taken, None:
+    not a conditional control instruction). ``index`` tells parallel edges apart.
+    """
+
+    source: int
+    target: int
+    kind: str
+    executed: bool | None = None
+    callees: tuple[int, ...] = ()
+    site: int | None = None  # the call or branch instruction
+    index: int = 0
+
+
+@dataclass
+class Cfg:
+    entry: int
+    name: str  # the function symbol at the entry, or its address in hex
+    home: tuple[int, int]  # the entry symbol's range (empty if the entry starts no symbol)
+    thumb: bool
+    blocks: dict[int, Block] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    unresolved: list[tuple[int, str]] = field(default_factory=list)  # (address, what) of indirect branches
+    shared: set[int] = field(default_factory=set)  # targets followed outside the entry's symbol
+    ignored_calls: list[int] = field(default_factory=list)  # nocall sites
+    noreturn_calls: list[tuple[int, int]] = field(default_factory=list)  # (site, callee) of noreturn calls
+
+    def successors(self) -> dict[int, list[Edge]]:
+        result: dict[int, list[Edge]] = {start: [] for start in self.blocks}
+        result[ENTRY] = []
+        for edge in self.edges:
+            result[edge.source].append(edge)
+        return result
+
+    def predecessors(self) -> dict[int, list[Edge]]:
+        result: dict[int, list[Edge]] = {start: [] for start in self.blocks}
+        result[EXIT] = []
+        for edge in self.edges:
+            result[edge.target].append(edge)
+        return result
+
+    def calls(self) -> list[Edge]:
+        return [edge for edge in self.edges if edge.callees]
+
+    def instruction_count(self) -> int:
+        return sum(len(block.instructions) for block in self.blocks.values())
+
+
+@dataclass(frozen=True)
+class _Step:
+    """The resolved effect of one instruction: where control goes from it."""
+
+    fall: bool  # may go on to the next instruction
+    conditional: bool  # its effect may not happen (priced taken/not taken per edge)
+    branches: tuple[int, ...] = ()  # jump targets inside the routine (or followed shared code)
+    tailcalls: tuple[int, ...] = ()  # routines jumped to (tail calls)
+    calls: tuple[int, ...] = ()  # routines called, coming back to the next instruction
+    returns: bool = False  # may leave the routine by returning
+    noreturn_calls: tuple[int, ...] = ()  # routines called that never come back
+    unresolved: str | None = None  # an indirect branch without targets
+
+    @property
+    def ends_block(self) -> bool:
+        return not (self.fall and not self.conditional and not self.branches and not self.tailcalls
+                    and not self.calls and not self.returns and not self.noreturn_calls and self.unresolved is None)
+
+
+_PLAIN = _Step(fall=True, conditional=False)
+
+
+def build(code: ArmCode, entry: int, facts: FlowFacts | None = None) -> Cfg:
+    """The CFG of the routine that starts at ``entry`` (address without the Thumb bit)."""
+    facts = facts or FlowFacts()
+    names = code.names_at(entry)
+    kind = code.kind(entry) if _in_code(code, entry) else None
+    if kind is None:
+        raise AnalysisError(f"{code.path}: {entry:#x} is in no executable section", entry)
+    if kind == "d":
+        raise AnalysisError(f"{code.path}: {entry:#x} is data ($d), not code", entry)
+    home = code.extent(entry) or (entry, entry)
+    if names:
+        symbol = code.functions[names[0]]
+        declared = symbol.symbol_thumb or code.mclass
+        if declared != (kind == "t"):
+            raise AnalysisError(
+                f"Thumb/ARM mismatch at {entry:#x}: the symbol {names[0]} says {_state(declared)}, "
+                f"the mapping symbols say {_state(kind == 't')}", entry)
+    cfg = Cfg(entry=entry, name=names[0] if names else f"{entry:#x}", home=home, thumb=kind == "t")
+    _Builder(code, facts, cfg).run()
+    return cfg
+
+
+def _state(thumb: bool) -> str:
+    return "Thumb" if thumb else "ARM"
+
+
+def _in_code(code: ArmCode, address: int) -> bool:
+    try:
+        code.kind(address)
+    except AnalysisError:
+        return False
+    return True
+
+
+class _Builder:
+    def __init__(self, code: ArmCode, facts: FlowFacts, cfg: Cfg):
+        self.code, self.facts, self.cfg = code, facts, cfg
+        self.steps: dict[int, _Step] = {}
+        self.insns: dict[int, capstone.CsInsn] = {}
+
+    # -- walking the instructions
+
+    def run(self) -> None:
+        cfg = self.cfg
+        leaders = {cfg.entry}
+        todo = [cfg.entry]
+        seen: set[int] = set()
+        while todo:
+            address = todo.pop()
+            while address not in seen:
+                seen.add(address)
+                insn = self._decode(address)
+                self.insns[address] = insn
+                step = self._step(insn)
+                self.steps[address] = step
+                for target in step.branches:
+                    self._check_state(insn, target, exchange=False)
+                    leaders.add(target)
+                    todo.append(target)
+                following = address + insn.size
+                if step.ends_block:
+                    leaders.add(following)
+                if not step.fall:
+                    break
+                if following == cfg.home[1] and cfg.home[0] < cfg.home[1]:
+                    cfg.shared.add(following)  # runs on into the next function's code
+                address = following
+        self._blocks(leaders)
+
+    def _decode(self, address: int) -> capstone.CsInsn:
+        try:
+            return self.code.decode(address)
+        except AnalysisError as exc:
+            raise AnalysisError(f"{exc} (reached from {self.cfg.name})", address) from None
+
+    def _blocks(self, leaders: set[int]) -> None:
+        cfg = self.cfg
+        for start in sorted(a for a in leaders if a in self.steps):
+            block = Block(start, [])
+            address = start
+            while True:
+                insn = self.insns[address]
+                block.instructions.append(insn)
+                step = self.steps[address]
+                following = address + insn.size
+                if step.ends_block or following in leaders or following not in self.steps:
+                    break
+                address = following
+            cfg.blocks[start] = block
+        cfg.edges.append(Edge(ENTRY, cfg.entry, "entry"))
+        for block in cfg.blocks.values():
+            self._edges(block)
+
+    def _edges(self, block: Block) -> None:
+        cfg, insn = self.cfg, block.last
+        step = self.steps[insn.address]
+        following = block.end
+        site = insn.address
+        block.control = step.ends_block
+        edges: list[Edge] = []
+        if not step.ends_block:  # the block ends because the next instruction is a branch target
+            edges.append(Edge(block.start, following, "fall", None))
+        else:
+            taken = True if step.conditional else None
+            for target in step.branches:
+                edges.append(Edge(block.start, target, "branch", taken, site=site))
+            for callee in step.tailcalls:
+                edges.append(Edge(block.start, EXIT, "tailcall", taken, callees=(callee,), site=site))
+            if step.calls:
+                edges.append(Edge(block.start, following, "call", taken, callees=step.calls, site=site))
+            if step.noreturn_calls:  # the path ends: the callee is not analysed
+                edges.append(Edge(block.start, EXIT, "noreturn", taken, site=site))
+                cfg.noreturn_calls.extend((site, callee) for callee in step.noreturn_calls)
+            if step.returns:
+                edges.append(Edge(block.start, EXIT, "return", taken, site=site))
+            if step.unresolved is not None:
+                cfg.unresolved.append((site, step.unresolved))
+            if step.fall:
+                edges.append(Edge(block.start, following, "fall", False if step.conditional else None, site=site))
+        counts: dict[tuple, int] = {}
+        for edge in edges:
+            key = (edge.source, edge.target)
+            counts[key] = counts.get(key, -1) + 1
+            cfg.edges.append(Edge(edge.source, edge.target, edge.kind, edge.executed, edge.callees, edge.site,
+                                  counts[key]))
+
+    # -- one instruction
+
+    def _step(self, insn: capstone.CsInsn) -> _Step:
+        address = insn.address
+        if address in self.facts.ignorecontrol:
+            return _PLAIN
+        effect = flow(insn)
+        if effect.kind == "none":
+            return _PLAIN
+        conditional = is_conditional(insn)
+        fall = not effect.final
+        if effect.kind == "branch":
+            return self._jump(insn, (effect.target,), conditional, fall)
+        if effect.kind == "return":
+            return _Step(fall=fall, conditional=conditional, returns=True)
+        if effect.kind == "call":
+            self._check_state(insn, effect.target, exchange=effect.exchange)
+            return self._call(insn, (effect.target,), conditional)
+        if effect.kind == "indirect-call":
+            targets = self._multicall(insn)
+            if targets is None:
+                return _Step(fall=True, conditional=conditional, unresolved="indirect call")
+            return self._call(insn, targets, conditional)
+        if effect.kind == "indirect-jump":
+            if self._mov_lr_pc_before(insn) is not None and insn.id in (A.ARM_INS_BX, A.ARM_INS_BXJ):
+                # ARMv4T call through a register: mov lr, pc; bx rN (comes back after the bx)
+                targets = self._multicall(insn) or self._literal_register(insn)
+                if targets is None:
+                    return _Step(fall=True, conditional=conditional, unresolved="indirect call")
+                return self._call(insn, targets, conditional)
+            targets = self._multicall(insn) or self._veneer(insn)
+            if targets is None:
+                return _Step(fall=fall, conditional=conditional, unresolved="indirect jump")
+            return self._jump(insn, targets, conditional, fall)
+        if effect.kind == "jump-table":
+            targets = self._multicall(insn)
+            if targets is None:
+                return _Step(fall=fall, conditional=conditional, unresolved="jump table")
+            return self._jump(insn, targets, conditional, fall)
+        raise AssertionError(effect)
+
+    def _jump(self, insn: capstone.CsInsn, targets: tuple[int, ...], conditional: bool, fall: bool) -> _Step:
+        start, end = self.cfg.home
+        branches, tailcalls = [], []
+        for target in targets:
+            if start <= target < end:
+                branches.append(target)
+            elif self.code.names_at(target):
+                callee = self._callee(target)
+                if callee is None:  # nocall: nothing runs
+                    continue
+                tailcalls.append(target)
+            else:
+                self.cfg.shared.add(target)
+                branches.append(target)
+        for target in tailcalls:
+            self._check_state(insn, target, exchange=False)
+        noreturn = tuple(t for t in tailcalls if self._noreturn(t))
+        tailcalls = [t for t in tailcalls if t not in noreturn]
+        returns = False
+        if not branches and not tailcalls and not noreturn:  # every target ignored (nocall): it returns
+            returns = True
+        return _Step(fall=fall, conditional=conditional, branches=tuple(dict.fromkeys(branches)),
+                     tailcalls=tuple(dict.fromkeys(tailcalls)), noreturn_calls=noreturn, returns=returns)
+
+    def _call(self, insn: capstone.CsInsn, targets: tuple[int, ...], conditional: bool) -> _Step:
+        calls, noreturn = [], []
+        for target in targets:
+            if self._callee(target) is None:
+                self.cfg.ignored_calls.append(insn.address)
+                continue
+            (noreturn if self._noreturn(target) else calls).append(target)
+        if not calls and not noreturn:
+            return _PLAIN
+        return _Step(fall=bool(calls) or conditional, conditional=conditional, calls=tuple(dict.fromkeys(calls)),
+                     noreturn_calls=tuple(dict.fromkeys(noreturn)))
+
+    def _callee(self, target: int) -> int | None:
+        """The routine entry for a call to ``target``, or None for a function in ``nocall``."""
+        if any(name in self.facts.nocall for name in self.code.names_at(target)):
+            return None
+        return target
+
+    def _noreturn(self, target: int) -> bool:
+        return any(name in self.facts.noreturn for name in self.code.names_at(target))
+
+    def _multicall(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+        for key in (insn.address, self._mov_lr_pc_before(insn)):
+            targets = self.facts.multicalls.get(key) if key is not None else None
+            if targets:
+                return tuple(t & ~1 for t in targets)
+        return None
+
+    def _mov_lr_pc_before(self, insn: capstone.CsInsn) -> int | None:
+        """The address of a ``mov lr, pc`` right before ``insn`` (ARMv4T's call through a register)."""
+        for size in (4, 2):
+            previous = self.insns.get(insn.address - size)
+            if previous is not None and previous.size == size and _is_mov_lr_pc(previous):
+                return previous.address
+        return None
+
+    def _veneer(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+        """Targets of linker veneers and long branches: ``ldr pc, [pc, #k]``, ``ldr rN, [pc, #k]; bx rN``,
+        Thumb ``bx pc``."""
+        literal = pc_relative_literal(insn, self.code.kind(insn.address) == "t")
+        if literal is not None:
+            target = self.code.word(literal)
+            self._check_target_state(insn, target & ~1, bool(target & 1))
+            return (target & ~1,)
+        if insn.id == A.ARM_INS_BX and insn.operands[0].reg == A.ARM_REG_PC and self.code.kind(insn.address) == "t":
+            target = (insn.address + 4) & ~3
+            self._check_target_state(insn, target, False)
+            return (target,)
+        return self._literal_register(insn)
+
+    def _literal_register(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+        """``bx rN`` where rN was last set, earlier in the same straight-line code, from a literal."""
+        if insn.id not in (A.ARM_INS_BX, A.ARM_INS_BLX) or insn.operands[0].type != A.ARM_OP_REG:
+            return None
+        register = insn.operands[0].reg
+        address = insn.address
+        for _ in range(8):
+            previous = self._previous(address)
+            if previous is None:
+                return None
+            if register in previous.regs_access()[1] or any(
+                    op.type == A.ARM_OP_REG and op.reg == register for op in previous.operands[:1]):
+                literal = pc_relative_literal(previous, self.code.kind(previous.address) == "t")
+                if literal is None or previous.operands[0].reg != register or \
+                        previous.cc not in (A.ARM_CC_AL, A.ARM_CC_INVALID):
+                    return None
+                target = self.code.word(literal)
+                self._check_target_state(insn, target & ~1, bool(target & 1))
+                return (target & ~1,)
+            address = previous.address
+        return None
+
+    def _previous(self, address: int) -> capstone.CsInsn | None:
+        """The instruction just before ``address`` if it always runs right before it (no branch in between)."""
+        for size in (4, 2):
+            previous = self.insns.get(address - size)
+            if previous is not None and previous.address + previous.size == address:
+                step = self.steps.get(previous.address)
+                if step is None or step.ends_block:
+                    return None
+                return previous
+        return None
+
+    # -- ARM/Thumb state
+
+    def _check_state(self, insn: capstone.CsInsn, target: int, exchange: bool) -> None:
+        thumb = (self.code.kind(insn.address) == "t") != exchange
+        self._check_target_state(insn, target, thumb)
+
+    def _check_target_state(self, insn: capstone.CsInsn, target: int, thumb: bool) -> None:
+        try:
+            kind = self.code.kind(target)
+        except AnalysisError:
+            raise AnalysisError(f"{self.code.path}: the branch at {insn.address:#x} goes to {target:#x}, "
+                                f"outside the code", insn.address) from None
+        if kind == "d":
+            raise AnalysisError(f"{self.code.path}: the branch at {insn.address:#x} goes to {target:#x}, "
+                                f"which is data ($d)", insn.address)
+        if (kind == "t") != thumb:
+            raise AnalysisError(f"Thumb/ARM mismatch at {insn.address:#x}: it enters {target:#x} in "
+                                f"{_state(thumb)} state, the mapping symbols say {_state(kind == 't')}",
+                                insn.address)
+
+
+def _is_mov_lr_pc(insn: capstone.CsInsn | None) -> bool:
+    return insn is not None and insn.id == A.ARM_INS_MOV and len(insn.operands) == 2 \
+        and insn.operands[0].type == A.ARM_OP_REG and insn.operands[0].reg == A.ARM_REG_LR \
+        and insn.operands[1].type == A.ARM_OP_REG and insn.operands[1].reg == A.ARM_REG_PC

@@ -1,0 +1,350 @@
+"""Loop bounds read from generated C itself (pycparser), independently of the generator's manifest.
+
+``source_loops(sources)`` parses each C file and returns every ``for`` loop of
+the chosen functions that is a *counted loop*, with its trip count, and a
+problem for every loop that is not one. A counted loop is::
+
+    for (int i = A; i <  B; ++i)     trip count max(0, ceil((B - A) / k)) with step k
+    for (int i = A; i <= B; i++)     ... floor((B - A) / k) + 1
+    for (i = A; i < B; i += k)       (i declared before; k > 0)
+    for (int i = A; i > B; --i)      and the decreasing mirrors: >, >=, i--, i -= k
+
+with ``A``, ``B`` and ``k`` integer literals (a leading ``-`` allowed), ``i`` an
+integer variable the body never assigns, increments, decrements or takes the
+address of. Anything else in the analysed functions (a ``for`` of another
+shape, ``while``, ``do``, ``goto``) is a problem naming the file, line and
+function: nothing is silently unbounded.
+
+The trip count is the loop's bound as OTAWA understands it (back-edge
+traversals per entry of the loop): at -O0 gcc lays a ``for`` out as ``init;
+goto cond; body: ...; step; cond: if (i < B) goto body``, whose header is the
+condition block (carrying the ``for``'s line in the DWARF line table) and whose
+back edge, step -> condition, is taken once per iteration. A rotated loop
+(-O1 and up: ``if (cond) do body while (cond)``) takes its back edge one time
+fewer, so the trip count is safe there too.
+
+Preprocessing: the host or target C compiler's ``-E`` with ``-nostdinc`` and
+stand-in system headers (standard integer types and the ``math.h`` macros
+generated code uses), so pycparser sees plain C99 and the line markers keep
+every node's original file and line.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pycparser import c_ast, c_parser
+
+from harness.errors import AssayError, ConfigError
+
+# Stand-ins for the C library headers a generated file may include: pycparser
+# needs typedef names declared, nothing else.
+FAKE_LIBC = """\
+#ifndef ASSAY_FAKE_LIBC
+#define ASSAY_FAKE_LIBC
+typedef signed char int8_t; typedef unsigned char uint8_t;
+typedef short int16_t; typedef unsigned short uint16_t;
+typedef int int32_t; typedef unsigned int uint32_t;
+typedef long long int64_t; typedef unsigned long long uint64_t;
+typedef int intptr_t; typedef unsigned int uintptr_t;
+typedef unsigned int size_t; typedef int ptrdiff_t;
+typedef int int_fast32_t; typedef unsigned int uint_fast32_t;
+typedef int int_least32_t; typedef unsigned int uint_least32_t;
+typedef float float_t; typedef double double_t;
+typedef _Bool bool;
+#define true 1
+#define false 0
+#define NULL ((void *)0)
+#define INFINITY (1e999f)
+#define NAN (0.0f / 0.0f)
+#define HUGE_VALF INFINITY
+#define HUGE_VAL INFINITY
+#define FLT_MAX 3.40282347e+38F
+#define FLT_MIN 1.17549435e-38F
+#define FLT_EPSILON 1.19209290e-07F
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define UINT8_MAX 255
+#define INT16_MIN (-32768)
+#define INT16_MAX 32767
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define M_PI 3.14159265358979323846
+#endif
+"""
+
+
+class SourceError(AssayError):
+    """A generated C file that cannot be preprocessed or parsed."""
+
+
+@dataclass(frozen=True)
+class CLoop:
+    """A counted ``for`` loop of the generated C."""
+
+    file: str  # base name
+    line: int  # the line of the ``for`` keyword
+    function: str
+    var: str
+    bound: int  # trip count per entry of the loop
+    parent: int | None  # line of the enclosing for loop in the same function, None for an outermost loop
+    text: str  # the loop's head, for messages: "for (int i = 0; i < 8; ++i)"
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}"
+
+
+@dataclass
+class SourceLoops:
+    loops: list[CLoop]
+    problems: list[str]  # every construct that is not a counted loop, named by file, line and function
+    functions: dict[str, tuple[str, int]]  # every function defined: name -> (file, line)
+
+
+def source_loops(sources: Iterable[Path], functions: set[str] | None = None, include_dirs: Iterable[Path] = (),
+                 compiler: str = "gcc", defines: Iterable[str] = ()) -> SourceLoops:
+    """The counted loops of ``functions`` (None: every function) in ``sources``, and every problem."""
+    result = SourceLoops([], [], {})
+    for source in sources:
+        source = Path(source)
+        if source.suffix != ".c":
+            continue
+        unit = parse_c(source, include_dirs, compiler, defines)
+        for node in unit.ext:
+            if not isinstance(node, c_ast.FuncDef):
+                continue
+            name = node.decl.name
+            file = PurePosixPath(node.coord.file).name if node.coord else source.name
+            if file != source.name:
+                continue  # a function defined in a header: analysed with the file that owns it
+            result.functions[name] = (file, node.coord.line if node.coord else 0)
+            if functions is not None and name not in functions:
+                continue
+            _Visitor(name, result).visit(node.body)
+    return result
+
+
+def parse_c(source: Path, include_dirs: Iterable[Path] = (), compiler: str = "gcc",
+            defines: Iterable[str] = ()) -> c_ast.FileAST:
+    """Preprocess (``compiler -E`` with stand-in libc headers) and parse one C file."""
+    found = shutil.which(compiler)
+    if found is None:
+        raise ConfigError(f"reading loop bounds from C needs the preprocessor of '{compiler}'; install it "
+                          "(Debian package 'gcc')")
+    with tempfile.TemporaryDirectory(prefix="assay-cpp-") as stubs:
+        stub_dir = Path(stubs)
+        for header in _system_includes(source, include_dirs):
+            path = stub_dir / header
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(FAKE_LIBC)
+        command = [found, "-E", "-std=c99", "-nostdinc", "-undef", "-D__STDC__=1", "-D__STDC_VERSION__=199901L",
+                   *(f"-D{d}" for d in defines), f"-I{source.parent}",
+                   *(f"-I{d}" for d in include_dirs), f"-isystem{stub_dir}", str(source)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        first = next((l for l in result.stderr.splitlines() if "error" in l), result.stderr.strip()[:200])
+        raise SourceError(f"{source}: cannot preprocess: {first}")
+    try:
+        return c_parser.CParser().parse(result.stdout, filename=str(source))
+    except c_parser.ParseError as exc:  # "file:line:col: message"
+        raise SourceError(f"{source}: not C that pycparser reads: {exc}") from None
+
+
+def _system_includes(source: Path, include_dirs: Iterable[Path]) -> set[str]:
+    """Every <header> named by the file and its local headers (quote includes found beside it)."""
+    seen_files, headers = set(), set()
+    pending = [source]
+    search = [source.parent, *map(Path, include_dirs)]
+    while pending:
+        path = pending.pop()
+        if path in seen_files or not path.is_file():
+            continue
+        seen_files.add(path)
+        for line in path.read_text(errors="replace").splitlines():
+            stripped = line.strip()
+            if not stripped.startswith("#"):
+                continue
+            directive = stripped[1:].strip()
+            if not directive.startswith("include"):
+                continue
+            rest = directive[len("include"):].strip()
+            if rest.startswith("<") and ">" in rest:
+                headers.add(rest[1:rest.index(">")])
+            elif rest.startswith('"') and rest.count('"') >= 2:
+                name = rest[1:rest.index('"', 1)]
+                pending += [directory / name for directory in search]
+    return headers
+
+
+class _Visitor(c_ast.NodeVisitor):
+    def __init__(self, function: str, result: SourceLoops):
+        self.function = function
+        self.result = result
+        self.open: list[CLoop | None] = []  # enclosing for loops (None: one that is not counted)
+
+    def _where(self, node: c_ast.Node) -> str:
+        coord = node.coord
+        file = PurePosixPath(coord.file).name if coord else "?"
+        return f"{file}:{coord.line if coord else 0} in {self.function}"
+
+    def _problem(self, node: c_ast.Node, message: str) -> None:
+        self.result.problems.append(f"{self._where(node)}: {message}")
+
+    def visit_While(self, node: c_ast.While) -> None:
+        self._problem(node, "'while' loop: not a counted loop (generated code must use counted for loops)")
+        self.generic_visit(node)
+
+    def visit_DoWhile(self, node: c_ast.DoWhile) -> None:
+        self._problem(node, "'do ... while' loop: not a counted loop (generated code must use counted for loops)")
+        self.generic_visit(node)
+
+    def visit_Goto(self, node: c_ast.Goto) -> None:
+        self._problem(node, f"'goto {node.name}': may form a loop the analysis cannot bound")
+
+    def visit_For(self, node: c_ast.For) -> None:
+        head = _head_text(node)
+        counted = _counted(node)
+        if isinstance(counted, str):
+            self._problem(node, f"'{head}' is not a counted loop: {counted}")
+            loop = None
+        else:
+            var, bound = counted
+            parent = next((l for l in reversed(self.open) if l is not None), None)
+            coord = node.coord
+            loop = CLoop(file=PurePosixPath(coord.file).name, line=coord.line, function=self.function, var=var,
+                         bound=bound, parent=parent.line if parent else None, text=head)
+            self.result.loops.append(loop)
+        self.open.append(loop)
+        if node.stmt is not None:
+            self.visit(node.stmt)
+        self.open.pop()
+
+
+def _head_text(node: c_ast.For) -> str:
+    from pycparser.c_generator import CGenerator
+
+    generator = CGenerator()
+    parts = []
+    for part in (node.init, node.cond, node.next):
+        if part is None:
+            parts.append("")
+        elif isinstance(part, c_ast.DeclList):
+            parts.append(", ".join(generator.visit(d) for d in part.decls))
+        else:
+            parts.append(generator.visit(part))
+    return f"for ({'; '.join(parts)})"
+
+
+def _counted(node: c_ast.For) -> tuple[str, int] | str:
+    """(variable, trip count) of a counted loop, or why the loop is not one."""
+    # init: "int i = A" or "i = A"
+    init = node.init
+    if isinstance(init, c_ast.DeclList) and len(init.decls) == 1:
+        decl = init.decls[0]
+        if not _integer_type(decl.type):
+            return "the loop variable is not an integer"
+        var, start = decl.name, _constant(decl.init)
+    elif isinstance(init, c_ast.Assignment) and init.op == "=" and isinstance(init.lvalue, c_ast.ID):
+        var, start = init.lvalue.name, _constant(init.rvalue)
+    else:
+        return "the initialisation is not 'int i = constant' or 'i = constant'"
+    if start is None:
+        return "the initial value is not an integer literal"
+    # condition: "i < B", "i <= B", "i > B", "i >= B"
+    cond = node.cond
+    if not (isinstance(cond, c_ast.BinaryOp) and cond.op in ("<", "<=", ">", ">=")
+            and isinstance(cond.left, c_ast.ID) and cond.left.name == var):
+        return f"the condition is not '{var} < constant' (or <=, >, >=)"
+    limit = _constant(cond.right)
+    if limit is None:
+        return "the limit is not an integer literal"
+    # step: ++i, i++, i += k, i = i + k (and the decreasing forms)
+    step = _step(node.next, var)
+    if step is None:
+        return f"the step is not '++{var}', '{var}++', '{var} += constant' or their decreasing forms"
+    if step == 0:
+        return "the step is zero"
+    if (cond.op in ("<", "<=")) != (step > 0):
+        return "the step moves away from the limit"
+    if _assigns(node.stmt, var):
+        return f"the body changes '{var}'"
+    distance = limit - start if step > 0 else start - limit
+    size = abs(step)
+    if cond.op in ("<", ">"):
+        trips = max(0, -(-distance // size))
+    else:
+        trips = max(0, distance // size + 1)
+    return var, trips
+
+
+def _integer_type(node: c_ast.Node) -> bool:
+    if not isinstance(node, c_ast.TypeDecl) or not isinstance(node.type, c_ast.IdentifierType):
+        return False
+    names = node.type.names
+    return bool(names) and all(n in ("int", "long", "short", "unsigned", "signed", "char", "size_t", "int32_t",
+                                     "uint32_t", "int16_t", "uint16_t", "int8_t", "uint8_t") for n in names)
+
+
+def _constant(node: c_ast.Node | None) -> int | None:
+    if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
+        value = _constant(node.expr)
+        return None if value is None else (-value if node.op == "-" else value)
+    if isinstance(node, c_ast.Constant) and node.type in ("int", "unsigned int", "long int", "unsigned long int",
+                                                          "long long int", "unsigned long long int"):
+        text = node.value.rstrip("uUlL")
+        try:
+            if text[:2] in ("0x", "0X"):
+                return int(text[2:], 16)
+            if text[:2] in ("0b", "0B"):
+                return int(text[2:], 2)
+            if len(text) > 1 and text.startswith("0"):
+                return int(text, 8)
+            return int(text)
+        except ValueError:
+            return None
+    return None
+
+
+def _step(node: c_ast.Node | None, var: str) -> int | None:
+    if isinstance(node, c_ast.UnaryOp) and isinstance(node.expr, c_ast.ID) and node.expr.name == var:
+        return {"++": 1, "p++": 1, "--": -1, "p--": -1}.get(node.op)
+    if isinstance(node, c_ast.Assignment) and isinstance(node.lvalue, c_ast.ID) and node.lvalue.name == var:
+        if node.op in ("+=", "-="):
+            value = _constant(node.rvalue)
+            return None if value is None else (value if node.op == "+=" else -value)
+        if node.op == "=" and isinstance(node.rvalue, c_ast.BinaryOp) and node.rvalue.op in ("+", "-"):
+            binary = node.rvalue
+            if isinstance(binary.left, c_ast.ID) and binary.left.name == var:
+                value = _constant(binary.right)
+                return None if value is None else (value if binary.op == "+" else -value)
+            if binary.op == "+" and isinstance(binary.right, c_ast.ID) and binary.right.name == var:
+                return _constant(binary.left)
+    return None
+
+
+def _assigns(node: c_ast.Node | None, var: str) -> bool:
+    """Whether ``node`` may change ``var``: an assignment, ++/--, or its address taken.
+
+    A declaration of another ``var`` in an inner scope shadows it; this check is
+    conservative and counts writes to the shadowing variable too.
+    """
+    if node is None:
+        return False
+    for child in _walk(node):
+        if isinstance(child, c_ast.Assignment) and isinstance(child.lvalue, c_ast.ID) and child.lvalue.name == var:
+            return True
+        if (isinstance(child, c_ast.UnaryOp) and child.op in ("++", "p++", "--", "p--", "&")
+                and isinstance(child.expr, c_ast.ID) and child.expr.name == var):
+            return True
+    return False
+
+
+def _walk(node: c_ast.Node):
+    yield node
+    for _, child in node.children():
+        yield from _walk(child)

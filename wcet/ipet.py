@@ -1,0 +1,295 @@
+"""Implicit path enumeration (IPET): the longest path through a CFG as an integer linear program.
+
+One integer variable per CFG edge, its execution count in one run of the
+routine. Constraints (Li and Malik's IPET, as OTAWA builds it):
+
+- the entry edge runs once: ``x_entry = 1``;
+- flow conservation at every block: the sum of its in-edges equals the sum
+  of its out-edges (the block's own count);
+- per loop, ``sum(back edges) <= max * sum(entry edges)`` (the bound counts
+  back-edge traversals per entry of the loop, ``wcet.facts.LoopBound``), and
+  ``sum(back edges) <= total`` when a total is known.
+
+The objective, maximised, is ``sum(cost_e * x_e)`` with integer costs. The
+same constraints serve several objectives (the whole WCET, then each region's
+share), solved one after another on one HiGHS model.
+
+Numerics: HiGHS works in floating point, so nothing it prints is taken on
+trust. A lower bound: its solution rounded to integers, checked against every
+constraint in exact integer arithmetic, its objective ``P`` computed with
+Python integers (a path that exists within the bounds). An upper bound: the
+LP relaxation's dual values give a certificate checked in exact rational
+arithmetic (weak duality: with row multipliers ``y``, ``y >= 0`` on the
+``<=`` rows and reduced costs ``c - A'y <= 0`` on every free column,
+``c.x <= sum(y_i * u_i) + (c - A'y)_entry`` for every feasible ``x``). The
+loop rows' multipliers are HiGHS's, read as exact fractions (integers first,
+then small denominators: its duals carry rounding noise); the blocks'
+multipliers are then computed exactly, as shortest distances to the exit
+(the best potentials for those loop multipliers). Its value ``U`` bounds the
+ILP's optimum. ``U < P + 1``
+proves the optimum (an integer) is ``P`` (``certified``): usually the LP
+relaxation alone settles it. Otherwise the ILP is solved (branch and bound)
+and the same test is made with its solution, then HiGHS's own proof of
+optimality is accepted (its dual bound below ``P + 1`` within a relative
+1e-9: ``exact`` but not ``certified``; ``floor(U)``, the certified bound, is
+kept in ``upper``). Failing both, the answer is the smaller of ``floor(U)``
+and HiGHS's dual bound plus a relative margin of 1e-9, an upper bound
+flagged ``exact=False``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import highspy
+import numpy as np
+
+from wcet.errors import AnalysisError
+
+
+@dataclass
+class Problem:
+    """An IPET problem over ``n`` edge variables."""
+
+    n: int
+    entry: int  # the variable fixed to 1
+    blocks: list[tuple[list[int], list[int]]] = field(default_factory=list)  # (in-edges, out-edges)
+    loops: list[tuple[list[int], list[int], int]] = field(default_factory=list)  # (back, entries, max)
+    totals: list[tuple[list[int], int]] = field(default_factory=list)  # (back edges, total)
+    name: str = ""
+
+    @property
+    def rows(self) -> int:
+        return len(self.blocks) + len(self.loops) + len(self.totals)
+
+
+@dataclass(frozen=True)
+class Solution:
+    value: int  # the maximum (exact), or an upper bound of it when ``exact`` is False
+    counts: tuple[int, ...]  # the edge counts of a worst-case path
+    exact: bool
+    certified: bool = False  # ``value`` is proved optimal in exact arithmetic (not only by HiGHS's tolerances)
+    upper: int | None = None  # the exact certified upper bound (floor), when one was formed
+
+
+class Solver:
+    """One HiGHS model of ``problem``; ``maximise(costs)`` for each objective."""
+
+    def __init__(self, problem: Problem, time_limit: float = 300.0):
+        self.problem = problem
+        self.highs = highspy.Highs()
+        self.highs.setOptionValue("output_flag", False)
+        self.highs.setOptionValue("mip_rel_gap", 0.0)
+        self.highs.setOptionValue("mip_abs_gap", 0.5)
+        self.highs.setOptionValue("threads", 1)
+        self.highs.setOptionValue("random_seed", 0)
+        self.highs.setOptionValue("time_limit", float(time_limit))
+        self.rows = _rows(problem)
+        self.ends = _ends(problem)
+        self.highs.passModel(_model(problem, self.rows))
+
+    def maximise(self, costs: list[int]) -> Solution:
+        problem = self.problem
+        if len(costs) != problem.n:
+            raise ValueError("one cost per edge variable")
+        columns = np.arange(problem.n, dtype=np.int32)
+        self.highs.changeColsCost(problem.n, columns, np.asarray(costs, dtype=np.float64))
+        # 1. the LP relaxation: a certified upper bound, and often an integral optimum
+        self.highs.changeColsIntegrality(problem.n, columns, np.full(problem.n, highspy.HighsVarType.kContinuous))
+        self._run()
+        solution = self.highs.getSolution()
+        upper = self._certificate(costs, list(solution.row_dual)) if solution.dual_valid else None
+        ceiling = math.floor(upper) if upper is not None else None
+        best = self._path(costs, solution.col_value)
+        if best is not None and ceiling is not None and ceiling <= best[0]:
+            return Solution(best[0], best[1], True, True, ceiling)
+        # 2. the ILP by branch and bound
+        self.highs.changeColsIntegrality(problem.n, columns, np.full(problem.n, highspy.HighsVarType.kInteger))
+        status = self._run()
+        found = self._path(costs, self.highs.getSolution().col_value)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
+        if best is not None and ceiling is not None and ceiling <= best[0]:
+            return Solution(best[0], best[1], True, True, ceiling)
+        info = self.highs.getInfo()
+        dual = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else info.objective_function_value
+        if best is not None and status == highspy.HighsModelStatus.kOptimal \
+                and dual < best[0] + 1 + 1e-9 * abs(dual):
+            return Solution(best[0], best[1], True, False, ceiling)  # HiGHS's word: optimal within its tolerances
+        bounds = [ceiling] if ceiling is not None else []
+        if math.isfinite(dual):
+            bounds.append(math.floor(dual * (1 + 1e-9) + 1e-6))
+        if not bounds:
+            raise AnalysisError(f"{problem.name}: HiGHS found no bound ({self.highs.modelStatusToString(status)})")
+        return Solution(min(bounds), best[1] if best else (), False, ceiling is not None and min(bounds) == ceiling,
+                        ceiling)
+
+    def _run(self) -> highspy.HighsModelStatus:
+        self.highs.run()
+        status = self.highs.getModelStatus()
+        name = self.highs.modelStatusToString(status)
+        if status in (highspy.HighsModelStatus.kUnbounded, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+            raise AnalysisError(f"{self.problem.name}: the ILP is unbounded (a cycle without a loop bound)")
+        if status == highspy.HighsModelStatus.kInfeasible:
+            raise AnalysisError(f"{self.problem.name}: the ILP is infeasible (no path from the entry to a return "
+                                f"within the loop bounds)")
+        if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit):
+            raise AnalysisError(f"{self.problem.name}: HiGHS stopped with status '{name}'")
+        return status
+
+    def _path(self, costs: list[int], values) -> tuple[int, tuple[int, ...]] | None:
+        """(exact objective, counts) of HiGHS's solution rounded to integers, if that satisfies every
+        constraint exactly."""
+        counts = tuple(round(v) for v in values)
+        if len(counts) != self.problem.n or not _feasible(self.problem, counts):
+            return None
+        return sum(c * x for c, x in zip(costs, counts)), counts
+
+    def _certificate(self, costs: list[int], duals: list[float]) -> Fraction | None:
+        """The smallest weak-duality upper bound of the row multipliers ``duals`` read as exact fractions
+        (integers first, then denominators up to 2**10 and 2**20: HiGHS's duals carry rounding noise),
+        or None if no reading forms a valid certificate."""
+        if len(duals) != len(self.rows):
+            return None
+        bounds = [b for b in (self._bound(costs, duals, limit) for limit in (1, 1 << 10, 1 << 20)) if b is not None]
+        return min(bounds) if bounds else None
+
+    def _bound(self, costs: list[int], duals: list[float], limit: int) -> Fraction | None:
+        """The dual bound with the loop rows' multipliers read from ``duals`` (nearest fractions with
+        denominators up to ``limit``, negatives raised to 0) and the blocks' multipliers (potentials)
+        computed exactly: for fixed loop multipliers the best potentials are shortest distances to the
+        exit with edge weights ``loop terms - cost``; a negative cycle means no certificate."""
+        problem = self.problem
+        first = len(problem.blocks)
+        adjust = [Fraction(0)] * problem.n  # the loop and total rows' part of (A'y)_j
+        extra = Fraction(0)
+        for row, (back, entries, bound) in enumerate(problem.loops):
+            multiplier = max(Fraction(0), Fraction(duals[first + row]).limit_denominator(limit))
+            if multiplier:
+                for v in back:
+                    adjust[v] += multiplier
+                for v in entries:
+                    adjust[v] -= bound * multiplier
+        for row, (back, total) in enumerate(problem.totals):
+            multiplier = max(Fraction(0), Fraction(duals[first + len(problem.loops) + row]).limit_denominator(limit))
+            if multiplier:
+                for v in back:
+                    adjust[v] += multiplier
+                extra += multiplier * total
+        source, target = self.ends
+        weight = [adjust[j] - costs[j] for j in range(problem.n)]
+        distance: list[Fraction | None] = [None] * len(problem.blocks)  # None: no path to the exit yet
+        for _ in range(len(problem.blocks) + 1):
+            changed = False
+            for j in range(problem.n):
+                u = source[j]
+                if u is None:
+                    continue
+                v = target[j]
+                if v is None:
+                    candidate = weight[j]
+                elif distance[v] is None:
+                    continue
+                else:
+                    candidate = weight[j] + distance[v]
+                if distance[u] is None or candidate < distance[u]:
+                    distance[u] = candidate
+                    changed = True
+            if not changed:
+                break
+        else:
+            return None  # a negative cycle: these loop multipliers certify nothing
+        entry_block = target[problem.entry]
+        if entry_block is None or distance[entry_block] is None:
+            return None
+        return costs[problem.entry] - adjust[problem.entry] - distance[entry_block] + extra
+
+
+def maximise(problem: Problem, costs: list[int]) -> Solution:
+    return Solver(problem).maximise(costs)
+
+
+def _ends(problem: Problem) -> tuple[list[int | None], list[int | None]]:
+    """(source block, target block) index of every edge variable; None for the entry's source and an exit's
+    target."""
+    source: list[int | None] = [None] * problem.n
+    target: list[int | None] = [None] * problem.n
+    for block, (into, out) in enumerate(problem.blocks):
+        for v in into:
+            target[v] = block
+        for v in out:
+            source[v] = block
+    return source, target
+
+
+def _rows(problem: Problem) -> list[tuple[dict[int, int], float, float]]:
+    """Every constraint as ({variable: coefficient}, lower, upper)."""
+    rows = []
+    for into, out in problem.blocks:
+        row: dict[int, int] = {}
+        for v in into:
+            row[v] = row.get(v, 0) + 1
+        for v in out:
+            row[v] = row.get(v, 0) - 1
+        rows.append(({v: c for v, c in row.items() if c}, 0.0, 0.0))
+    for back, entries, bound in problem.loops:
+        row = {}
+        for v in back:
+            row[v] = row.get(v, 0) + 1
+        for v in entries:
+            row[v] = row.get(v, 0) - bound
+        rows.append(({v: c for v, c in row.items() if c}, -highspy.kHighsInf, 0.0))
+    for back, total in problem.totals:
+        row = {}
+        for v in back:
+            row[v] = row.get(v, 0) + 1
+        rows.append((row, -highspy.kHighsInf, float(total)))
+    return rows
+
+
+def _model(problem: Problem, rows) -> highspy.HighsLp:
+    columns: list[list[tuple[int, int]]] = [[] for _ in range(problem.n)]
+    for r, (row, _, _) in enumerate(rows):
+        for v, c in row.items():
+            columns[v].append((r, c))
+    lp = highspy.HighsLp()
+    lp.num_col_ = problem.n
+    lp.num_row_ = len(rows)
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_ = np.zeros(problem.n)
+    lower = np.zeros(problem.n)
+    upper = np.full(problem.n, highspy.kHighsInf)
+    lower[problem.entry] = upper[problem.entry] = 1.0
+    lp.col_lower_, lp.col_upper_ = lower, upper
+    lp.row_lower_ = np.array([low for _, low, _ in rows], dtype=np.float64)
+    lp.row_upper_ = np.array([high for _, _, high in rows], dtype=np.float64)
+    starts, index, value = [0], [], []
+    for column in columns:
+        for r, c in column:
+            index.append(r)
+            value.append(float(c))
+        starts.append(len(index))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+    lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.array(value, dtype=np.float64)
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * problem.n
+    return lp
+
+
+def _feasible(problem: Problem, counts: tuple[int, ...]) -> bool:
+    """Whether integer ``counts`` satisfy every constraint exactly."""
+    if counts[problem.entry] != 1 or any(x < 0 for x in counts):
+        return False
+    for into, out in problem.blocks:
+        if sum(counts[v] for v in into) != sum(counts[v] for v in out):
+            return False
+    for back, entries, bound in problem.loops:
+        if sum(counts[v] for v in back) > bound * sum(counts[v] for v in entries):
+            return False
+    for back, total in problem.totals:
+        if sum(counts[v] for v in back) > total:
+            return False
+    return True
