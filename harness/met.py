@@ -83,7 +83,7 @@ def open_store(path: Path) -> ResultStore:
 def timing_names_for(target: str, requested: list[str] | None) -> list[str]:
     """The timing models to apply on ``target``: the requested ones that apply, else trivial and its default."""
     if requested:
-        return [name for name in requested if timing.applies_to(name, target)]
+        return [name for name in requested if targets.get(target).accepts_timing(name)]
     return list(dict.fromkeys(["trivial", targets.get(target).timing]))
 
 

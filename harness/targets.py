@@ -64,6 +64,10 @@ class TargetProfile:
     runtime_package: str | None = None  # the Debian package with the C library the link needs
     memory: tuple[MemoryRegion, ...] = ()
 
+    def accepts_timing(self, name: str) -> bool:
+        """Whether timing model ``name`` describes this target: its own model, or a generic one (trivial)."""
+        return name == self.timing or timing.MODELS[name].generic
+
     def region(self, name: str) -> MemoryRegion | None:
         """The memory region called ``name`` ("flash", "ram"), or None if the profile gives none."""
         return next((region for region in self.memory if region.name == name), None)
@@ -92,12 +96,26 @@ class TargetProfile:
         return [opt, *self.cflags]
 
 
-def load_profile(path: Path) -> TargetProfile:
-    """Read and validate one profile file."""
+def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """The profile's keys, with ``extends = "other"`` resolved: the other profile's keys, overridden by these."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read target profile: {exc}") from None
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    parent_path = path.with_name(f"{parent}.toml")
+    if not isinstance(parent, str) or not parent_path.is_file():
+        raise ConfigError(f"{path}: extends unknown target {parent!r}")
+    if parent_path in seen:
+        raise ConfigError(f"{path}: 'extends' cycle through {parent}")
+    return {**_read(parent_path, (*seen, path)), **data}
+
+
+def load_profile(path: Path) -> TargetProfile:
+    """Read and validate one profile file."""
+    data = _read(path)
     for key, kind in _REQUIRED.items():
         if key not in data:
             raise ConfigError(f"{path}: missing key '{key}'")

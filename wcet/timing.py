@@ -36,8 +36,8 @@ Models, by name (``get``):
   set", for zero wait states; plus ``flash_wait_states`` per instruction fetch
   and per word loaded (see ``CortexM4``).
 
-Which model describes which CPU: ``applies_to``. Each target profile names its
-own model with the ``timing`` key (toolchains/*.toml): arm7tdmi -> arm7tdmi,
+Which model describes which CPU: each target profile names its own model with
+the ``timing`` key (toolchains/*.toml): arm7tdmi -> arm7tdmi,
 cortex-m4f -> cortex-m4, cortex-a15 and host -> trivial (no cycle-level model
 of an out-of-order core is offered).
 """
@@ -100,8 +100,9 @@ class TimingModel:
     """Base class: ``cycles(insn, executed)``; fields are the model's parameters."""
 
     name: ClassVar[str] = ""
-    #: target profiles whose CPU the model describes (None: any target)
-    targets: ClassVar[frozenset[str] | None] = None
+    #: True for a model that describes no particular CPU (trivial) and so applies to every target;
+    #: a CPU's own model applies to the targets whose profile names it (the profile's ``timing`` key)
+    generic: ClassVar[bool] = False
 
     def cycles(self, insn: capstone.CsInsn, executed: bool | None = None) -> int:
         raise NotImplementedError
@@ -119,6 +120,7 @@ class Trivial(TimingModel):
     """A fixed cost per executed instruction (OTAWA's ``trivial`` script: 5)."""
 
     name: ClassVar[str] = "trivial"
+    generic: ClassVar[bool] = True
     cycles_per_instruction: int = 5
 
     def cycles(self, insn: capstone.CsInsn, executed: bool | None = None) -> int:
@@ -171,7 +173,6 @@ class Arm7tdmi(TimingModel):
     """
 
     name: ClassVar[str] = "arm7tdmi"
-    targets: ClassVar[frozenset[str] | None] = frozenset({"arm7tdmi"})
     n_wait_states: int = 0
     s_wait_states: int = 0
     multiply_m: int = 4
@@ -324,7 +325,6 @@ class CortexM4(TimingModel):
     """
 
     name: ClassVar[str] = "cortex-m4"
-    targets: ClassVar[frozenset[str] | None] = frozenset({"cortex-m4f"})
     refill: int = 3
     divide_cycles: int = 12
     flash_wait_states: int = 0
@@ -431,11 +431,3 @@ def get(name: str, **options) -> TimingModel:
         raise ConfigError(f"timing model {name} has no option {', '.join(sorted(unknown))}; "
                           f"its options: {', '.join(fields) or 'none'}")
     return cls(**{key: int(value) for key, value in options.items()})
-
-
-def applies_to(name: str, target: str) -> bool:
-    """Whether model ``name`` describes the CPU of target profile ``target``."""
-    targets = MODELS[name].targets if name in MODELS else frozenset()
-    return targets is None or target in targets
-
-

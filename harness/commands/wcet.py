@@ -125,7 +125,8 @@ def _elf_mode(args: argparse.Namespace) -> int:
         print(f"assay: {args.elf}: {len(exc.loops)} loop(s) without a bound in {args.function} and its callees:",
               file=sys.stderr)
         for loop in exc.loops:
-            print(f"  {loop}", file=sys.stderr)
+            where = f" ({loop.source_line[0]}:{loop.source_line[1]})" if loop.source_line else ""
+            print(f"  loop \"{loop.function}\" + {loop.offset:#x} at {loop.header:#x}{where}", file=sys.stderr)
         return 1
     print(f"WCET[{args.function}] = {result.wcet_cycles} cycles")
     if args.json:

@@ -100,7 +100,11 @@ def test_each_profile_names_the_timing_model_of_its_cpu():
     assert {name: targets.get(name).timing for name in ("host", "arm7tdmi", "cortex-m4f", "cortex-a15")} == {
         "host": "trivial", "arm7tdmi": "arm7tdmi", "cortex-m4f": "cortex-m4", "cortex-a15": "trivial"}
     for name in targets.names():
-        assert timing.applies_to(targets.get(name).timing, name)
+        profile = targets.get(name)
+        assert profile.accepts_timing(profile.timing) and profile.accepts_timing("trivial")
+    assert not targets.get("cortex-m4f").accepts_timing("arm7tdmi")
+    assert targets.get("arm7tdmi-ext").accepts_timing("arm7tdmi")
+    assert timing.MODELS["trivial"].generic
 
 
 def test_unknown_timing_model_is_refused(tmp_path):
@@ -108,3 +112,20 @@ def test_unknown_timing_model_is_refused(tmp_path):
     path.write_text(targets.get("host").path.read_text().replace('timing = "trivial"', 'timing = "z80"'))
     with pytest.raises(ConfigError, match="timing model 'z80' is not one of"):
         targets.load_profile(path)
+
+
+def test_extends_takes_the_parent_keys_and_overrides_some():
+    base, ext = targets.get("arm7tdmi"), targets.get("arm7tdmi-ext")
+    assert ext.cflags == base.cflags and ext.timing == base.timing and ext.emulator == base.emulator
+    assert ext.region("flash").size > base.region("flash").size
+    assert ext.name == "arm7tdmi-ext"
+
+
+def test_extends_an_unknown_profile_or_in_a_cycle_is_refused(tmp_path):
+    (tmp_path / "a.toml").write_text('extends = "b"\n')
+    (tmp_path / "b.toml").write_text('extends = "a"\n')
+    with pytest.raises(ConfigError, match="'extends' cycle"):
+        targets.load_profile(tmp_path / "a.toml")
+    (tmp_path / "c.toml").write_text('extends = "nothere"\n')
+    with pytest.raises(ConfigError, match="extends unknown target 'nothere'"):
+        targets.load_profile(tmp_path / "c.toml")
