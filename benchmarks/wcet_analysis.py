@@ -1,0 +1,108 @@
+"""Benchmark: WCET analysis time and peak memory per model (issue 4 figures).
+
+For each model, in a fresh process (so its peak memory is its own): generate
+with assay-v2, cross-build for the target, produce the flow facts
+automatically, and bound the inference function and its layers with the
+built-in analyzer. Prints, per model, the time of each stage and the process's
+peak resident memory, and writes reports/benchmarks/wcet-<target>.json.
+Not a test: it asserts nothing. The full tier (AlexNet, VGG-16) builds
+multi-hundred-megabyte models first; ask for it with --full.
+
+    python benchmarks/wcet_analysis.py [--target arm7tdmi-ext] [--timing arm7tdmi] [--full] [--models a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+
+def prepare(model: str, target: str, work: Path) -> dict:
+    """First child: zoo model, generated code and ELF (TensorFlow's memory stays in this process)."""
+    from harness.campaign import Item, Settings, build_code, generate_code, load_model
+
+    settings = Settings(work_dir=work)
+    item = Item(model, "assay-v2", "keras", target, ())
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    loaded = load_model(model, settings)
+    seconds["zoo"] = time.perf_counter() - start
+    code = generate_code(item, loaded, settings, seconds, {}, stage="wcet-bench")
+    built = build_code(item, target, code, settings, seconds, {}, stage="wcet-bench")
+    return {"seconds": seconds, "elf": str(built.elf), "code": str(code.directory)}
+
+
+def measure(elf: Path, code_dir: Path, timing_name: str) -> dict:
+    """Second child: only the WCET work, so its peak memory is the analysis's own."""
+    from harness.generated import GeneratedCode
+    from harness.wcetrun import _flow_facts, _regions
+    from wcet import timing
+    from wcet.analyzer import analyze
+
+    code = GeneratedCode.from_directory(code_dir)
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    facts, _ = _flow_facts(elf, code)
+    seconds["flowfacts"] = time.perf_counter() - start
+    start = time.perf_counter()
+    regions, _ = _regions(elf, code)
+    result = analyze(elf, code.entry, facts, timing.get(timing_name), regions)
+    seconds["analysis"] = time.perf_counter() - start
+    return {"wcet_cycles": int(result.wcet_cycles), "layers": len(regions), "loops": len(result.loops),
+            "seconds": seconds, "wcet_seconds": seconds["flowfacts"] + seconds["analysis"],
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _child(*args: str) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.executable, __file__, "--child", *args, out.name], check=True)
+        return json.loads(Path(out.name).read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="arm7tdmi-ext")
+    parser.add_argument("--timing", default="arm7tdmi")
+    parser.add_argument("--models", help="comma-separated models (default lenet5,cifarnet; with --full also "
+                                         "alexnet,vgg16)")
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        stage, *rest, out = args.child
+        result = prepare(rest[0], rest[1], Path(rest[2])) if stage == "prepare" else \
+            measure(Path(rest[0]), Path(rest[1]), rest[2])
+        Path(out).write_text(json.dumps(result))
+        return
+    models = args.models.split(",") if args.models else ["lenet5", "cifarnet"] + (["alexnet", "vgg16"] if args.full else [])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            built = _child("prepare", model, args.target, str(Path(tmp) / "work"))
+            row = {"model": model, **_child("measure", built["elf"], built["code"], args.timing)}
+            row["build_seconds"] = built["seconds"]
+            rows.append(row)
+            s, b = row["seconds"], built["seconds"]
+            print(f"{model:<10} WCET {row['wcet_cycles']:>18,} cycles | flow facts {s['flowfacts']:6.2f} s + "
+                  f"analysis {s['analysis']:6.2f} s = {row['wcet_seconds']:6.2f} s, peak {row['peak_rss_mb']:6.0f} MB"
+                  f" | before: zoo {b['zoo']:5.1f} s, generate {b['generate_s']:5.2f} s, build {b['compile_s']:5.2f} s",
+                  flush=True)
+    path = Path(f"reports/benchmarks/wcet-{args.target}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"date": date.today().isoformat(), "machine": platform.platform(),
+                                "cpus": os.cpu_count(), "target": args.target, "timing": args.timing,
+                                "rows": rows}, indent=1))
+    print(f"written: {path}")
+
+
+if __name__ == "__main__":
+    main()

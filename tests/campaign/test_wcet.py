@@ -1,0 +1,47 @@
+"""WCET soundness over the default zoo tier (issue 4), on with ``pytest --wcet``.
+
+For every model and ARM target: automatic flow facts, the built-in analyzer's
+bound, and the check that it is at least every measured cycle count (QEMU,
+counting plugin, same timing model) in total and per layer. arm7tdmi-ext is
+the ARM7TDMI with external memory, so that every model of the tier fits.
+"""
+
+import shutil
+
+import pytest
+
+from harness import met, wcetrun, zoo
+from wcet import ffformat
+
+TARGETS = ["arm7tdmi-ext", "cortex-m4f"]
+N_INPUTS = 10
+
+pytestmark = [pytest.mark.wcet, pytest.mark.arm,
+              pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-arm"),
+                                 reason="ARM toolchain or QEMU not installed (.ci/setup installs them)")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("model", zoo.names("default"))
+def test_wcet_bounds_every_measurement(model, target, tmp_path):
+    settings = wcetrun.Settings(n_inputs=N_INPUTS, work_dir=tmp_path / "work")
+    plan = met.plan([model], ["assay-v2"], [target], None, settings.met())
+    (item,) = [i for i in plan.items if i.variant == "keras"]
+    records = wcetrun.run_item(item, settings, wcetrun.open_store(tmp_path / "wcet.json"))
+    assert {r["timing"] for r in records} == {"trivial", "arm7tdmi" if target.startswith("arm7") else "cortex-m4"}
+    for record in records:
+        assert record["verdict"] == "pass", record["cause"]
+        assert record["wcet_cycles"] >= record["max_measured_cycles"] > 0
+        assert record["tightness"] >= 1.0
+        layers = record["layers"]
+        assert len([lay for lay in layers if lay["layer"] != "(outside layers)"]) >= 1
+        for layer in layers:
+            assert layer["wcet_cycles"] >= layer["max_measured_cycles"], layer
+        # each layer's bound covers its share of the worst path, so the bounds add up to at least the total
+        assert sum(layer["wcet_cycles"] for layer in layers) >= record["wcet_cycles"]
+    # the flow facts written for OTAWA read back under the strict grammar, with every loop bounded
+    files = records[0]["flow_facts"]
+    f4 = ffformat.parse_f4(open(files["f4"]).read(), source=files["f4"])
+    ffx = ffformat.parse_ffx(open(files["ffx"]).read(), source=files["ffx"])
+    assert f4.loops and all(loop.max > 0 for loop in f4.loops)
+    assert {(lp.function, lp.offset) for lp in ffx.loops} == {(lp.function, lp.offset) for lp in f4.loops}
