@@ -73,3 +73,22 @@ def test_opt_level_accepts_the_forms_argparse_allows():
 
     with pytest.raises(argparse.ArgumentTypeError):
         opt_level("fast")
+
+
+def test_wcet_elf_mode_reproduces_the_recorded_otawa_runs():
+    """``assay wcet --elf`` on real OTAWA samples (shared/otawa): trivial timing, OTAWA's own flow facts."""
+    from pathlib import Path
+
+    import pytest
+
+    otawa = Path(__file__).resolve().parents[3] / "shared" / "otawa"
+    if not otawa.is_dir():
+        pytest.skip("../shared/otawa not found")
+    ok = assay("wcet", "--elf", str(otawa / "arm7tdmi/dense.elf"), "--function", "main",
+               "--flow-facts", str(otawa / "arm7tdmi/dense-context.ffx"), "--timing", "trivial")
+    assert ok.returncode == 0 and ok.stdout.splitlines()[0] == "WCET[main] = 22715 cycles", ok.stderr
+    unbounded = assay("wcet", "--elf", str(otawa / "cortex-m4/fdense_m4.elf"), "--function", "layer")
+    assert unbounded.returncode == 1
+    assert 'loop "layer" + 0x6a' in unbounded.stderr and 'loop "layer" + 0x52' in unbounded.stderr
+    missing = assay("wcet", "--elf", str(otawa / "cortex-m4/fdense_m4.elf"), "--function", "nosuch")
+    assert missing.returncode == 2 and "no function 'nosuch'" in missing.stderr and "Traceback" not in missing.stderr

@@ -8,7 +8,6 @@ WCET[layer] = 15755 on cortex-m4/fdense_m4.elf ("layer" + 0x6a 8, + 0x52 16).
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import programs
 import pytest
@@ -18,11 +17,8 @@ from wcet.analyzer import analyze, find_unbounded_loops, reachable_loops
 from wcet.errors import AnalysisError, UnboundedLoopsError
 from wcet.facts import FlowFacts, LoopBound
 from wcet.program import load_program
+from recordings import OTAWA, needs_recordings
 
-OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"
-if not OTAWA.is_dir():
-    OTAWA = Path("/work/shared/otawa")
-needs_recordings = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
 needs_gcc = pytest.mark.skipif(not programs.HAVE_GCC, reason="arm-none-eabi-gcc not installed (.ci/setup)")
 _QEMU = ("arm-none-eabi-gcc", "qemu-arm", "qemu-system-arm", "gcc")
 needs_qemu = pytest.mark.skipif(not all(shutil.which(t) for t in _QEMU), reason="ARM toolchain or QEMU missing")

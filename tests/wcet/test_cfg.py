@@ -5,7 +5,6 @@ The hand-written programs are tests/wcet/programs/ (arm_flow.S for the ARM7TDMI,
 Cortex-M4), assembled with arm-none-eabi-gcc; the OTAWA samples are ../shared/otawa/.
 """
 
-from pathlib import Path
 
 import capstone
 import programs
@@ -15,11 +14,8 @@ from wcet import armcode
 from wcet.cfg import ENTRY, EXIT
 from wcet.facts import FlowFacts
 from wcet.program import load_program
+from recordings import OTAWA, needs_recordings
 
-OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"
-if not OTAWA.is_dir():
-    OTAWA = Path("/work/shared/otawa")
-needs_recordings = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
 needs_gcc = pytest.mark.skipif(not programs.HAVE_GCC, reason="arm-none-eabi-gcc not installed (.ci/setup)")
 
 

@@ -5,7 +5,6 @@ dense-context.ffx gave WCET[main] = 22715 cycles, fdense_m4.ff 15755,
 mkff-output.ff is mkff's template, unbounded.ff made owcet stop with exit 2).
 """
 
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +19,8 @@ from wcet.ffformat import (
     write_f4,
     write_ffx,
 )
+from recordings import OTAWA, needs_recordings
 
-OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"  # ../shared/otawa beside the repository
-needs_recordings = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
 
 
 @needs_recordings

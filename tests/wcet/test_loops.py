@@ -5,7 +5,6 @@ lines and the nesting are checked against the ``LOOP:`` markers of tests/wcet/pr
 targets (ARM and Thumb-2, -O0), and against OTAWA's own loop names on its recorded samples.
 """
 
-from pathlib import Path
 
 import programs
 import pytest
@@ -13,11 +12,8 @@ import pytest
 from wcet.errors import AnalysisError
 from wcet.loops import dominators, find_loops, loop_edges
 from wcet.program import load_program
+from recordings import OTAWA, needs_recordings
 
-OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"
-if not OTAWA.is_dir():
-    OTAWA = Path("/work/shared/otawa")
-needs_recordings = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
 needs_gcc = pytest.mark.skipif(not programs.HAVE_GCC, reason="arm-none-eabi-gcc not installed (.ci/setup)")
 
 

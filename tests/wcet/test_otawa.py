@@ -12,7 +12,6 @@ import json
 import os
 import stat
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +19,9 @@ from harness.errors import ConfigError
 from wcet import otawa
 from wcet.facts import FlowFacts
 from wcet.ffformat import parse_f4
+from recordings import OTAWA, needs_recordings
 
-OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"  # ../shared/otawa beside the repository
-pytestmark = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
+pytestmark = needs_recordings
 
 
 def recording(name: str) -> tuple[str, int]:
