@@ -268,9 +268,10 @@ def test_missing_cross_compiler_names_the_package(tmp_path):
 
 
 def test_unknown_target_lists_the_arm_targets():
-    with pytest.raises(ConfigError, match="unknown target 'cortex-m7'; known targets: "
-                                          ".*arm7tdmi, cortex-a15, cortex-m4f"):
+    with pytest.raises(ConfigError, match="unknown target 'cortex-m7'; known targets: ") as raised:
         targets.get("cortex-m7")
+    for name in ("arm7tdmi", "arm7tdmi-ext", "cortex-a15", "cortex-m4f", "host"):
+        assert name in str(raised.value)
 
 
 @pytest.mark.parametrize("returncode,output,cause", [
