@@ -45,11 +45,17 @@ class Settings:
 
 @dataclass(frozen=True)
 class Item:
+    """One model x generator x variant x target; each stage makes one record per entry of ``checks``.
+
+    ``checks`` is what the records are checked against: reference runtimes for the
+    semantic campaign, timing models for measured execution and WCET.
+    """
+
     model: str
     generator: str
     variant: str
     target: str
-    references: tuple[str, ...]
+    checks: tuple[str, ...]
 
     @property
     def id(self) -> str:
@@ -60,6 +66,7 @@ class Item:
 class Plan:
     items: list[Item] = field(default_factory=list)
     bad_input: list[str] = field(default_factory=list)  # one line per model that could not be loaded
+    skipped: list[str] = field(default_factory=list)  # notes on combinations left out (e.g. a timing model)
 
 
 def load_model(name: str, settings: Settings) -> Model:
@@ -105,7 +112,7 @@ def _base_record(item: Item, model: Model | None, reference: str, settings: Sett
 def completed(item: Item, settings: Settings, store: ResultStore) -> list[dict] | None:
     """The item's stored records if every reference has one, else None."""
     done = {record_key(r): r for r in store.records()}
-    found = [done.get(record_key(_base_record(item, None, ref, settings))) for ref in item.references]
+    found = [done.get(record_key(_base_record(item, None, ref, settings))) for ref in item.checks]
     return found if found and all(found) else None
 
 
@@ -133,7 +140,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {type(exc).__name__}: {exc}"
     records = []
-    for ref_name in item.references:
+    for ref_name in item.checks:
         record = _base_record(item, model, ref_name, settings)
         record.update(timings=dict(timings), provenance=provenance, bits_vs_host=bits)
         if outputs is None:

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from harness import execcount, generators, runners, targets
-from harness.campaign import build_code, generate_code, load_model, to_code_layout
+from harness import campaign
+from harness.campaign import Item, Plan, build_code, generate_code, load_model, to_code_layout
 from harness.errors import AssayError, ConfigError, ModelError
 from harness.generated import GeneratedCode
 from harness.inputs import make_inputs
@@ -45,34 +46,9 @@ STAGE = "met"  # work subdirectory, so a concurrent semantic campaign's code is 
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(campaign.Settings):
     n_inputs: int = 100
-    seed: int = 0
-    opt: str = "-O0"
-    work_dir: Path = Path("generated")
-    timeout: float = 600.0
-    redo: bool = False
     timing_options: dict = field(default_factory=dict)  # model name -> {option: value}
-
-
-@dataclass(frozen=True)
-class Item:
-    model: str
-    generator: str
-    variant: str
-    target: str
-    timings: tuple[str, ...]
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}/{self.generator}/{self.variant}/{self.target}"
-
-
-@dataclass
-class Plan:
-    items: list[Item] = field(default_factory=list)
-    bad_input: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # (timing model, target) pairs that do not apply
 
 
 def open_store(path: Path) -> ResultStore:
@@ -107,7 +83,7 @@ def plan(models: list[str], generator_specs: list[str], target_names: list[str],
                 result.skipped.append(f"timing model {name} does not apply to target {profile.name}: skipped")
     for name in models:
         try:
-            model = load_model(name, _campaign_settings(settings))
+            model = load_model(name, settings)
         except ModelError as exc:
             result.bad_input.append(str(exc))
             result.items += [Item(name, gen.name, "-", p.name, per_target[p.name]) for gen in gens for p in profiles]
@@ -120,13 +96,6 @@ def plan(models: list[str], generator_specs: list[str], target_names: list[str],
     return result
 
 
-def _campaign_settings(settings: Settings):
-    from harness.campaign import Settings as CampaignSettings
-
-    return CampaignSettings(n_inputs=settings.n_inputs, seed=settings.seed, opt=settings.opt,
-                            work_dir=settings.work_dir, timeout=settings.timeout, redo=settings.redo)
-
-
 def _base_record(item: Item, timing_name: str, settings: Settings) -> dict:
     return {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
             "opt": settings.opt, "timing": timing_name, "n_inputs": settings.n_inputs, "seed": settings.seed}
@@ -134,7 +103,7 @@ def _base_record(item: Item, timing_name: str, settings: Settings) -> dict:
 
 def completed(item: Item, settings: Settings, store: ResultStore) -> list[dict] | None:
     done = {store.key(r): r for r in store.records()}
-    found = [done.get(store.key(_base_record(item, name, settings))) for name in item.timings]
+    found = [done.get(store.key(_base_record(item, name, settings))) for name in item.checks]
     return found if found and all(found) else None
 
 
@@ -146,7 +115,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
             return previous
     seconds: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
-    models = [timing.get(name, **settings.timing_options.get(name, {})) for name in item.timings]
+    models = [timing.get(name, **settings.timing_options.get(name, {})) for name in item.checks]
     try:
         counts, code, _ = count_item(item, settings, seconds, provenance)
         manifest = code.manifest
@@ -182,11 +151,10 @@ def count_item(item: Item, settings: Settings, seconds: dict | None = None,
     """
     seconds = {} if seconds is None else seconds
     provenance = {} if provenance is None else provenance
-    model = load_model(item.model, _campaign_settings(settings))
+    model = load_model(item.model, settings)
     provenance["model_sha256"] = model.sha256()
-    campaign_settings = _campaign_settings(settings)
-    code = generate_code(item, model, campaign_settings, seconds, provenance, stage=STAGE)
-    built = build_code(item, item.target, code, campaign_settings, seconds, provenance, stage=STAGE)
+    code = generate_code(item, model, settings, seconds, provenance, stage=STAGE)
+    built = build_code(item, item.target, code, settings, seconds, provenance, stage=STAGE)
     profile = targets.get(item.target)
     provenance.update(entry=code.entry, emulator=emulator_version(profile.emulator_path()),
                       counter=f"assay_count QEMU plugin {plugin_digest()}")

@@ -22,13 +22,14 @@ and engine); a re-run skips items whose records are all there.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from harness import met, runners
+from harness.campaign import Item
 from harness.errors import AssayError
 from harness.provenance import tool_versions
 from harness.results import ResultStore
@@ -41,20 +42,10 @@ PASS, FAIL, ERROR = "pass", "fail", "error"
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(met.Settings):
     n_inputs: int = 20  # measured inputs for the soundness check
-    seed: int = 0
-    opt: str = "-O0"
-    work_dir: Path = Path("generated")
-    timeout: float = 600.0
-    redo: bool = False
-    timing_options: dict = field(default_factory=dict)
     engines: tuple[str, ...] = ("builtin",)
     otawa_script: str = "trivial"
-
-    def met(self) -> met.Settings:
-        return met.Settings(n_inputs=self.n_inputs, seed=self.seed, opt=self.opt, work_dir=self.work_dir,
-                            timeout=self.timeout, timing_options=self.timing_options)
 
 
 def open_store(path: Path) -> ResultStore:
@@ -62,20 +53,20 @@ def open_store(path: Path) -> ResultStore:
     return ResultStore(path, SCHEMA, KEY_FIELDS)
 
 
-def _base_record(item: met.Item, timing_name: str, engine: str, settings: Settings) -> dict:
+def _base_record(item: Item, timing_name: str, engine: str, settings: Settings) -> dict:
     return {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
             "opt": settings.opt, "timing": timing_name, "engine": engine, "n_inputs": settings.n_inputs,
             "seed": settings.seed}
 
 
-def completed(item: met.Item, settings: Settings, store: ResultStore) -> list[dict] | None:
+def completed(item: Item, settings: Settings, store: ResultStore) -> list[dict] | None:
     done = {store.key(r): r for r in store.records()}
     found = [done.get(store.key(_base_record(item, name, engine, settings)))
-             for name in item.timings for engine in settings.engines]
+             for name in item.checks for engine in settings.engines]
     return found if found and all(found) else None
 
 
-def run_item(item: met.Item, settings: Settings, store: ResultStore) -> list[dict]:
+def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Analyse and check one item; never raises for the item's own faults (they become error records)."""
     if not settings.redo:
         previous = completed(item, settings, store)
@@ -84,7 +75,7 @@ def run_item(item: met.Item, settings: Settings, store: ResultStore) -> list[dic
     seconds: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
     try:
-        counts, code, built = met.count_item(item, settings.met(), seconds, provenance)
+        counts, code, built = met.count_item(item, settings, seconds, provenance)
         start = time.perf_counter()
         facts, fact_files = _flow_facts(built.elf, code)
         seconds["flowfacts_s"] = time.perf_counter() - start
@@ -95,7 +86,7 @@ def run_item(item: met.Item, settings: Settings, store: ResultStore) -> list[dic
     except Exception as exc:  # a tool crash is this item's error, not the campaign's end
         cause = f"{type(exc).__name__}: {exc}"
     records = []
-    for name in item.timings:
+    for name in item.checks:
         model = timing.get(name, **settings.timing_options.get(name, {}))
         measured = None if cause else met.price(counts, model)
         for engine in settings.engines:

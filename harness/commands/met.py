@@ -22,6 +22,15 @@ def add_command(subparsers) -> None:
                     "(wcet/timing.py). Records go to OUT/met.json as they are computed; a re-run skips "
                     "finished items unless --redo. Writes OUT/table2.md.")
     add_selection_options(parser, DEFAULT_TARGETS)
+    add_timing_options(parser, default_inputs=100)
+    add_output_options(parser, "reports/met", "met.json and table2.md")
+    parser.add_argument("--redo", action="store_true", help="recompute items already in met.json")
+    add_common_options(parser)
+    parser.set_defaults(func=cmd_met)
+
+
+def add_timing_options(parser: argparse.ArgumentParser, default_inputs: int) -> None:
+    """--timing, --timing-option, --opt, --inputs and --timeout: how measured cycles are obtained and priced."""
     parser.add_argument("--timing",
                         help="comma-separated timing models: trivial, arm7tdmi, cortex-m4 (default: trivial and "
                              "each target's own model); a model that does not describe a target's CPU is skipped "
@@ -31,13 +40,10 @@ def add_command(subparsers) -> None:
                              "cortex-m4.flash_wait_states=5, cortex-m4.refill=1, trivial.cycles_per_instruction=5 "
                              "(repeatable)")
     add_opt_option(parser)
-    parser.add_argument("--inputs", type=int, default=100, help="number of seeded inputs per model (default 100)")
+    parser.add_argument("--inputs", type=int, default=default_inputs,
+                        help=f"seeded inputs measured per model under QEMU (default {default_inputs})")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds allowed for one batch under QEMU (default 600)")
-    add_output_options(parser, "reports/met", "met.json and table2.md")
-    parser.add_argument("--redo", action="store_true", help="recompute items already in met.json")
-    add_common_options(parser)
-    parser.set_defaults(func=cmd_met)
 
 
 def parse_timing_options(texts: list[str]) -> dict[str, dict[str, int]]:

@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli import (add_common_options, add_opt_option, add_output_options, add_selection_options, csv_list,
-                         selected_models)
+from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
+from harness.commands.met import add_timing_options, parse_timing_options
 from harness.errors import AssayError
 
 DEFAULT_TARGETS = "arm7tdmi,cortex-m4f"
@@ -31,19 +31,12 @@ def add_command(subparsers) -> None:
                     "Writes OUT/wcet.json, OUT/table4.md and OUT/layers.md. ELF mode (--elf, --function): "
                     "analyses any ELF and prints 'WCET[NAME] = N cycles'.")
     add_selection_options(parser, DEFAULT_TARGETS)
-    parser.add_argument("--timing", help="comma-separated timing models: trivial, arm7tdmi, cortex-m4 (default: "
-                                         "trivial and each target's own model)")
-    parser.add_argument("--timing-option", action="append", default=[], metavar="MODEL.KEY=VALUE",
-                        help="timing model parameter, e.g. arm7tdmi.n_wait_states=2 (repeatable)")
+    add_timing_options(parser, default_inputs=20)
     parser.add_argument("--engine", default="builtin",
                         help="comma-separated engines: builtin (default, no OTAWA needed) and/or otawa "
                              "(owcet on PATH)")
     parser.add_argument("--otawa-script", default="trivial",
                         help="OTAWA script for --engine otawa: trivial, generic, stm32 or a path (default trivial)")
-    add_opt_option(parser)
-    parser.add_argument("--inputs", type=int, default=20,
-                        help="inputs measured under QEMU for the soundness check (default 20)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for one QEMU batch (default 600)")
     add_output_options(parser, "reports/wcet", "wcet.json, table4.md and layers.md")
     parser.add_argument("--redo", action="store_true", help="recompute items already in wcet.json")
     elf = parser.add_argument_group("ELF mode")
@@ -66,7 +59,6 @@ def _campaign(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from harness import met, wcetrun
-    from harness.commands.met import parse_timing_options
     from harness.wcet_report import write_wcet_report
 
     engines = tuple(csv_list(args.engine))
@@ -79,7 +71,7 @@ def _campaign(args: argparse.Namespace) -> int:
                                 timing_options=parse_timing_options(args.timing_option), engines=engines,
                                 otawa_script=args.otawa_script)
     campaign = met.plan(selected_models(args), csv_list(args.generators), csv_list(args.targets),
-                        csv_list(args.timing) if args.timing else None, settings.met())
+                        csv_list(args.timing) if args.timing else None, settings)
     for line in campaign.skipped:
         print(f"assay: note: {line}", file=sys.stderr)
     store = wcetrun.open_store(args.out / "wcet.json")
@@ -112,7 +104,6 @@ def _elf_mode(args: argparse.Namespace) -> int:
     names = csv_list(args.timing) if args.timing else ["trivial"]
     if len(names) != 1:
         raise AssayError("ELF mode takes one --timing model")
-    from harness.commands.met import parse_timing_options
 
     model = timing.get(names[0], **parse_timing_options(args.timing_option).get(names[0], {}))
     facts = annotations.library_facts(args.elf)
