@@ -26,7 +26,7 @@ from harness.generated import GeneratedCode
 from harness.inputs import make_inputs
 from harness.model import Model
 from harness.provenance import tool_versions
-from harness.results import ResultStore, record_key
+from harness.results import ResultStore
 
 
 UNLOADED = "-"  # the variant of an item whose model could not be loaded
@@ -109,17 +109,10 @@ def _base_record(item: Item, model: Model | None, reference: str, settings: Sett
             "input_domain": list(model.input_domain) if model else None}
 
 
-def completed(item: Item, settings: Settings, store: ResultStore) -> list[dict] | None:
-    """The item's stored records if every reference has one, else None."""
-    done = {record_key(r): r for r in store.records()}
-    found = [done.get(record_key(_base_record(item, None, ref, settings))) for ref in item.checks]
-    return found if found and all(found) else None
-
-
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Run one item and store one record per reference; never raises for item faults."""
     if not settings.redo:
-        previous = completed(item, settings, store)
+        previous = store.find_all([_base_record(item, None, ref, settings) for ref in item.checks])
         if previous is not None:
             return previous
     timings: dict[str, float] = {}

@@ -101,16 +101,10 @@ def _base_record(item: Item, timing_name: str, settings: Settings) -> dict:
             "opt": settings.opt, "timing": timing_name, "n_inputs": settings.n_inputs, "seed": settings.seed}
 
 
-def completed(item: Item, settings: Settings, store: ResultStore) -> list[dict] | None:
-    done = {store.key(r): r for r in store.records()}
-    found = [done.get(store.key(_base_record(item, name, settings))) for name in item.checks]
-    return found if found and all(found) else None
-
-
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Count, price and store one item; never raises for faults of the item (they become error records)."""
     if not settings.redo:
-        previous = completed(item, settings, store)
+        previous = store.find_all([_base_record(item, name, settings) for name in item.checks])
         if previous is not None:
             return previous
     seconds: dict[str, float] = {}

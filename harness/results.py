@@ -61,6 +61,12 @@ class ResultStore:
     def get(self, key: tuple) -> dict | None:
         return next((r for r in self.records() if self.key(r) == key), None)
 
+    def find_all(self, wanted: list[dict]) -> list[dict] | None:
+        """The stored records with the keys of ``wanted`` if every one is there (a finished item), else None."""
+        done = {self.key(r): r for r in self.records()}
+        found = [done.get(self.key(w)) for w in wanted]
+        return found if found and all(found) else None
+
     def put(self, record: dict) -> None:
         """Add ``record``, replacing any earlier record with the same key."""
         with self._locked():

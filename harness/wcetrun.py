@@ -59,17 +59,11 @@ def _base_record(item: Item, timing_name: str, engine: str, settings: Settings) 
             "seed": settings.seed}
 
 
-def completed(item: Item, settings: Settings, store: ResultStore) -> list[dict] | None:
-    done = {store.key(r): r for r in store.records()}
-    found = [done.get(store.key(_base_record(item, name, engine, settings)))
-             for name in item.checks for engine in settings.engines]
-    return found if found and all(found) else None
-
-
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Analyse and check one item; never raises for the item's own faults (they become error records)."""
     if not settings.redo:
-        previous = completed(item, settings, store)
+        previous = store.find_all([_base_record(item, name, engine, settings)
+                                   for name in item.checks for engine in settings.engines])
         if previous is not None:
             return previous
     seconds: dict[str, float] = {}

@@ -43,3 +43,13 @@ def test_a_foreign_json_file_is_refused(tmp_path):
     path.write_text(json.dumps({"records": []}))
     with pytest.raises(AssayError, match="not an Assay assay-results/1 file"):
         ResultStore(path).records()
+
+
+def test_find_all_returns_records_only_when_every_key_is_stored(tmp_path):
+    store = ResultStore(tmp_path / "results.json")
+    store.put(record(reference="keras", max_abs_error=1.0))
+    wanted = [record(reference="keras"), record(reference="onnxruntime")]
+    assert store.find_all(wanted) is None
+    store.put(record(reference="onnxruntime", max_abs_error=2.0))
+    assert [r["max_abs_error"] for r in store.find_all(wanted)] == [1.0, 2.0]
+    assert store.find_all([]) is None
