@@ -855,6 +855,17 @@ def parse_ffx(text: str | Path, source: str | None = None, root: str | None = No
         if element.children:
             function_body(element, function, context, top=False)
 
+    def function_label(element: _Element, unnamed: str) -> str | None:
+        """The label of a <function> element, or None after noting why it cannot be used."""
+        check_attributes(element, {"label", "name", "address", "offset"})
+        where = location(element)
+        if where is None:
+            return None
+        if where[0] is None or where[1] != 0:
+            problems.append(f"{name}:{element.line}: {unnamed}")
+            return None
+        return where[0]
+
     def call(element: _Element, context: tuple[int, ...], top: bool) -> None:
         check_attributes(element, {"address"})
         site = integer(element, "address")
@@ -866,27 +877,18 @@ def parse_ffx(text: str | Path, source: str | None = None, root: str | None = No
             problems.append(f"{name}:{element.line}: <call> must hold exactly one <function>")
             return
         callee = functions[0]
-        check_attributes(callee, {"label", "name", "address", "offset"})
-        where = location(callee)
-        if where is None:
-            return
-        if where[0] is None or where[1] != 0:
-            problems.append(f"{name}:{callee.line}: a called <function> is named by its label")
-            return
-        function_body(callee, where[0], (*context, site), top=False)
+        label = function_label(callee, "a called <function> is named by its label")
+        if label is not None:
+            function_body(callee, label, (*context, site), top=False)
 
     for child in document.children:
         if child.tag == "function":
-            check_attributes(child, {"label", "name", "address", "offset"})
-            where = location(child)
-            if where is None:
+            label = function_label(child, "a <function> is named by its label")
+            if label is None:
                 continue
-            if where[0] is None or where[1] != 0:
-                problems.append(f"{name}:{child.line}: a <function> is named by its label")
-                continue
-            if root is not None and where[0] != root and any(c.tag == "call" for c in child.children):
-                problems.append(f"{name}:{child.line}: call contexts from {where[0]}, but the root is {root}")
-            function_body(child, where[0], (), top=True)
+            if root is not None and label != root and any(c.tag == "call" for c in child.children):
+                problems.append(f"{name}:{child.line}: call contexts from {label}, but the root is {root}")
+            function_body(child, label, (), top=True)
         elif child.tag == "loop":
             loop(child, None, ())
         elif child.tag in ("noreturn", "nocall"):

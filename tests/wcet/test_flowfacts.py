@@ -41,20 +41,9 @@ def build(directory: Path, target: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def zoo_builds(tmp_path_factory):
-    pytest.importorskip("keras")
-    import codegen
-    from harness import zoo
-
-    root = tmp_path_factory.mktemp("flowfacts")
-    builds = {}
-    for name in ("acas-reg50", "lenet5"):
-        model = zoo.load(name, cache_dir=root / "zoo")
-        source = root / name
-        codegen.generate(model.files["keras"], source, name=name, frontend="keras")
-        for target in TARGETS:
-            builds[name, target] = (source, build(source, target))
-    return builds
+def zoo_builds(generated_zoo):
+    return {(name, target): (source, build(source, target))
+            for name, source in generated_zoo.items() for target in TARGETS}
 
 
 @pytest.mark.parametrize("target", TARGETS)
