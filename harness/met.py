@@ -33,6 +33,7 @@ from harness import campaign
 from harness.campaign import Item, Plan, build_code, generate_code, load_model, to_code_layout
 from harness.errors import AssayError, ConfigError, ModelError
 from harness.generated import GeneratedCode
+from harness.runners.compiling import Build
 from harness.inputs import make_inputs
 from harness.provenance import tool_versions
 from harness.report import group_digits, model_order
@@ -138,7 +139,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
 
 
 def count_item(item: Item, settings: Settings, seconds: dict | None = None,
-               provenance: dict | None = None) -> tuple[execcount.ExecCounts, GeneratedCode, object]:
+               provenance: dict | None = None) -> tuple[execcount.ExecCounts, GeneratedCode, Build]:
     """Generate, build and count one item; return the counts, the generated code and the build.
 
     Fills ``seconds`` (stage timings) and ``provenance`` (versions, flags) if given.

@@ -5,12 +5,24 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 from harness.generated import GeneratedCode
 
 STAMP_SUFFIX = ".key"
+
+
+@dataclass(frozen=True)
+class Build:
+    """What every runner's build tells later stages (provenance, timings); runners add their artefacts."""
+
+    code: GeneratedCode
+    command: tuple[str, ...]
+    compiler_version: str
+    flags: tuple[str, ...]
+    seconds: float
 
 
 def driver_defines(code: GeneratedCode) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.generated import GeneratedCode
 from harness.runners import RunError
-from harness.runners.compiling import compile_once, driver_defines
+from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.targets import TargetProfile
 from harness import targets
 
@@ -28,13 +28,8 @@ DRIVER = Path(__file__).with_name("batch_driver.c")
 
 
 @dataclass(frozen=True)
-class HostBuild:
+class HostBuild(Build):
     library: Path
-    code: GeneratedCode
-    command: tuple[str, ...]
-    compiler_version: str
-    flags: tuple[str, ...]
-    seconds: float
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from elftools.elf.elffile import ELFFile
 from harness.errors import ConfigError
 from harness.generated import GeneratedCode
 from harness.runners import RunError
-from harness.runners.compiling import compile_once, driver_defines
+from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.runners.host import RunOutcome, compiler_version, first_diagnostic, signal_name
 from harness.targets import TargetProfile
 
@@ -72,14 +72,9 @@ class ImageSize:
 
 
 @dataclass(frozen=True)
-class QemuBuild:
+class QemuBuild(Build):
     elf: Path
-    code: GeneratedCode
     profile: TargetProfile
-    command: tuple[str, ...]
-    compiler_version: str
-    flags: tuple[str, ...]
-    seconds: float
     size: ImageSize
 
 

@@ -186,3 +186,13 @@ def test_ffx_outside_the_grammar_is_refused(text, message):
     with pytest.raises(FlowFactFormatError) as caught:
         parse_ffx(text, source="bad.ffx")
     assert any(message in p for p in caught.value.problems), caught.value.problems
+
+
+def test_ffx_functions_must_be_named_by_label_at_top_level_and_in_calls():
+    by_address = '<flowfacts><function address="0x8000"><loop label="f" offset="0x10" maxcount="3"/></function></flowfacts>'
+    with pytest.raises(FlowFactFormatError, match="a <function> is named by its label"):
+        parse_ffx(by_address, source="top.ffx")
+    callee_by_address = ('<flowfacts><function label="main"><call address="0x8114">'
+                         '<function address="0x8000"/></call></function></flowfacts>')
+    with pytest.raises(FlowFactFormatError, match="a called <function> is named by its label"):
+        parse_ffx(callee_by_address, source="call.ffx")
