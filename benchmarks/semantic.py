@@ -21,12 +21,14 @@ import time
 from datetime import date
 from pathlib import Path
 
-from harness import zoo
-from harness.campaign import Settings, load_model, plan, run_item, to_code_layout
-from harness.generated import GeneratedCode
-from harness.inputs import make_inputs
-from harness.provenance import tool_versions
-from harness.results import ResultStore
+from harness.models import zoo
+from harness.core.pipeline import to_code_layout
+from harness.core.plan import load_model
+from harness.stages.semantic.run import Settings, plan, run_item
+from harness.generators.generated import GeneratedCode
+from harness.core.inputs import make_inputs
+from harness.core.provenance import tool_versions
+from harness.core.results import ResultStore
 from harness.runners import host
 
 
@@ -96,7 +98,8 @@ def main() -> None:
               f"median of {args.repeats})")
     out = Path(f"reports/benchmarks/semantic-{args.target}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"date": date.today().isoformat(), "target": args.target, "machine": platform.platform(),
+    out.write_text(json.dumps({"schema": "assay-benchmark-semantic/1", "date": date.today().isoformat(),
+                               "target": args.target, "machine": platform.platform(),
                                "cpus": __import__("os").cpu_count(), "inputs": args.inputs,
                                "total_wall_s": total, "rows": rows, "lenet5_overhead": overhead,
                                "tools": tool_versions()}, indent=1))

@@ -28,7 +28,8 @@ from pathlib import Path
 
 def prepare(model: str, target: str, work: Path) -> dict:
     """First child: zoo model, generated code and ELF (TensorFlow's memory stays in this process)."""
-    from harness.campaign import Item, Settings, build_code, generate_code, load_model
+    from harness.core.pipeline import build_code, generate_code
+    from harness.core.plan import Item, Settings, load_model
 
     settings = Settings(work_dir=work)
     item = Item(model, "assay-v2", "keras", target, ())
@@ -43,8 +44,8 @@ def prepare(model: str, target: str, work: Path) -> dict:
 
 def measure(elf: Path, code_dir: Path, timing_name: str) -> dict:
     """Second child: only the WCET work, so its peak memory is the analysis's own."""
-    from harness.generated import GeneratedCode
-    from harness.wcetrun import _flow_facts, _regions
+    from harness.generators.generated import GeneratedCode
+    from harness.stages.wcet.run import _flow_facts, _regions
     from wcet import timing
     from wcet.analyzer import analyze
 
@@ -98,7 +99,8 @@ def main() -> None:
                   flush=True)
     path = Path(f"reports/benchmarks/wcet-{args.target}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"date": date.today().isoformat(), "machine": platform.platform(),
+    path.write_text(json.dumps({"schema": "assay-benchmark-wcet/1", "date": date.today().isoformat(),
+                                "machine": platform.platform(),
                                 "cpus": os.cpu_count(), "target": args.target, "timing": args.timing,
                                 "rows": rows}, indent=1))
     print(f"written: {path}")

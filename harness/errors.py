@@ -2,8 +2,12 @@
 
 Anything raised as an ``AssayError`` is a problem with the user's input (a
 missing model, an unknown name, an unsupported layer) rather than a bug in
-Assay, so it is reported without a traceback.
+Assay, so it is reported without a traceback. The ``wcet`` library is
+standalone and has its own base error (``wcet.errors.WcetError``); the two are
+user errors alike (``USER_ERRORS``).
 """
+
+from wcet.errors import WcetError
 
 
 class AssayError(Exception):
@@ -16,3 +20,7 @@ class ModelError(AssayError):
 
 class ConfigError(AssayError):
     """A profile or option is invalid."""
+
+
+# What a stage or the CLI reports as one line (an item's error, or exit 2) rather than a traceback.
+USER_ERRORS: tuple[type[Exception], ...] = (AssayError, WcetError)

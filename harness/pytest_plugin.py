@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import Item, Settings, plan, run_item
-from harness.results import ResultStore
+from harness.core.plan import Item
+from harness.stages.semantic.run import Settings, plan, run_item
+from harness.core.results import ResultStore
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,7 +72,7 @@ def _split(text: str) -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "assay_item" not in metafunc.fixturenames:
         return
-    from harness import zoo
+    from harness.models import zoo
 
     config = metafunc.config
     models = config.getoption("assay_models")

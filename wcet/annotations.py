@@ -32,7 +32,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from harness.errors import ConfigError
+from wcet.errors import ConfigurationError
 from wcet.facts import FlowFacts, LoopBound
 
 ANNOTATION_DIR = Path(__file__).resolve().parent.parent / "toolchains" / "annotations"
@@ -72,7 +72,7 @@ class Toolchain:
     def of_compiler(cls, compiler: str, flags: Iterable[str] = (), name: str | None = None) -> "Toolchain":
         found = shutil.which(compiler)
         if found is None:
-            raise ConfigError(f"compiler '{compiler}' not found")
+            raise ConfigurationError(f"compiler '{compiler}' not found")
         version, multilib = _ask(found, tuple(flags))
         return cls(compiler=name or Path(compiler).name, version=version, multilib=multilib)
 
@@ -82,7 +82,7 @@ def _ask(compiler: str, flags: tuple[str, ...]) -> tuple[str, str]:
     def run(*arguments: str) -> str:
         result = subprocess.run([compiler, *arguments], capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            raise ConfigError(f"{compiler} {' '.join(arguments)}: {result.stderr.strip()[:200]}")
+            raise ConfigurationError(f"{compiler} {' '.join(arguments)}: {result.stderr.strip()[:200]}")
         return result.stdout.strip()
 
     return run("-dumpversion"), run(*flags, "-print-multi-directory")
@@ -141,12 +141,12 @@ def load(path: Path) -> Annotations:
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: unreadable annotation file ({exc})") from None
+        raise ConfigurationError(f"{path}: unreadable annotation file ({exc})") from None
 
     def need(table: dict, key: str, kind: type, where: str):
         value = table.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
-            raise ConfigError(f"{path}: {where}: '{key}' must be a {kind.__name__}")
+            raise ConfigurationError(f"{path}: {where}: '{key}' must be a {kind.__name__}")
         return value
 
     functions = []
@@ -156,18 +156,18 @@ def load(path: Path) -> Annotations:
         where = f"function {symbol}"
         digest = need(entry, "sha256", str, where)
         if not re.fullmatch(r"[0-9a-f]{64}", digest):
-            raise ConfigError(f"{path}: {where}: sha256 must be 64 lowercase hex digits")
+            raise ConfigurationError(f"{path}: {where}: sha256 must be 64 lowercase hex digits")
         loops = []
         for loop in entry.get("loop", []):
             offset = need(loop, "offset", int, where)
             bound = need(loop, "bound", int, f"{where} + {offset:#x}")
             justification = need(loop, "justification", str, f"{where} + {offset:#x}").strip()
             if bound < 0 or not justification:
-                raise ConfigError(f"{path}: {where} + {offset:#x}: a bound needs a value >= 0 and a justification")
+                raise ConfigurationError(f"{path}: {where} + {offset:#x}: a bound needs a value >= 0 and a justification")
             loops.append(AnnotatedLoop(offset=offset, bound=bound, line=str(loop.get("line", "")),
                                        justification=" ".join(justification.split())))
         if len({l.offset for l in loops}) != len(loops):
-            raise ConfigError(f"{path}: {where}: two bounds for one loop")
+            raise ConfigurationError(f"{path}: {where}: two bounds for one loop")
         functions.append(AnnotatedFunction(multilib=need(entry, "multilib", str, where), symbol=symbol,
                                            aliases=tuple(entry.get("aliases", [])),
                                            source=str(entry.get("source", "")), size=need(entry, "size", int, where),

@@ -11,7 +11,7 @@
   address; ``ArmCode.kind(address)``: ``"a"``, ``"t"`` or ``"d"`` by the mapping
   symbols; ``ArmCode.word(address)``: a 32-bit literal of the image.
 - ``flow(insn)``: what one instruction does to the control flow (call, branch,
-  return, indirect jump, ...); the stack analysis (``harness/stack.py``) and the
+  return, indirect jump, ...); the stack analysis (``harness/binary/stack.py``) and the
   WCET analyzer's CFGs (``wcet/cfg.py``) share it.
 - ``ArmCode.line(address)`` / ``line_rows(elf, files)``: the DWARF line table.
 - ``layer_ranges(code, manifest)``: address ranges of the generated functions,

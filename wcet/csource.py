@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 
 from pycparser import c_ast, c_parser
 
-from harness.errors import AssayError, ConfigError
+from wcet.errors import ConfigurationError, WcetError
 
 # Stand-ins for the C library headers a generated file may include: pycparser
 # needs typedef names declared, nothing else.
@@ -79,7 +79,7 @@ typedef _Bool bool;
 """
 
 
-class SourceError(AssayError):
+class SourceError(WcetError):
     """A generated C file that cannot be preprocessed or parsed."""
 
 
@@ -134,7 +134,7 @@ def parse_c(source: Path, include_dirs: Iterable[Path] = (), compiler: str = "gc
     """Preprocess (``compiler -E`` with stand-in libc headers) and parse one C file."""
     found = shutil.which(compiler)
     if found is None:
-        raise ConfigError(f"reading loop bounds from C needs the preprocessor of '{compiler}'; install it "
+        raise ConfigurationError(f"reading loop bounds from C needs the preprocessor of '{compiler}'; install it "
                           "(Debian package 'gcc')")
     with tempfile.TemporaryDirectory(prefix="assay-cpp-") as stubs:
         stub_dir = Path(stubs)

@@ -1,19 +1,28 @@
-"""The one exception the WCET analyzer raises for a problem with its input.
+"""The errors of the WCET library, which is standalone (it never imports the harness).
 
-``AnalysisError`` covers everything the analysis cannot accept: a missing
-function, a stripped ELF, an instruction it cannot decode or time, an
-unresolved indirect branch, an irreducible or unbounded loop, recursion. Its
-message is one line that names the address concerned. It is an ``AssayError``,
-so the CLI reports it without a traceback (exit status 2, bad input).
+Every error is one line for the user, naming the file, function or address
+concerned. ``WcetError`` is the base a caller catches: the harness reports it
+like its own user errors (exit status 2 from the CLI, an ``error`` record in
+a campaign), ``python -m wcet`` prints it and exits 2.
 """
 
 from __future__ import annotations
 
-from harness.errors import AssayError
+
+class WcetError(Exception):
+    """Something the library cannot accept or do; the message says what and where."""
 
 
-class AnalysisError(AssayError):
-    """The analysis cannot go on; ``address`` is the instruction or block concerned, if one is."""
+class ConfigurationError(WcetError):
+    """A bad option or input file: a timing model parameter, an annotation file, a missing tool."""
+
+
+class AnalysisError(WcetError):
+    """The analysis cannot go on; ``address`` is the instruction or block concerned, if one is.
+
+    Covers a missing function, a stripped ELF, an instruction it cannot decode or
+    time, an unresolved indirect branch, an irreducible or unbounded loop, recursion.
+    """
 
     def __init__(self, message: str, address: int | None = None):
         super().__init__(message)

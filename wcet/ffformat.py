@@ -50,13 +50,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-from harness.errors import AssayError
+from wcet.errors import WcetError
 from wcet.facts import FlowFacts, LoopBound
 
 INT_MAX = 2**31 - 1  # OTAWA's F4 lexer stores integers in a C int
 
 
-class FlowFactFormatError(AssayError):
+class FlowFactFormatError(WcetError):
     """A flow-fact file outside the accepted grammar, or facts a format cannot express.
 
     ``problems`` lists every problem found, each as ``file:line: message``.
@@ -700,7 +700,7 @@ def _call_targets(elf: Path, sites: set[int]) -> dict[int, str]:
     for site in sites:
         try:
             insn = code.decode(site)
-        except AssayError:
+        except WcetError:
             continue
         operands = getattr(insn, "operands", [])
         if insn.mnemonic.startswith("bl") and operands and operands[0].type == 2:  # ARM_OP_IMM

@@ -1,6 +1,6 @@
 """Flow facts for generated code: every loop the inference entry can reach, bounded, or an error.
 
-    facts = facts_for_generated(elf, manifest_dir, toolchain=Toolchain.of_profile(profile))
+    facts = facts_for_generated(elf, manifest, sources, toolchain=Toolchain.of_compiler("arm-none-eabi-gcc"))
     write_f4(facts, "net.ff"); write_ffx(facts, "net.ffx")
 
 Where the bounds come from:
@@ -34,10 +34,10 @@ silently unbounded.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from harness.errors import AssayError
-from harness.generated import GeneratedCode
+from wcet.errors import WcetError
 from wcet import annotations as annotations_module
 from wcet import csource
 from wcet.annotations import Toolchain
@@ -48,7 +48,7 @@ from wcet.program import Program, load_program
 ORIGIN = "manifest+source"
 
 
-class FlowFactError(AssayError):
+class FlowFactError(WcetError):
     """Some reachable loop or call cannot be bounded; ``problems`` lists every one."""
 
     def __init__(self, problems: list[str], subject: str = "flow facts"):
@@ -69,30 +69,27 @@ class ManifestLoop:
     layer: str
 
 
-def facts_for_generated(elf: Path, manifest_dir: Path, entry: str | None = None,
-                        toolchain: Toolchain | None = None, profile=None, opt: str | None = None,
-                        preprocessor: str = "gcc") -> FlowFacts:
+def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entry: str | None = None,
+                        toolchain: Toolchain | None = None, preprocessor: str = "gcc") -> FlowFacts:
     """The flow facts of ``entry`` (default: the manifest's) in ``elf`` and everything it calls.
 
-    ``toolchain`` (or ``profile``, a ``harness.targets.TargetProfile``, with
-    ``opt``) selects the library annotations; without either, the compiler
-    version the ELF's ``.comment`` names does, and annotated functions are
-    recognised by their bytes in any multilib. Raises ``FlowFactError``
-    listing every problem.
+    ``manifest`` is the generator's manifest as plain data (docs/manifest.md:
+    the full ``manifest.json`` or the small ``assay.json``), ``sources`` the
+    generated C files (their directory is the include path). ``toolchain``
+    selects the library annotations; without it, the compiler version the
+    ELF's ``.comment`` names does, and annotated functions are recognised by
+    their bytes in any multilib. Raises ``FlowFactError`` listing every problem.
     """
-    elf, manifest_dir = Path(elf), Path(manifest_dir)
-    code = GeneratedCode.from_directory(manifest_dir)
-    entry = entry or code.entry
-    if toolchain is None and profile is not None:
-        toolchain = Toolchain.of_profile(profile, opt)
+    elf, sources = Path(elf), [Path(s) for s in sources]
+    entry = entry or manifest_entry(manifest)
     if toolchain is None:
         toolchain = Toolchain.of_elf(elf)
     program = load_program(elf)
     program.function(entry)  # an AnalysisError if the ELF lacks it
     problems: list[str] = []
-    source_names = {PurePosixPath(s.name).name for s in code.sources}
+    source_names = {s.name for s in sources}
 
-    multicalls = _indirect_calls(program, entry, code.manifest, problems)
+    multicalls = _indirect_calls(program, entry, manifest, problems)
     base = FlowFacts(multicalls=multicalls)
     graph = program.call_graph(entry, base)
     problems += _recursion(program, graph)
@@ -103,7 +100,7 @@ def facts_for_generated(elf: Path, manifest_dir: Path, entry: str | None = None,
                                 "targets in the manifest's indirect_calls")
 
     generated, library = [], []
-    declared = set(code.manifest.get("symbols", {}).get("code", []))
+    declared = set(manifest.get("symbols", {}).get("code", []))
     for routine in graph:
         names = set(program.code.names_at(routine)) or {program.name(routine)}
         line = program.code.line(routine)
@@ -112,7 +109,7 @@ def facts_for_generated(elf: Path, manifest_dir: Path, entry: str | None = None,
         else:
             library.append(routine)
 
-    loops = _generated_bounds(program, generated, base, code, manifest_dir, preprocessor, problems)
+    loops = _generated_bounds(program, generated, base, manifest, sources, preprocessor, problems)
 
     library_loops = {}
     for routine in library:
@@ -128,6 +125,15 @@ def facts_for_generated(elf: Path, manifest_dir: Path, entry: str | None = None,
     return FlowFacts(loops=tuple(loops), multicalls=multicalls, checksum=(elf.name, otawa_checksum(elf)))
 
 
+def manifest_entry(manifest: dict) -> str:
+    """The entry function a manifest names: ``entry.symbol`` (manifest.json) or ``entry`` (assay.json)."""
+    entry = manifest.get("entry")
+    symbol = entry.get("symbol") if isinstance(entry, dict) else entry
+    if not isinstance(symbol, str) or not symbol:
+        raise FlowFactError(["the manifest names no entry function"])
+    return symbol
+
+
 def manifest_loops(manifest: dict) -> list[ManifestLoop]:
     """Every loop the manifest declares, with its layer's file and function."""
     result = []
@@ -140,15 +146,16 @@ def manifest_loops(manifest: dict) -> list[ManifestLoop]:
     return result
 
 
-def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, code: GeneratedCode,
-                      manifest_dir: Path, preprocessor: str, problems: list[str]) -> list[LoopBound]:
+def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, manifest: dict, all_sources: list[Path],
+                      preprocessor: str, problems: list[str]) -> list[LoopBound]:
     if not routines:
         return []
     names = {name for r in routines for name in (program.code.names_at(r) or [program.name(r)])}
     binary = [loop for r in routines for loop in program.loops(r, base)]
     files = {program.code.line(r)[0] for r in routines if program.code.line(r)}
-    sources = [s for s in code.sources if s.name in files] or [s for s in code.sources if s.suffix == ".c"]
-    parsed = csource.source_loops(sources, functions=names, include_dirs=[manifest_dir], compiler=preprocessor)
+    sources = [s for s in all_sources if s.name in files] or [s for s in all_sources if s.suffix == ".c"]
+    include_dirs = list(dict.fromkeys(s.parent for s in all_sources))
+    parsed = csource.source_loops(sources, functions=names, include_dirs=include_dirs, compiler=preprocessor)
     problems += parsed.problems
     c_by_line = {}
     for loop in parsed.loops:
@@ -157,9 +164,9 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, co
             problems.append(f"{loop.where()}: two for loops on one line; the line table cannot tell them apart")
         c_by_line[key] = loop
 
-    declared = manifest_loops(code.manifest)
-    if "layers" not in code.manifest:
-        problems.append(f"{manifest_dir}: the manifest declares no loops (a small assay.json): the C's bounds "
+    declared = manifest_loops(manifest)
+    if "layers" not in manifest:
+        problems.append("the manifest declares no loops (a small assay.json): the C's bounds "
                         "have nothing to be checked against")
     by_id = {m.id: m for m in declared}
     m_by_line = {}
@@ -191,7 +198,7 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, co
             problems.append(f"loop at {key[0]}:{key[1]} in {c.function}: the manifest nests it in the loop at line "
                             f"{parent_line}, the C in the loop at line {c.parent}")
     for key, c in c_by_line.items():
-        if key not in m_by_line and "layers" in code.manifest:
+        if key not in m_by_line and "layers" in manifest:
             problems.append(f"loop at {c.where()} ({c.text}, bound {c.bound}) is not in the manifest")
 
     bounds = []
@@ -240,7 +247,7 @@ def _indirect_calls(program: Program, entry: str, manifest: dict, problems: list
         try:
             file, line = PurePosixPath(item["file"]).name, int(item["line"])
             targets = tuple(program.function(name).start for name in item["targets"])
-        except (KeyError, TypeError, ValueError, AssayError) as exc:
+        except (KeyError, TypeError, ValueError, WcetError) as exc:
             problems.append(f"manifest indirect_calls entry {item!r}: {exc}")
             continue
         sites = [a for a, _ in unresolved if program.code.line(a) == (file, line)]

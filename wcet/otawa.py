@@ -30,7 +30,7 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from harness.errors import ConfigError
+from wcet.errors import ConfigurationError
 from wcet.facts import FlowFacts
 from wcet.ffformat import FlowFactFormatError, parse_f4_statements
 
@@ -84,14 +84,14 @@ def owcet_command(elf: Path, function: str, ff_path: Path, script: str = "trivia
     """The owcet command line (``script``: a name from OTAWA's distribution or a path to an .osx file)."""
     if "/" in script or script.endswith(".osx"):
         if not Path(script).is_file():
-            raise ConfigError(f"OTAWA script {script}: no such file")
+            raise ConfigurationError(f"OTAWA script {script}: no such file")
         script = str(Path(script).resolve())
     elif not re.fullmatch(r"[\w.+-]+", script):
-        raise ConfigError(f"OTAWA script name '{script}' (expected one like {', '.join(SCRIPTS)}, or a path)")
+        raise ConfigurationError(f"OTAWA script name '{script}' (expected one like {', '.join(SCRIPTS)}, or a path)")
     command = [shutil.which(OWCET) or OWCET, "-s", script]
     for name, value in (params or {}).items():
         if not re.fullmatch(r"[\w.:-]+", str(name)):
-            raise ConfigError(f"OTAWA parameter name '{name}'")
+            raise ConfigurationError(f"OTAWA parameter name '{name}'")
         command += ["-p", f"{name}={value}"]
     return command + [str(elf), function, "-f", str(ff_path)]
 
@@ -102,10 +102,10 @@ def run_owcet(elf: Path, function: str, ff_path: Path, script: str = "trivial",
 
     Never raises for what OTAWA does: a failure is an ``OtawaResult`` with
     ``error`` set to OTAWA's message (or the exit status, or the time-out).
-    A missing ``owcet`` is a ``ConfigError``.
+    A missing ``owcet`` is a ``ConfigurationError``.
     """
     if not available():
-        raise ConfigError("OTAWA's owcet is not on PATH (OTAWA cannot be installed from the package registries; "
+        raise ConfigurationError("OTAWA's owcet is not on PATH (OTAWA cannot be installed from the package registries; "
                           "Assay's own analyzer does not need it)")
     command = owcet_command(Path(elf), function, Path(ff_path), script, params)
     try:
@@ -164,16 +164,16 @@ def _last_line(output: str) -> str:
 def mkff_loops(elf: Path, function: str, timeout: float = 600.0) -> list[MkffLoop]:
     """The loops ``mkff ELF FUNCTION`` finds (its F4 template, read strictly)."""
     if not mkff_available():
-        raise ConfigError("OTAWA's mkff is not on PATH")
+        raise ConfigurationError("OTAWA's mkff is not on PATH")
     command = [shutil.which(MKFF) or MKFF, str(elf), function]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
                                 stdin=subprocess.DEVNULL, cwd=Path(elf).resolve().parent)
     except subprocess.TimeoutExpired:
-        raise ConfigError(f"mkff did not finish within {timeout:g} s on {elf}") from None
+        raise ConfigurationError(f"mkff did not finish within {timeout:g} s on {elf}") from None
     if result.returncode != 0:
         message = (result.stderr.strip() or result.stdout.strip()).splitlines()
-        raise ConfigError(f"mkff exited with status {result.returncode}" + (f": {message[-1]}" if message else ""))
+        raise ConfigurationError(f"mkff exited with status {result.returncode}" + (f": {message[-1]}" if message else ""))
     return parse_mkff_output(result.stdout, function_symbols(elf), name=f"mkff {Path(elf).name} {function}")
 
 
@@ -182,7 +182,7 @@ def parse_mkff_output(text: str, symbols: Mapping[str, int] | None = None, name:
     try:
         statements = parse_f4_statements(text, name)
     except FlowFactFormatError as exc:
-        raise ConfigError(f"mkff printed something Assay cannot read: {exc}") from None
+        raise ConfigurationError(f"mkff printed something Assay cannot read: {exc}") from None
     loops = []
     for statement in statements:
         if statement.kind != "loop":

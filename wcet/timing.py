@@ -1,7 +1,7 @@
 """Instruction timing models: cycles of one instruction, for measurement and WCET alike.
 
 One definition serves both uses. The measured-execution stage
-(``harness/met.py``) multiplies each instruction's cost by how often QEMU ran
+(``harness/measurement/cycles.py``) multiplies each instruction's cost by how often QEMU ran
 it; the WCET analyzer costs the basic blocks of its IPET problem with the very
 same ``cycles`` call. A model prices one instruction at a time:
 
@@ -51,10 +51,10 @@ from typing import ClassVar
 import capstone
 from capstone import arm as A
 
-from harness.errors import AssayError, ConfigError
+from wcet.errors import ConfigurationError, WcetError
 
 
-class TimingError(AssayError):
+class TimingError(WcetError):
     """An instruction the model has no timing for (the message names it and its address)."""
 
 
@@ -179,9 +179,9 @@ class Arm7tdmi(TimingModel):
 
     def __post_init__(self) -> None:
         if not 1 <= self.multiply_m <= 4:
-            raise ConfigError(f"arm7tdmi timing: multiply_m must be 1 to 4, not {self.multiply_m}")
+            raise ConfigurationError(f"arm7tdmi timing: multiply_m must be 1 to 4, not {self.multiply_m}")
         if self.n_wait_states < 0 or self.s_wait_states < 0:
-            raise ConfigError("arm7tdmi timing: wait states must be >= 0")
+            raise ConfigurationError("arm7tdmi timing: wait states must be >= 0")
 
     def cycles(self, insn: capstone.CsInsn, executed: bool | None = None) -> int:
         return self.clocks(self.sni(insn, executed))
@@ -331,11 +331,11 @@ class CortexM4(TimingModel):
 
     def __post_init__(self) -> None:
         if not 1 <= self.refill <= 3:
-            raise ConfigError(f"cortex-m4 timing: refill (P) must be 1 to 3, not {self.refill}")
+            raise ConfigurationError(f"cortex-m4 timing: refill (P) must be 1 to 3, not {self.refill}")
         if not 2 <= self.divide_cycles <= 12:
-            raise ConfigError(f"cortex-m4 timing: divide_cycles must be 2 to 12, not {self.divide_cycles}")
+            raise ConfigurationError(f"cortex-m4 timing: divide_cycles must be 2 to 12, not {self.divide_cycles}")
         if self.flash_wait_states < 0:
-            raise ConfigError("cortex-m4 timing: flash_wait_states must be >= 0")
+            raise ConfigurationError("cortex-m4 timing: flash_wait_states must be >= 0")
 
     def cycles(self, insn: capstone.CsInsn, executed: bool | None = None) -> int:
         if is_conditional(insn) and executed is False:
@@ -424,10 +424,10 @@ def get(name: str, **options) -> TimingModel:
     """The model called ``name`` with its parameters set from ``options`` (unknown keys are refused)."""
     cls = MODELS.get(name)
     if cls is None:
-        raise ConfigError(f"unknown timing model '{name}'; choose from {', '.join(MODELS)}")
+        raise ConfigurationError(f"unknown timing model '{name}'; choose from {', '.join(MODELS)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(options) - set(fields)
     if unknown:
-        raise ConfigError(f"timing model {name} has no option {', '.join(sorted(unknown))}; "
+        raise ConfigurationError(f"timing model {name} has no option {', '.join(sorted(unknown))}; "
                           f"its options: {', '.join(fields) or 'none'}")
     return cls(**{key: int(value) for key, value in options.items()})

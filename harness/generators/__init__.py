@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.errors import ConfigError
-from harness.generated import GeneratedCode
-from harness.model import Model
+from harness.generators.generated import GeneratedCode
+from harness.models.model import Model
 
 
 class Generator(Protocol):

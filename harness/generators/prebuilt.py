@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import ConfigError
-from harness.generated import GeneratedCode
+from harness.generators.generated import GeneratedCode
 from harness.generators import register
-from harness.model import Model
+from harness.models.model import Model
 
 
 @register("prebuilt")

@@ -17,8 +17,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.model import Model
-from harness.zoo import tf_runtime  # noqa: F401 - TensorFlow environment defaults before anything loads it
+from harness.models.model import Model
+from harness.models import tf_runtime  # noqa: F401 - TensorFlow environment defaults before anything loads it
 
 
 @runtime_checkable

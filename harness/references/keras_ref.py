@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ModelError
-from harness.layout import convert
-from harness.model import Model
+from harness.core.tensors import convert
+from harness.models.model import Model
 from harness.references import check_inputs, register
 
 BATCH = 256
@@ -17,12 +17,12 @@ BATCH = 256
 
 @functools.lru_cache(maxsize=8)
 def _load(path: str, mtime_ns: int):
-    from harness.zoo.tf_runtime import keras
+    from harness.models.tf_runtime import keras
 
     try:
         return keras().saving.load_model(path, compile=False)
     except Exception as error:  # noqa: BLE001
-        from harness.zoo.user_files import cause
+        from harness.models.user_files import cause
 
         raise ModelError(f"{path}: cannot load as a Keras model ({cause(error)})") from None
 
@@ -54,6 +54,6 @@ class KerasReference:
 
 
 def _shape(model: Model, out_layout: str) -> tuple[int, ...]:
-    from harness.layout import shape_in
+    from harness.core.tensors import shape_in
 
     return shape_in(model.output_shape, model.output_layout, out_layout)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ModelError
-from harness.layout import convert, shape_in
-from harness.model import Model
+from harness.core.tensors import convert, shape_in
+from harness.models.model import Model
 from harness.references import check_inputs, register
 
 BATCH = 256
@@ -28,7 +28,7 @@ def _session(path: str, mtime_ns: int):
     try:
         return ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001
-        from harness.zoo.user_files import cause
+        from harness.models.user_files import cause
 
         raise ModelError(f"{path}: onnxruntime cannot load it ({cause(error)})") from None
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from harness.generated import GeneratedCode
+from harness.generators.generated import GeneratedCode
 
 STAMP_SUFFIX = ".key"
 

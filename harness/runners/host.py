@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.generated import GeneratedCode
+from harness.generators.generated import GeneratedCode
 from harness.runners import RunError
 from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.targets import TargetProfile

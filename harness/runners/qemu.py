@@ -27,7 +27,7 @@ from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
 from harness.errors import ConfigError
-from harness.generated import GeneratedCode
+from harness.generators.generated import GeneratedCode
 from harness.runners import RunError
 from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.runners.host import RunOutcome, compiler_version, first_diagnostic, signal_name

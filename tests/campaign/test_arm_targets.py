@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from harness.campaign import Settings, plan, run_item
-from harness.results import ResultStore
+from harness.stages.semantic.run import Settings, plan, run_item
+from harness.core.results import ResultStore
 
 ARM_TARGETS = ["arm7tdmi", "cortex-m4f", "cortex-a15"]
 

@@ -10,7 +10,9 @@ import shutil
 
 import pytest
 
-from harness import met, wcetrun, zoo
+from harness.measurement import cycles
+from harness.models import zoo
+from harness.stages.wcet import run as wcetrun
 from wcet import ffformat
 
 TARGETS = ["arm7tdmi-ext", "cortex-m4f"]
@@ -25,7 +27,7 @@ pytestmark = [pytest.mark.wcet, pytest.mark.arm,
 @pytest.mark.parametrize("model", zoo.names("default"))
 def test_wcet_bounds_every_measurement(model, target, tmp_path):
     settings = wcetrun.Settings(n_inputs=N_INPUTS, work_dir=tmp_path / "work")
-    plan = met.plan([model], ["assay-v2"], [target], None, settings)
+    plan = cycles.plan([model], ["assay-v2"], [target], None, settings)
     (item,) = [i for i in plan.items if i.variant == "keras"]
     records = wcetrun.run_item(item, settings, wcetrun.open_store(tmp_path / "wcet.json"))
     assert {r["timing"] for r in records} == {"trivial", "arm7tdmi" if target.startswith("arm7") else "cortex-m4"}

@@ -253,10 +253,11 @@ def manifest_facts(program, manifest, entry):
 @pytest.mark.arm
 @pytest.mark.parametrize("target", ["arm7tdmi", "cortex-m4f"])
 def test_generated_model_wcet_bounds_the_measured_cycles(tmp_path, target):
-    from harness import met, targets
+    from harness import targets
+    from harness.measurement import cycles
 
-    settings = met.Settings(n_inputs=5, work_dir=tmp_path, timeout=300)
-    counts, code, _ = met.count_item(met.Item("acas-reg50", "assay-v2", "keras", target, ()), settings)
+    settings = cycles.Settings(n_inputs=5, work_dir=tmp_path, timeout=300)
+    counts, code, _ = cycles.count_item(cycles.Item("acas-reg50", "assay-v2", "keras", target, ()), settings, "met")
     program = load_program(counts.code.path)
     facts = manifest_facts(program, code.manifest, code.entry)
     regions: dict[str, list] = {name: [] for name in counts.bucket_names}
@@ -264,7 +265,7 @@ def test_generated_model_wcet_bounds_the_measured_cycles(tmp_path, target):
         regions[counts.bucket_names[piece.bucket]].append((piece.start, piece.end))
     for name in ("trivial", targets.get(target).timing):
         model = timing.get(name)
-        figures = met.price(counts, model)
+        figures = cycles.price(counts, model)
         result = analyze(program, code.entry, facts, model, regions)
         assert result.exact
         assert result.wcet_cycles >= figures.cycles.sum(axis=1).max(), name

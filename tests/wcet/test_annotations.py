@@ -2,7 +2,7 @@
 
 A probe program calls ``a * b`` and ``a / b`` once each per input (libgcc's
 ``__aeabi_fmul``/``__aeabi_fdiv`` on the ARM7TDMI). Under QEMU with the
-counting plugin (``harness.execcount``: exact per-address execution and jump
+counting plugin (``harness.measurement.execcount``: exact per-address execution and jump
 counts per call of the probe) the iterations of each annotated loop per entry
 are its back-edge traversals divided by its entries, where entries = header
 executions - back-edge traversals. Over random operands and the edge cases
@@ -17,8 +17,9 @@ import shutil
 import numpy as np
 import pytest
 
-from harness import execcount, targets
-from harness.generated import GeneratedCode
+from harness import targets
+from harness.measurement import execcount
+from harness.generators.generated import GeneratedCode
 from harness.runners import qemu
 from wcet import annotations
 from wcet.annotations import Toolchain, library_bounds, library_facts

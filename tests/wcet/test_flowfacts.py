@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import targets
-from harness.generated import GeneratedCode
+from harness.generators.generated import GeneratedCode
 from harness.runners import qemu
 from wcet.annotations import Toolchain
 from wcet.ffformat import content, otawa_checksum, parse_f4, parse_ffx, write_f4, write_ffx
@@ -40,6 +40,12 @@ def build(directory: Path, target: str) -> Path:
     return qemu.build(code, directory.parent / f"{directory.name}-build-{target}", targets.get(target), "-O0").elf
 
 
+def manifest_and_sources(directory: Path) -> tuple[dict, tuple[Path, ...]]:
+    """The manifest and sources the wcet library takes, as plain data."""
+    code = GeneratedCode.from_directory(directory)
+    return code.manifest, code.sources
+
+
 @pytest.fixture(scope="module")
 def zoo_builds(generated_zoo):
     return {(name, target): (source, build(source, target))
@@ -51,7 +57,7 @@ def zoo_builds(generated_zoo):
 def test_zoo_facts_bound_every_loop_and_are_accepted_by_the_grammar(zoo_builds, model, target):
     source, elf = zoo_builds[model, target]
     manifest = json.loads((source / "manifest.json").read_text())
-    facts = facts_for_generated(elf, source, profile=targets.get(target))
+    facts = facts_for_generated(elf, *manifest_and_sources(source), toolchain=Toolchain.of_profile(targets.get(target)))
     entry = manifest["entry"]["symbol"]
     generated = {(l.source[1], l.max) for l in facts.loops if l.function == entry}
     assert generated == {(loop["line"], loop["bound"]) for layer in manifest["layers"] for loop in layer["loops"]}
@@ -65,7 +71,7 @@ def test_zoo_facts_bound_every_loop_and_are_accepted_by_the_grammar(zoo_builds, 
     assert content(parse_f4(f4, source=f"{model}.ff")) == content(facts)
     assert content(parse_ffx(ffx, source=f"{model}.ffx"))[:-1] == content(facts)[:-1]  # FFX has no checksum
     # the compiler version in the ELF selects the same annotations when no profile is given
-    assert content(facts_for_generated(elf, source)) == content(facts)
+    assert content(facts_for_generated(elf, *manifest_and_sources(source))) == content(facts)
 
 
 def copy_source(zoo_builds, tmp_path, model="acas-reg50") -> Path:
@@ -86,7 +92,7 @@ def test_a_bound_changed_in_the_c_is_a_disagreement_naming_the_loop(zoo_builds, 
     source = copy_source(zoo_builds, tmp_path)
     edit_line(source / "acas_reg50_inference.c", 13, "i < 5;", "i < 6;")
     with pytest.raises(FlowFactError) as caught:
-        facts_for_generated(build(source, "arm7tdmi"), source)
+        facts_for_generated(build(source, "arm7tdmi"), *manifest_and_sources(source))
     (problem,) = caught.value.problems
     assert "acas_reg50_inference.c:13 in acas_reg50_inference" in problem
     assert "the manifest (L1) says bound 5, the C says 6" in problem
@@ -100,7 +106,7 @@ def test_a_bound_changed_in_the_manifest_is_a_disagreement(zoo_builds, tmp_path)
     (source / "manifest.json").write_text(json.dumps(manifest))
     _, elf = zoo_builds["acas-reg50", "arm7tdmi"]
     with pytest.raises(FlowFactError) as caught:
-        facts_for_generated(elf, source)
+        facts_for_generated(elf, *manifest_and_sources(source))
     problems = caught.value.problems
     assert problems == [
         "manifest loop L99 (dense1, acas_reg50_inference) at acas_reg50_inference.c:15 has no counted for loop on "
@@ -115,7 +121,7 @@ def test_a_while_loop_in_generated_code_is_an_error(zoo_builds, tmp_path):
     edit_line(path, 13, "for (int i = 0; i < 5; ++i) {", "int i = 0; while (i < 5) {")
     edit_line(path, 14, "];", "]; ++i;")
     with pytest.raises(FlowFactError) as caught:
-        facts_for_generated(build(source, "arm7tdmi"), source)
+        facts_for_generated(build(source, "arm7tdmi"), *manifest_and_sources(source))
     text = "\n".join(caught.value.problems)
     assert "acas_reg50_inference.c:13 in acas_reg50_inference: 'while' loop: not a counted loop" in text
     assert "manifest loop L1 (dense1, acas_reg50_inference) at acas_reg50_inference.c:13" in text
@@ -127,7 +133,7 @@ def test_a_while_loop_in_generated_code_is_an_error(zoo_builds, tmp_path):
 def test_library_loops_without_annotations_are_errors(zoo_builds):
     source, elf = zoo_builds["acas-reg50", "arm7tdmi"]
     with pytest.raises(FlowFactError) as caught:
-        facts_for_generated(elf, source, toolchain=Toolchain("arm-none-eabi-gcc", "0.0.0", "."))
+        facts_for_generated(elf, *manifest_and_sources(source), toolchain=Toolchain("arm-none-eabi-gcc", "0.0.0", "."))
     problems = caught.value.problems
     assert len(problems) == 2
     assert all("library loop __aeabi_fmul + 0x" in p and "no annotation file" in p for p in problems)
@@ -167,10 +173,10 @@ def test_indirect_calls_take_their_targets_from_the_manifest(tmp_path, target):
     (source / "manifest.json").write_text(json.dumps(small_manifest()))
     elf = build(source, target)
     with pytest.raises(FlowFactError, match=r"unresolved indirect branch at net \+ 0x\w+ \(net.c:9\)"):
-        facts_for_generated(elf, source)
+        facts_for_generated(elf, *manifest_and_sources(source))
     (source / "manifest.json").write_text(json.dumps(small_manifest(
         indirect_calls=[{"function": "net", "file": "net.c", "line": 9, "targets": ["twice", "inc"]}])))
-    facts = facts_for_generated(elf, source)
+    facts = facts_for_generated(elf, *manifest_and_sources(source))
     from wcet.otawa import function_symbols
 
     symbols = function_symbols(elf)
@@ -189,4 +195,4 @@ def test_recursion_is_an_error(tmp_path):
     manifest["symbols"]["code"] = ["net", "down"]
     (source / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(FlowFactError, match=r"recursion \(no bound on its depth\): down -> down"):
-        facts_for_generated(build(source, "cortex-m4f"), source)
+        facts_for_generated(build(source, "cortex-m4f"), *manifest_and_sources(source))

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from harness.errors import ConfigError
+from wcet.errors import ConfigurationError
 from wcet import otawa
 from wcet.facts import FlowFacts
 from wcet.ffformat import parse_f4
@@ -95,7 +95,7 @@ def fake_otawa(tmp_path, monkeypatch):
 def test_not_installed_is_said(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert not otawa.available() and not otawa.mkff_available()
-    with pytest.raises(ConfigError, match="owcet is not on PATH"):
+    with pytest.raises(ConfigurationError, match="owcet is not on PATH"):
         otawa.run_owcet(OTAWA / "cortex-m4/fdense_m4.elf", "layer", OTAWA / "cortex-m4/fdense_m4.ff")
 
 
@@ -130,9 +130,9 @@ def test_scripts_by_name_or_path(fake_otawa, tmp_path):
     script.write_text("<otawa-script/>")
     assert otawa.owcet_command(elf, "main", ff, str(script))[1:3] == ["-s", str(script.resolve())]
     assert otawa.owcet_command(elf, "main", ff, "generic")[1:3] == ["-s", "generic"]
-    with pytest.raises(ConfigError, match="no such file"):
+    with pytest.raises(ConfigurationError, match="no such file"):
         otawa.owcet_command(elf, "main", ff, str(tmp_path / "missing.osx"))
-    with pytest.raises(ConfigError, match="script name"):
+    with pytest.raises(ConfigurationError, match="script name"):
         otawa.owcet_command(elf, "main", ff, "trivial; rm -rf")
 
 

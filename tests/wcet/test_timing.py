@@ -10,7 +10,7 @@ these tests need no cross toolchain.
 import capstone
 import pytest
 
-from harness.errors import ConfigError
+from wcet.errors import ConfigurationError
 from wcet import timing
 
 
@@ -95,7 +95,7 @@ def test_arm7tdmi_wait_states_lengthen_n_and_s_cycles_only():
 def test_arm7tdmi_multiply_early_termination_m_is_configurable():
     assert timing.get("arm7tdmi", multiply_m=1).sni(arm("e0000291")) == (1, 0, 1)  # mul, m = 1
     assert timing.get("arm7tdmi", multiply_m=2).sni(arm("e0a10392")) == (1, 0, 4)  # umlal, m + 2
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigurationError):
         timing.get("arm7tdmi", multiply_m=5)
 
 
@@ -173,7 +173,7 @@ def test_cortex_m4_branches_cost_one_when_not_taken_and_refill_is_configurable()
         assert M4.cycles(insn) == 1 + P  # unknown: taken, the worst case
     fast = timing.get("cortex-m4", refill=1)
     assert fast.cycles(thumb("e7fe")) == 2 and fast.cycles(bne, executed=True) == 2
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigurationError):
         timing.get("cortex-m4", refill=4)
 
 
@@ -202,9 +202,9 @@ def test_cortex_m4_refuses_double_precision_and_unknown_instructions():
 
 def test_registry_names_options_and_targets():
     assert timing.names() == ["trivial", "arm7tdmi", "cortex-m4"]
-    with pytest.raises(ConfigError, match="unknown timing model"):
+    with pytest.raises(ConfigurationError, match="unknown timing model"):
         timing.get("cortex-a15")
-    with pytest.raises(ConfigError, match="no option"):
+    with pytest.raises(ConfigurationError, match="no option"):
         timing.get("arm7tdmi", flash_wait_states=1)
     assert timing.MODELS["trivial"].generic and not timing.MODELS["arm7tdmi"].generic
     assert timing.get("cortex-m4").params() == {"refill": 3, "divide_cycles": 12, "flash_wait_states": 0}

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.generated import GeneratedCode
+from harness.generators.generated import GeneratedCode
 from harness.runners import host
 
 SCALE = """

@@ -11,9 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from harness import bitcompare, targets
+from harness import targets
+from harness.stages.semantic import bitcompare
 from harness.errors import ConfigError
-from harness.generated import GeneratedCode
+from harness.generators.generated import GeneratedCode
 from harness.runners import RunError, host, qemu
 
 ARM_TARGETS = ["arm7tdmi", "cortex-a15", "cortex-m4f"]
@@ -291,7 +292,7 @@ def test_exit_status_becomes_a_one_line_cause(returncode, output, cause):
 @pytest.fixture(scope="module")
 def acas_code(tmp_path_factory):
     pytest.importorskip("tensorflow")
-    from harness import zoo
+    from harness.models import zoo
 
     work = tmp_path_factory.mktemp("acas")
     model = zoo.load("acas-reg50", cache_dir=work / "zoo")

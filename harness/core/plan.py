@@ -1,0 +1,99 @@
+"""A campaign's plan: the items (model x generator x variant x target) a stage runs.
+
+Every stage expands its selection the same way (``expand``); what differs is
+what each item is checked against (``checks``): reference runtimes for the
+semantic campaign, timing models for measured execution and WCET, nothing for
+memory. A model that cannot be loaded is kept as items of variant ``-`` so that
+its error is recorded and reported like any other verdict.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import generators, targets
+from harness.errors import ModelError
+from harness.models import zoo
+from harness.models.model import Model
+
+UNLOADED = "-"  # the variant of an item whose model could not be loaded
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every stage's run depends on besides the item itself."""
+
+    n_inputs: int = 1000
+    seed: int = 0
+    opt: str = "-O0"
+    work_dir: Path = Path("generated")
+    timeout: float = 600.0
+    redo: bool = False
+
+
+@dataclass(frozen=True)
+class Item:
+    """One model x generator x variant x target; each stage makes one record per entry of ``checks``.
+
+    ``checks`` is what the records are checked against: reference runtimes for the
+    semantic campaign, timing models for measured execution and WCET.
+    """
+
+    model: str
+    generator: str
+    variant: str
+    target: str
+    checks: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}/{self.generator}/{self.variant}/{self.target}"
+
+
+@dataclass
+class Plan:
+    items: list[Item] = field(default_factory=list)
+    bad_input: list[str] = field(default_factory=list)  # one line per model that could not be loaded
+    skipped: list[str] = field(default_factory=list)  # notes on combinations left out (e.g. a timing model)
+
+
+# (model or None when it could not be loaded, target profile) -> the item's checks, or None for no item
+ChecksFor = Callable[[Model | None, targets.TargetProfile], tuple[str, ...] | None]
+
+
+def load_model(name: str, settings: Settings) -> Model:
+    """Load a zoo name or user file, one process at a time (xdist workers share the cache)."""
+    cache = settings.work_dir / "zoo"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return zoo.load(name, cache_dir=cache, seed=settings.seed)
+
+
+def expand(models: list[str], generator_specs: list[str], target_names: list[str], settings: Settings,
+           checks_for: ChecksFor) -> Plan:
+    """Every (model, generator, variant, target) item whose ``checks_for`` is not None.
+
+    Unknown generator or target names raise ``ConfigError`` here, before anything runs.
+    """
+    gens = [generators.get(spec) for spec in generator_specs]
+    profiles = [targets.get(name) for name in target_names]
+    result = Plan()
+    for name in models:
+        try:
+            model = load_model(name, settings)
+        except ModelError as exc:
+            result.bad_input.append(str(exc))
+            result.items += [Item(name, gen.name, UNLOADED, p.name, checks)
+                             for gen in gens for p in profiles if (checks := checks_for(None, p)) is not None]
+            continue
+        for gen in gens:
+            for variant in gen.variants(model):
+                for profile in profiles:
+                    checks = checks_for(model, profile)
+                    if checks is not None:
+                        result.items.append(Item(name, gen.name, variant, profile.name, checks))
+    return result

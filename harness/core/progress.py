@@ -1,0 +1,43 @@
+"""Running a stage's items with progress on stderr: the loop every campaign command shares.
+
+Long campaigns show a progress bar naming the item being run; each item that
+did not pass gets its cause lines printed as soon as it is known (above the
+bar), and the command ends with one summary line and the reports written.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from harness.core.plan import Item, Plan
+
+
+def run_items(items: Iterable[Item], run: Callable[[Item], list[str]], quiet: bool = False) -> int:
+    """Run each item; ``run`` returns the lines describing what failed (none when it passed).
+
+    Returns how many items failed.
+    """
+    from tqdm import tqdm
+
+    failed = 0
+    with tqdm(list(items), unit="item", file=sys.stderr, disable=quiet) as progress:
+        for item in progress:
+            progress.set_description(item.id)
+            lines = run(item)
+            if lines:
+                failed += 1
+                for line in dict.fromkeys(lines):  # one cause once, however many records share it
+                    tqdm.write(line, file=sys.stderr)
+    return failed
+
+
+def finish(plan: Plan, failed: int, summary: str, reports: list[Path]) -> int:
+    """Print the summary and the reports written; return the exit status (0 pass, 1 failures, 2 bad input)."""
+    print(f"{len(plan.items)} items, {failed} failed or in error; {summary}")
+    for path in reports:
+        print(f"report: {path}")
+    if plan.bad_input:
+        return 2
+    return 1 if failed else 0

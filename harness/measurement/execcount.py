@@ -1,0 +1,185 @@
+"""Exact instruction counts of the inference function under QEMU, per call and per layer.
+
+The QEMU TCG plugin ``harness/measurement/qemu_plugin/assay_count.c`` (built here with the
+host's gcc on first use, or by ``.ci/setup``) counts, for each call of the
+entry function, how often each instruction ran, in which *bucket* (a layer of
+the generated code, or 0 for the generated code outside any layer: prologue,
+epilogue), and how often an instruction that ends a run of straight-line code
+was followed by a jump rather than by the next instruction. Instructions of
+callees (libgcc soft float, ``expf``, ``memcpy``) go to the bucket of the code
+that called them. The plugin's header comment gives the argument that the
+counts are exact; docs/met.md gives it in full.
+
+``count(built, inputs)`` runs one batch through the QEMU runner
+(``harness.runners.qemu.run``: same files, timeout and exit-status handling)
+with the plugin loaded, and returns one ``CallCounts`` per input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.runners import RunError, qemu
+from wcet import armcode
+
+PLUGIN_SOURCE = Path(__file__).resolve().parent / "qemu_plugin" / "assay_count.c"
+MAP_FILE = "assay_count.map"
+OUT_FILE = "assay_count.out"
+
+
+@dataclass
+class CallCounts:
+    """One call of the entry: ``counts[bucket][address] = [executions, jumps]``.
+
+    ``jumps`` is how many of those executions were followed by an instruction
+    other than the next one in memory (a taken branch, a call, a return); it
+    is only non-zero for an instruction that writes the PC.
+    """
+
+    counts: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+
+    def instructions(self, bucket: int | None = None) -> int:
+        """Instructions executed in ``bucket`` (None: in the whole call)."""
+        buckets = self.counts.values() if bucket is None else [self.counts.get(bucket, {})]
+        return sum(pair[0] for per_address in buckets for pair in per_address.values())
+
+    def per_address(self) -> dict[int, int]:
+        """Executions per instruction address, all buckets together."""
+        total: dict[int, int] = {}
+        for per_address in self.counts.values():
+            for address, (executions, _) in per_address.items():
+                total[address] = total.get(address, 0) + executions
+        return total
+
+
+@dataclass
+class ExecCounts:
+    calls: list[CallCounts]
+    bucket_names: list[str]  # index = bucket: [outside layers, layer 0, layer 1, ...]
+    code: armcode.ArmCode
+    outputs: np.ndarray
+    emulator_seconds: float
+
+
+def plugin_library(cache_dir: Path | None = None, compiler: str = "gcc") -> Path:
+    """The plugin as a shared library, compiled from its source on first use (keyed by the source's hash)."""
+    source = PLUGIN_SOURCE.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    directory = Path(cache_dir) if cache_dir else default_cache_dir()
+    library = directory / f"assay_count-{digest}.so"
+    if library.is_file():
+        return library
+    found = shutil.which(compiler)
+    if found is None:
+        raise ConfigError(f"the QEMU counting plugin needs a host C compiler '{compiler}'; "
+                          "install the Debian package 'gcc'")
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f".{library.name}.{os.getpid()}.tmp"
+    result = subprocess.run([found, "-shared", "-fPIC", "-O2", "-std=c99", "-Wall", "-Werror", "-o", str(partial),
+                             str(PLUGIN_SOURCE)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        first = (result.stderr.strip().splitlines() or ["no message"])[0]
+        raise ConfigError(f"cannot build the QEMU counting plugin: {first}")
+    partial.replace(library)  # atomic: concurrent builders write the same bytes
+    return library
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "assay" / "qemu_plugin"
+
+
+def bucket_names(manifest: dict) -> list[str]:
+    return ["(outside layers)", *(layer["name"] for layer in manifest.get("layers", []))]
+
+
+def write_map(code: armcode.ArmCode, manifest: dict, entry: str, path: Path) -> list[str]:
+    """Write the plugin's map file (entry address, buckets, address ranges); return the bucket names."""
+    names = bucket_names(manifest)
+    ranges = armcode.layer_ranges(code, manifest, entry)
+    lines = [f"entry {code.function(entry).start:x}", f"buckets {len(names)}"]
+    lines += [f"range {r.start:x} {r.end:x} {r.bucket}" for r in ranges]
+    path.write_text("\n".join(lines) + "\n")
+    return names
+
+
+def count(built: qemu.QemuBuild, inputs: np.ndarray, timeout: float = 600.0,
+          cache_dir: Path | None = None) -> ExecCounts:
+    """Run ``inputs`` under QEMU with the counting plugin; one ``CallCounts`` per input."""
+    code = armcode.ArmCode(built.elf)
+    work = built.elf.parent
+    map_path, out_path = work / MAP_FILE, work / OUT_FILE
+    names = write_map(code, built.code.manifest, built.code.entry, map_path)
+    library = plugin_library(cache_dir)
+    argument = f"{library},map={map_path},out={out_path}"
+    if argument.count(",") != 2:
+        raise ConfigError(f"QEMU plugin arguments cannot contain commas: {argument}")
+    out_path.unlink(missing_ok=True)
+    profile = dataclasses.replace(built.profile, emulator_args=(*built.profile.emulator_args, "-plugin", argument))
+    try:
+        outcome = qemu.run(dataclasses.replace(built, profile=profile), inputs, timeout)
+    except RunError as exc:
+        raise RunError(f"{exc} (with the counting plugin; QEMU's messages are in {work / qemu.LOG_FILE})") from None
+    calls = parse(out_path)
+    if len(calls) != len(inputs):
+        raise RunError(f"the counting plugin saw {len(calls)} calls of {built.code.entry} for {len(inputs)} inputs")
+    return ExecCounts(calls=calls, bucket_names=names, code=code, outputs=outcome.outputs,
+                      emulator_seconds=outcome.c_seconds)
+
+
+def parse(path: Path) -> list[CallCounts]:
+    """Read the plugin's output file (format in assay_count.c)."""
+    if not path.is_file():
+        raise RunError("the counting plugin wrote no output (QEMU without plugin support?)")
+    segments: dict[int, list[int]] = {}
+    calls: list[CallCounts] = []
+    current: CallCounts | None = None
+    with path.open() as stream:
+        for line in stream:
+            kind, _, rest = line.partition(" ")
+            fields = rest.split()
+            if kind == "D":
+                segments[int(fields[0])] = [int(a, 16) for a in fields[2:]]
+            elif kind == "C":
+                if current is None:
+                    raise RunError(f"{path}: counts outside a call")
+                addresses = segments[int(fields[0])]
+                bucket, executions, jumps = int(fields[1]), int(fields[2]), int(fields[3])
+                per_address = current.counts.setdefault(bucket, {})
+                for address in addresses:
+                    per_address.setdefault(address, [0, 0])[0] += executions
+                if jumps:
+                    per_address[addresses[-1]][1] += jumps
+            elif kind == "I":
+                current = CallCounts()
+            elif kind == "E":
+                if current is None:
+                    raise RunError(f"{path}: end of a call that did not begin")
+                calls.append(current)
+                current = None
+            elif kind == "X":
+                cause = rest.strip()
+                if cause == "incomplete":
+                    raise RunError("the program ended inside a call of the inference function")
+                raise RunError(f"the counting plugin failed: {cause.removeprefix('error ')}")
+    return calls
+
+
+def main() -> int:
+    """``python -m harness.measurement.execcount``: build the plugin (set-up) and print where it is."""
+    print(plugin_library())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

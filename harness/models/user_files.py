@@ -1,0 +1,215 @@
+"""User model files: ``.keras``/``.h5`` (Keras), ``.onnx``, ``.nnet`` (ACAS-Xu text format).
+
+Each becomes a ``Model``. A Keras file keeps its own path and gains an ONNX
+export (the second reference); an ``.nnet`` file is converted to both formats.
+Conversions go to ``<cache_dir>/user/<stem>-<sha256[:12]>/`` and are reused
+while the source file is unchanged. The canonical layout is channels-last when
+a Keras file exists, otherwise the ONNX file's own (``CHW`` for NCHW inputs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from harness.errors import ModelError
+from harness.models.model import Model, file_sha256
+
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
+SUFFIXES = (*KERAS_SUFFIXES, ".onnx", ".nnet")
+CONVERTER_VERSION = 1
+_MAX_CAUSE = 200
+
+
+def load(path: Path, cache_dir: Path) -> Model:
+    path = Path(path)
+    if not path.exists():
+        raise ModelError(f"{path}: no such file")
+    if not path.is_file():
+        raise ModelError(f"{path}: not a file")
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ModelError(f"{path}: unsupported file type '{suffix or path.name}' (expected {', '.join(SUFFIXES)})")
+    if path.stat().st_size == 0:
+        raise ModelError(f"{path}: empty file")
+    path = path.resolve()
+    if suffix == ".onnx":
+        return _load_onnx(path)
+    return _load_converted(path, Path(cache_dir), suffix)
+
+
+def cause(error: BaseException) -> str:
+    """One line describing an exception from a library."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if len(text) <= _MAX_CAUSE else text[: _MAX_CAUSE - 3] + "..."
+
+
+# --- Keras and NNet: converted into the cache --------------------------------
+
+
+def _load_converted(path: Path, cache_dir: Path, suffix: str) -> Model:
+    from harness.models import zoo
+
+    digest = file_sha256(path)
+    directory = cache_dir / "user" / f"{path.stem}-{digest[:12]}"
+    fingerprint = f"{CONVERTER_VERSION}:{suffix}:{path}:{digest}"
+    model = zoo.read_cached(directory, fingerprint)
+    if model is not None:
+        return model
+    with zoo.locked(directory.parent, directory.name):
+        model = zoo.read_cached(directory, fingerprint)
+        if model is not None:
+            return model
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "model.json").unlink(missing_ok=True)
+        if suffix == ".nnet":
+            model = _convert_nnet(path, directory)
+        else:
+            model = _convert_keras(path, directory)
+        zoo.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest})
+        return model
+
+
+def _check_container(path: Path) -> None:
+    """Name the common ways a Keras file is broken before Keras gives a vaguer message."""
+    import zipfile
+
+    import h5py
+
+    if path.suffix.lower() == ".keras":
+        if not zipfile.is_zipfile(path):
+            raise ModelError(f"{path}: truncated or corrupt .keras file (not a zip archive)")
+        try:
+            with zipfile.ZipFile(path) as archive:
+                if "config.json" not in archive.namelist():
+                    raise ModelError(f"{path}: not a Keras model archive (no config.json)")
+                bad = archive.testzip()
+        except zipfile.BadZipFile as error:
+            raise ModelError(f"{path}: truncated or corrupt .keras file ({cause(error)})") from None
+        if bad is not None:
+            raise ModelError(f"{path}: corrupt .keras file (bad CRC in {bad})")
+    elif not h5py.is_hdf5(path):
+        raise ModelError(f"{path}: truncated or corrupt HDF5 file (no HDF5 signature)")
+
+
+def _load_keras_file(path: Path):
+    from harness.models.tf_runtime import keras
+
+    _check_container(path)
+    try:
+        return keras().saving.load_model(path, compile=False)
+    except Exception as error:  # noqa: BLE001 - Keras raises many types for bad files
+        raise ModelError(f"{path}: cannot load as a Keras model ({cause(error)})") from None
+
+
+def _convert_keras(path: Path, directory: Path) -> Model:
+    from harness.models import onnx_export
+
+    keras_model = _load_keras_file(path)
+    if not hasattr(keras_model, "inputs") or not getattr(keras_model, "inputs", None):
+        raise ModelError(f"{path}: the Keras model has no defined input (build it with keras.Input)")
+    try:
+        onnx_export.export(keras_model, directory / "model.onnx")
+    except ModelError as error:
+        raise ModelError(f"{path}: {error}") from None
+    return _keras_model_record(path.stem, path, directory / "model.onnx", keras_model, (-1.0, 1.0))
+
+
+def _keras_model_record(name: str, keras_path: Path, onnx_path: Path, keras_model, domain) -> Model:
+    in_shape = tuple(int(d) for d in keras_model.inputs[0].shape[1:])
+    out_shape = tuple(int(d) for d in keras_model.outputs[0].shape[1:])
+    layout, output_layout = _channels_last(len(in_shape)), _channels_last(len(out_shape))
+    return Model(
+        name=name,
+        files={"keras": keras_path, "onnx": onnx_path},
+        input_shape=in_shape,
+        output_shape=out_shape,
+        layout=layout,
+        output_layout=output_layout,
+        file_layouts={"keras": (layout, output_layout),
+                      "onnx": (_channels_first(len(in_shape)), _channels_first(len(out_shape)))},
+        input_domain=domain,
+        tier="user",
+        description=f"user file {keras_path.name}",
+    )
+
+
+def _channels_last(rank: int) -> str:
+    return {1: "C", 3: "HWC"}[rank]
+
+
+def _channels_first(rank: int) -> str:
+    return {1: "C", 3: "CHW"}[rank]
+
+
+def _convert_nnet(path: Path, directory: Path) -> Model:
+    from harness.models import nnet, onnx_export
+    from harness.models.tf_runtime import save_keras
+
+    net = nnet.read(path)
+    keras_model = nnet.to_keras(net, path.stem)
+    keras_path = directory / "model.keras"
+    save_keras(keras_model, keras_path)
+    onnx_export.export(keras_model, directory / "model.onnx")
+    model = _keras_model_record(path.stem, keras_path, directory / "model.onnx", keras_model,
+                                net.normalized_domain())
+    return dataclasses.replace(model, description=f"NNet file {path.name}, run on normalised inputs "
+                                                  "(the file's input normalisation is not applied)")
+
+
+# --- ONNX: used as it is ------------------------------------------------------
+
+
+def _load_onnx(path: Path) -> Model:
+    import onnx
+
+    try:
+        proto = onnx.load(str(path))
+    except Exception as error:  # noqa: BLE001 - protobuf DecodeError and friends
+        raise ModelError(f"{path}: not a valid ONNX file ({cause(error)})") from None
+    if not proto.HasField("graph") or not proto.graph.node:
+        raise ModelError(f"{path}: not an ONNX model (no graph)")
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as error:  # noqa: BLE001
+        raise ModelError(f"{path}: invalid ONNX model ({cause(error)})") from None
+    initializers = {init.name for init in proto.graph.initializer}
+    inputs = [value for value in proto.graph.input if value.name not in initializers]
+    outputs = list(proto.graph.output)
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise ModelError(f"{path}: expected one input and one output, found {len(inputs)} and {len(outputs)}")
+    in_shape = _onnx_shape(path, inputs[0])
+    out_shape = _onnx_shape(path, outputs[0])
+    layout, output_layout = _channels_first(len(in_shape)), _channels_first(len(out_shape))
+    return Model(
+        name=path.stem,
+        files={"onnx": path},
+        input_shape=in_shape,
+        output_shape=out_shape,
+        layout=layout,
+        output_layout=output_layout,
+        file_layouts={"onnx": (layout, output_layout)},
+        tier="user",
+        description=f"user file {path.name}",
+    )
+
+
+def _onnx_shape(path: Path, value) -> tuple[int, ...]:
+    from onnx import TensorProto
+
+    tensor_type = value.type.tensor_type
+    if tensor_type.elem_type != TensorProto.FLOAT:
+        raise ModelError(f"{path}: {value.name} is not float32 (ONNX element type {tensor_type.elem_type})")
+    if not tensor_type.HasField("shape"):
+        raise ModelError(f"{path}: {value.name} has no declared shape")
+    dims = list(tensor_type.shape.dim)
+    shape = []
+    for dim in dims[1:]:  # the first axis is the batch (symbolic or fixed)
+        if not dim.HasField("dim_value") or dim.dim_value < 1:
+            raise ModelError(f"{path}: {value.name} has an undefined dimension ({dim.dim_param or '?'})")
+        shape.append(int(dim.dim_value))
+    if len(shape) not in (1, 3):
+        raise ModelError(f"{path}: {value.name} has shape {shape} after the batch axis; "
+                         "only vectors [N, F] and images [N, C, H, W] are supported")
+    return tuple(shape)

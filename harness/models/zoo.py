@@ -1,0 +1,227 @@
+"""The model zoo: the ACETONE benchmarks by name, and user model files.
+
+``load("lenet5")`` builds a named benchmark once (seeded random weights, see
+``harness.models.benchmarks``) into ``<cache_dir>/<name>-s<seed>/`` as
+``model.keras``, ``model.onnx`` and ``model.json``; later loads read
+``model.json`` only and do not import TensorFlow. ``load("net.onnx")`` (or a
+``.keras``, ``.h5``, ``.nnet`` path) describes a user file, converting it
+where a second format is needed. Anything wrong raises ``ModelError`` with one
+line naming the file or name and the cause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ModelError
+from harness.models.model import DEFAULT_TOLERANCE, Model
+from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environment defaults, imports nothing heavy
+
+DEFAULT_CACHE_DIR = Path("generated/zoo")
+CACHE_SCHEMA = "assay-zoo/1"
+TIERS = ("default", "full")
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """A named benchmark: what it is, where its inputs live, how close outputs must be."""
+
+    name: str
+    tier: str  # "default" (built by tests and campaigns) or "full" (large, on request)
+    description: str
+    input_domain: tuple[float, float]
+    tolerance: float = DEFAULT_TOLERANCE
+
+
+_ACAS_DOMAIN = (-0.5, 0.5)  # ACAS-Xu inputs after the usual normalisation
+_IMAGE_DOMAIN = (0.0, 1.0)
+
+_ENTRIES: tuple[ZooEntry, ...] = (
+    ZooEntry("acas-reg50", "default",
+             "ACAS-Xu surrogate: 5 inputs, 7 hidden ReLU Dense layers of 50, 5 linear outputs", _ACAS_DOMAIN),
+    ZooEntry("acas-reg100", "default",
+             "ACAS-Xu surrogate: 5 inputs, 7 hidden ReLU Dense layers of 100, 5 linear outputs", _ACAS_DOMAIN),
+    ZooEntry("acas-reg200", "default",
+             "ACAS-Xu surrogate: 5 inputs, 7 hidden ReLU Dense layers of 200, 5 linear outputs", _ACAS_DOMAIN),
+    ZooEntry("acas-decr128", "default",
+             "ACAS-Xu surrogate: 5 inputs, hidden ReLU Dense (128, 128, 64, 32, 16), 5 linear outputs", _ACAS_DOMAIN),
+    ZooEntry("acas-decr256", "default",
+             "ACAS-Xu surrogate: 5 inputs, hidden ReLU Dense (256, 256, 128, 64, 32, 16), 5 linear outputs",
+             _ACAS_DOMAIN),
+    ZooEntry("lenet5", "default", "LeNet-5 (ACETONE Example 13): 28x28x1, two tanh conv + average pooling, "
+             "Dense 120/84 tanh, 10 softmax", _IMAGE_DOMAIN),
+    ZooEntry("cifarnet", "default", "CifarNet (ACETONE Figure 5): 32x32x3, zero padding, three ReLU conv, two max "
+             "pooling, Dense 64 ReLU, 10 linear", _IMAGE_DOMAIN),
+    ZooEntry("alexnet", "full", "AlexNet (ACETONE Figure 6): 228x228x3, five ReLU conv, three max pooling, Dense "
+             "4096/4096 ReLU, 1000 softmax", _IMAGE_DOMAIN),
+    ZooEntry("vgg16", "full", "VGG-16 (configuration D): 224x224x3, thirteen 3x3 ReLU conv, five max pooling, Dense "
+             "4096/4096 ReLU, 1000 softmax", _IMAGE_DOMAIN),
+)
+_BY_NAME = {entry.name: entry for entry in _ENTRIES}
+
+
+def entries() -> list[ZooEntry]:
+    """The named benchmarks, in the order of the paper (section 4.1)."""
+    return list(_ENTRIES)
+
+
+def names(tier: str | None = None) -> list[str]:
+    """Benchmark names, all or those of one tier ("default" or "full")."""
+    if tier is not None and tier not in TIERS:
+        raise ModelError(f"unknown zoo tier '{tier}' (known: {', '.join(TIERS)})")
+    return [entry.name for entry in _ENTRIES if tier is None or entry.tier == tier]
+
+
+def entry(name: str) -> ZooEntry:
+    if name not in _BY_NAME:
+        raise ModelError(f"unknown zoo model '{name}' (known: {', '.join(names())})")
+    return _BY_NAME[name]
+
+
+def load(name_or_path: str | Path, cache_dir: Path = DEFAULT_CACHE_DIR, seed: int = 0) -> Model:
+    """The ``Model`` of a zoo benchmark (built and cached on first use) or of a user file."""
+    from harness.models import user_files
+
+    key = str(name_or_path)
+    cache_dir = Path(cache_dir)
+    if key in _BY_NAME:
+        return _load_benchmark(_BY_NAME[key], cache_dir, seed)
+    path = Path(key)
+    if path.suffix.lower() in user_files.SUFFIXES or path.exists() or os.sep in key:
+        return user_files.load(path, cache_dir)
+    raise ModelError(f"unknown zoo model '{key}' (known: {', '.join(names())}); "
+                     f"model files end in {', '.join(user_files.SUFFIXES)}")
+
+
+def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
+    from harness.models import benchmarks
+
+    directory = cache_dir / f"{zoo_entry.name}-s{seed}"
+    fingerprint = benchmarks.fingerprint(zoo_entry.name, seed)
+    model = read_cached(directory, fingerprint)
+    if model is not None:
+        return model
+    with locked(cache_dir, directory.name):
+        model = read_cached(directory, fingerprint)
+        if model is not None:
+            return model
+        return _build_benchmark(zoo_entry, directory, fingerprint, seed)
+
+
+def _build_benchmark(zoo_entry: ZooEntry, directory: Path, fingerprint: str, seed: int) -> Model:
+    from harness.models import benchmarks, onnx_export
+    from harness.models.tf_runtime import save_keras
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.json").unlink(missing_ok=True)
+    keras_model = benchmarks.build(zoo_entry.name, seed)
+    save_keras(keras_model, directory / "model.keras")
+    onnx_export.export(keras_model, directory / "model.onnx")
+    image = len(keras_model.inputs[0].shape) == 4
+    model = Model(
+        name=zoo_entry.name,
+        files={"keras": directory / "model.keras", "onnx": directory / "model.onnx"},
+        input_shape=tuple(int(d) for d in keras_model.inputs[0].shape[1:]),
+        output_shape=tuple(int(d) for d in keras_model.outputs[0].shape[1:]),
+        layout="HWC" if image else "C",
+        output_layout="C",
+        file_layouts={"keras": ("HWC", "C"), "onnx": ("CHW", "C")} if image else {"keras": ("C", "C"),
+                                                                                 "onnx": ("C", "C")},
+        input_domain=zoo_entry.input_domain,
+        tolerance=zoo_entry.tolerance,
+        tier=zoo_entry.tier,
+        description=zoo_entry.description,
+    )
+    write_cached(directory, model, fingerprint, {"seed": seed, "parameters": int(keras_model.count_params())})
+    return model
+
+
+# --- the cache: model.json holds the Model and the fingerprint of what built it ----------
+
+
+def read_cached(directory: Path, fingerprint: str) -> Model | None:
+    """The Model recorded in ``directory/model.json`` if it was built from ``fingerprint`` and its files exist."""
+    try:
+        record = json.loads((directory / "model.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("schema") != CACHE_SCHEMA or record.get("fingerprint") != fingerprint:
+        return None
+    try:
+        model = model_from_dict(record["model"], directory)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(path.is_file() for path in model.files.values()):
+        return None
+    return model
+
+
+def read_record(directory: Path) -> dict:
+    """The whole ``model.json`` record of a cache directory (e.g. its parameter count)."""
+    return json.loads((Path(directory) / "model.json").read_text())
+
+
+def write_cached(directory: Path, model: Model, fingerprint: str, extra: dict | None = None) -> None:
+    record = {"schema": CACHE_SCHEMA, "fingerprint": fingerprint, **(extra or {}),
+              "model": model_to_dict(model, directory)}
+    temporary = directory / f".model.json.{os.getpid()}"
+    temporary.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(temporary, directory / "model.json")
+
+
+def model_to_dict(model: Model, directory: Path) -> dict:
+    """JSON-ready fields of ``model``; files inside ``directory`` are stored relative to it."""
+
+    def relative(path: Path) -> str:
+        path = Path(path)
+        try:
+            return str(path.resolve().relative_to(Path(directory).resolve()))
+        except ValueError:
+            return str(path.resolve())
+
+    return {
+        "name": model.name,
+        "files": {fmt: relative(path) for fmt, path in sorted(model.files.items())},
+        "input_shape": list(model.input_shape),
+        "output_shape": list(model.output_shape),
+        "layout": model.layout,
+        "output_layout": model.output_layout,
+        "file_layouts": {fmt: list(layouts) for fmt, layouts in sorted(model.file_layouts.items())},
+        "input_domain": list(model.input_domain),
+        "tolerance": model.tolerance,
+        "tier": model.tier,
+        "description": model.description,
+    }
+
+
+def model_from_dict(fields: dict, directory: Path) -> Model:
+    return Model(
+        name=fields["name"],
+        files={fmt: Path(directory) / path for fmt, path in fields["files"].items()},
+        input_shape=tuple(int(d) for d in fields["input_shape"]),
+        output_shape=tuple(int(d) for d in fields["output_shape"]),
+        layout=fields["layout"],
+        output_layout=fields["output_layout"],
+        file_layouts={fmt: (pair[0], pair[1]) for fmt, pair in fields["file_layouts"].items()},
+        input_domain=(float(fields["input_domain"][0]), float(fields["input_domain"][1])),
+        tolerance=float(fields["tolerance"]),
+        tier=fields["tier"],
+        description=fields.get("description", ""),
+    )
+
+
+@contextlib.contextmanager
+def locked(cache_dir: Path, key: str):
+    """Serialise builds of one cache entry across processes (pytest-xdist workers, parallel campaigns)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / f".{key}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

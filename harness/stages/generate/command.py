@@ -1,0 +1,36 @@
+"""``assay generate``: one model's C and manifest, written where the user says."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.cli import add_common_options
+from harness.errors import AssayError
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from harness import generators
+    from harness.core.plan import Settings, load_model
+
+    model = load_model(args.model, Settings(seed=args.seed, work_dir=args.work))
+    generator = generators.get(args.generator)
+    variant = args.variant or generator.variants(model)[0]
+    if variant not in generator.variants(model):
+        raise AssayError(f"{args.generator} has no variant '{variant}' for {model.name}; "
+                         f"choose from {', '.join(generator.variants(model))}")
+    code = generator.generate(model, variant, args.out)
+    print(f"{model.name}: {generator.name} ({variant}) -> {code.directory} "
+          f"[{', '.join(p.name for p in code.sources)}; entry {code.entry}]")
+    return 0
+
+
+def add_command(subparsers) -> None:
+    gen = subparsers.add_parser("generate", help="generate C for one model and write it with its manifest")
+    gen.add_argument("--model", required=True, help="zoo name or model file (.keras, .h5, .onnx, .nnet)")
+    gen.add_argument("--out", type=Path, required=True, help="output directory for the C and manifest.json")
+    gen.add_argument("--generator", default="assay-v2", help="generator name (default assay-v2)")
+    gen.add_argument("--variant", help="generator variant; for assay-v2 the source format read: keras or onnx "
+                                       "(default: the first the model has)")
+    add_common_options(gen)
+    gen.set_defaults(func=cmd_generate)

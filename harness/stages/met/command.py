@@ -1,0 +1,60 @@
+"""``assay met``: measured execution (paper Tables 2 and 3) under QEMU, per input and per layer."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
+from harness.errors import ConfigError
+from harness.measurement.options import add_timing_options, parse_timing_options
+
+DEFAULT_TARGETS = "arm7tdmi,cortex-m4f"
+
+
+def add_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "met", help="measured execution: exact instruction counts under QEMU, cycles by a timing model",
+        description="For every (model, generator, variant, target) item: generates C, cross-compiles it, runs "
+                    "it under QEMU on seeded inputs with a TCG plugin that counts every instruction executed "
+                    "inside the inference function (per input and per layer; callees such as soft-float "
+                    "helpers count for the layer that called them), and prices the counts with timing models "
+                    "(wcet/timing.py). Records go to OUT/met.json as they are computed; a re-run skips "
+                    "finished items unless --redo. Writes OUT/table2.md.")
+    add_selection_options(parser, DEFAULT_TARGETS)
+    add_timing_options(parser, default_inputs=100)
+    add_output_options(parser, "reports/met", "met.json and table2.md")
+    parser.add_argument("--redo", action="store_true", help="recompute items already in met.json")
+    add_common_options(parser)
+    parser.set_defaults(func=cmd_met)
+
+
+def cmd_met(args: argparse.Namespace) -> int:
+    from harness.core.progress import finish, run_items
+    from harness.measurement.cycles import Settings, plan
+    from harness.stages.met.report import write_table2
+    from harness.stages.met.run import OK, open_store, run_item
+
+    if args.inputs < 1:
+        raise ConfigError("--inputs must be at least 1")
+    settings = Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
+                        timeout=args.timeout, redo=args.redo,
+                        timing_options=parse_timing_options(args.timing_option))
+    campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.targets),
+                    csv_list(args.timing) if args.timing else None, settings)
+    for note in campaign.skipped:
+        print(note, file=sys.stderr)
+    store = open_store(args.out / "met.json")
+
+    def run(item) -> list[str]:
+        records = run_item(item, settings, store)
+        bad = [r for r in records if r["verdict"] != OK]
+        if not bad:
+            return []
+        timings = "" if len(bad) == len(records) else f" ({', '.join(r['timing'] for r in bad)} timing)"
+        return [f"{item.id} {settings.opt}{timings}: error: {'; '.join(dict.fromkeys(r['cause'] for r in bad))}"]
+
+    failed = run_items(campaign.items, run, args.quiet)
+    paths = [write_table2(store.path, args.out)] if store.path.is_file() else []
+    ok = sum(r["verdict"] == OK for r in store.records())
+    return finish(campaign, failed, f"{ok} records in {store.path}", paths)

@@ -1,0 +1,175 @@
+"""Reports generated from ``results.json`` only: paper Table 1 (Markdown) and an HTML page with a plot.
+
+Every table says what its numbers were measured against (reference, inputs,
+seed, compiler, flags, target, tolerance), so a number never loses its
+provenance.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections import defaultdict
+from pathlib import Path
+
+from harness.core.report import model_order
+from harness.core.results import ResultStore
+
+ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
+
+
+def _cell(record: dict | None) -> str:
+    if record is None:
+        return "–"
+    if record["verdict"] == "error":
+        return "ERROR"
+    text = f"{record['max_abs_error']:.4e}"
+    return text if record["verdict"] == "pass" else f"{text} FAIL"
+
+
+def table1(records: list[dict]) -> tuple[list[str], list[tuple[tuple, list[str]]]]:
+    """(models, [(row key, cells)]) in paper Table 1 layout: models as columns."""
+    models = model_order(records)
+    rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for record in records:
+        rows[tuple(record[f] for f in ROW_FIELDS)][record["model"]] = record
+    return models, [(key, [_cell(cells.get(m)) for m in models]) for key, cells in sorted(rows.items())]
+
+
+def _provenance_lines(records: list[dict]) -> list[str]:
+    lines = []
+    runs = sorted({(r["n_inputs"], r["seed"]) for r in records})
+    lines.append("Inputs: " + "; ".join(f"{n} inputs, seed {s}" for n, s in runs)
+                 + ", drawn uniformly from each model's input domain (docs/zoo.md).")
+    tolerances = sorted({(r["model"], r["tolerance"]) for r in records if r.get("tolerance") is not None})
+    distinct = sorted({t for _, t in tolerances})
+    lines.append("Tolerance (absolute, infinity norm): " + ", ".join(
+        f"{t:g} ({', '.join(m for m, tt in tolerances if tt == t)})" for t in distinct))
+    builds = sorted({(r["provenance"].get("compiler", "?"), " ".join(r["provenance"].get("flags", [])))
+                     for r in records if r.get("provenance", {}).get("compiler")})
+    for compiler, flags in builds:
+        lines.append(f"Compiler: {compiler}, flags `{flags}`.")
+    tools = next((r["provenance"]["tools"] for r in records if r.get("provenance", {}).get("tools")), {})
+    if tools:
+        lines.append("Tools: " + ", ".join(f"{k} {v}" for k, v in sorted(tools.items())) + ".")
+    return lines
+
+
+def _errors(records: list[dict]) -> list[str]:
+    return sorted({f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / "
+                   f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"})
+
+
+def markdown(records: list[dict]) -> str:
+    models, rows = table1(records)
+    out = ["# Semantic preservation (paper Table 1 layout)", "",
+           "Maximum infinity-norm error ||C - reference|| (paper Definition 15) over the input set, FP32.", "",
+           "| Generator (variant) | Target | Reference | " + " | ".join(models) + " |",
+           "|---|---|---|" + "---:|" * len(models)]
+    for (gen, variant, target, opt, ref), cells in rows:
+        out.append(f"| {gen} ({variant}) | {target} {opt} | {ref} | " + " | ".join(cells) + " |")
+    out += ["", *(f"- {line}" for line in _provenance_lines(records))]
+    problems = _errors(records)
+    if problems:
+        out += ["", "## Failures and errors", "", *(f"- {p}" for p in problems)]
+    return "\n".join(out) + "\n"
+
+
+def plot(records: list[dict], path: Path) -> None:
+    """Max error per model, one series per (generator, variant, target, reference), log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = model_order(records)
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(models) + 2), 4.5))
+    series: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for r in records:
+        if r["verdict"] != "error" and r["max_abs_error"] is not None:
+            series[tuple(r[f] for f in ROW_FIELDS)][r["model"]] = max(r["max_abs_error"], 1e-12)
+    markers = "osD^v<>ph*"
+    for i, (key, values) in enumerate(sorted(series.items())):
+        xs = [models.index(m) for m in values]
+        ax.scatter(xs, list(values.values()), marker=markers[i % len(markers)],
+                   label=f"{key[0]} ({key[1]}) {key[2]} {key[3]} vs {key[4]}")
+    tolerances = {r["tolerance"] for r in records if r.get("tolerance")}
+    for tol in sorted(tolerances):
+        ax.axhline(tol, color="red", linestyle="--", linewidth=1)
+        ax.text(len(models) - 0.5, tol, f" tolerance {tol:g}", color="red", va="bottom", ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(models)), models, rotation=30, ha="right")
+    ax.set_ylabel("max |C - reference| (infinity norm)")
+    ax.set_title("Semantic preservation: maximum error per model")
+    ax.grid(True, which="both", axis="y", alpha=0.3)
+    if series:
+        ax.legend(fontsize=7, loc="lower left")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def html_page(records: list[dict], png: Path) -> str:
+    models, rows = table1(records)
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in models)
+    body = []
+    for (gen, variant, target, opt, ref), cells in rows:
+        tds = "".join(f"<td class='{'bad' if ('FAIL' in c or c == 'ERROR') else 'ok'}'>{html.escape(c)}</td>"
+                      for c in cells)
+        body.append(f"<tr><td>{html.escape(f'{gen} ({variant})')}</td><td>{target} {opt}</td>"
+                    f"<td>{html.escape(ref)}</td>{tds}</tr>")
+    image = base64.b64encode(png.read_bytes()).decode()
+    notes = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(records) + _errors(records))
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Assay semantic preservation</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
+padding:4px 8px;text-align:right}}td.bad{{background:#fdd}}</style></head><body>
+<h1>Semantic preservation</h1><p>Maximum infinity-norm error (paper Definition 15), FP32.</p>
+<table><tr><th>Generator (variant)</th><th>Target</th><th>Reference</th>{head}</tr>{''.join(body)}</table>
+<p><img alt="maximum error per model" src="data:image/png;base64,{image}"></p><ul>{notes}</ul></body></html>
+"""
+
+
+def _bits_cell(bits: dict) -> str:
+    if "error" in bits:
+        return f"not compared: {bits['error']}"
+    if bits["differing_values"] == 0:
+        return "identical"
+    nan = f", {bits['nan_mismatches']} NaN" if bits["nan_mismatches"] else ""
+    return (f"{bits['differing_values']}/{bits['values']} values differ "
+            f"({bits['differing_inputs']} inputs), max {bits['max_ulp']} ULP{nan}")
+
+
+def bits_markdown(records: list[dict]) -> str:
+    """Cross-target table: each target's outputs against the host's, bit for bit, per model."""
+    compared = [r for r in records if r.get("bits_vs_host")]
+    target_names = sorted({r["target"] for r in compared})
+    rows: dict[tuple, dict[str, str]] = defaultdict(dict)
+    for r in compared:
+        rows[(r["model"], r["generator"], r["variant"], r["opt"])][r["target"]] = _bits_cell(r["bits_vs_host"])
+    order = model_order(compared)
+    out = ["# Cross-target bit comparison", "",
+           "Outputs of the same generated code on each target compared with the host's, bit for bit, on the "
+           "campaign inputs. ULP: distance between float32 values in units in the last place.", "",
+           "| Model | Generator (variant) | Opt | " + " | ".join(target_names) + " |",
+           "|---|---|---|" + "---|" * len(target_names)]
+    for key in sorted(rows, key=lambda k: (order.index(k[0]), k[1:])):
+        model, gen, variant, opt = key
+        out.append(f"| {model} | {gen} ({variant}) | {opt} | "
+                   + " | ".join(rows[key].get(t, "–") for t in target_names) + " |")
+    out += ["", *(f"- {line}" for line in _provenance_lines(compared))]
+    return "\n".join(out) + "\n"
+
+
+def write_semantic_report(results: Path, out_dir: Path) -> list[Path]:
+    """Write table1.md, error_per_model.png, index.html and, with ARM targets, bitcompare.md."""
+    records = ResultStore(results).records()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table, png, page = out_dir / "table1.md", out_dir / "error_per_model.png", out_dir / "index.html"
+    table.write_text(markdown(records))
+    plot(records, png)
+    page.write_text(html_page(records, png))
+    written = [table, png, page]
+    if any(r.get("bits_vs_host") for r in records):
+        bits = out_dir / "bitcompare.md"
+        bits.write_text(bits_markdown(records))
+        written.append(bits)
+    return written

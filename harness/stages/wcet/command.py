@@ -1,0 +1,107 @@
+"""``assay wcet``: static WCET bounds (paper Table 4), per layer, checked against measured cycles.
+
+Two modes: a campaign over models and targets (generated code, automatic flow
+facts, the soundness check), or ``--elf FILE --function NAME`` for any ELF.
+Exit status: 0 all pass, 1 a bound failed the check or an item had an error
+(or, with --elf, loops are left unbounded), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
+from harness.errors import AssayError
+from harness.measurement.options import add_timing_options, parse_timing_options
+
+DEFAULT_TARGETS = "arm7tdmi,cortex-m4f"
+
+
+def add_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "wcet", help="static WCET (paper Table 4): automatic flow facts, built-in IPET analyzer or OTAWA",
+        description="Campaign mode: for every (model, generator, variant, target) item, generates and "
+                    "cross-builds the code, produces its flow facts automatically (manifest bounds checked "
+                    "against the C source, mapped to the binary's loops, plus library annotations; written as "
+                    "OTAWA .ff and .ffx), computes the WCET of the inference function and of each layer, and "
+                    "checks it against the largest cycle count measured under QEMU with the same timing model. "
+                    "Writes OUT/wcet.json, OUT/table4.md and OUT/layers.md. ELF mode (--elf, --function): "
+                    "analyses any ELF and prints 'WCET[NAME] = N cycles'.")
+    add_selection_options(parser, DEFAULT_TARGETS)
+    add_timing_options(parser, default_inputs=20)
+    parser.add_argument("--engine", default="builtin",
+                        help="comma-separated engines: builtin (default, no OTAWA needed) and/or otawa "
+                             "(owcet on PATH)")
+    parser.add_argument("--otawa-script", default="trivial",
+                        help="OTAWA script for --engine otawa: trivial, generic, stm32 or a path (default trivial)")
+    add_output_options(parser, "reports/wcet", "wcet.json, table4.md and layers.md")
+    parser.add_argument("--redo", action="store_true", help="recompute items already in wcet.json")
+    elf = parser.add_argument_group("ELF mode")
+    elf.add_argument("--elf", type=Path, help="analyse this ELF instead of generated models")
+    elf.add_argument("--function", help="with --elf: the function to bound")
+    elf.add_argument("--flow-facts", type=Path, help="with --elf: an OTAWA .ff or .ffx file (default: library "
+                                                      "annotations only; unbounded loops are listed)")
+    elf.add_argument("--json", action="store_true", help="with --elf: print the result as JSON too")
+    add_common_options(parser)
+    parser.set_defaults(func=cmd_wcet)
+
+
+def cmd_wcet(args: argparse.Namespace) -> int:
+    if args.elf or args.function:
+        return _elf_mode(args)
+    return _campaign(args)
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from harness.core.progress import finish, run_items
+    from harness.measurement.cycles import plan
+    from harness.stages.wcet import run as wcetrun
+    from harness.stages.wcet.report import write_wcet_report
+
+    engines = tuple(csv_list(args.engine))
+    unknown = set(engines) - set(wcetrun.ENGINES)
+    if unknown or not engines:
+        raise AssayError(f"unknown engine(s) {', '.join(sorted(unknown)) or '(none)'}; "
+                         f"choose from {', '.join(wcetrun.ENGINES)}")
+    settings = wcetrun.Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
+                                timeout=args.timeout, redo=args.redo,
+                                timing_options=parse_timing_options(args.timing_option), engines=engines,
+                                otawa_script=args.otawa_script)
+    campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.targets),
+                    csv_list(args.timing) if args.timing else None, settings)
+    for line in campaign.skipped:
+        print(f"assay: note: {line}", file=sys.stderr)
+    store = wcetrun.open_store(args.out / "wcet.json")
+
+    def run(item) -> list[str]:
+        return [f"{item.id} {record['timing']} {record['engine']}: {record['verdict']}: {record['cause']}"
+                for record in wcetrun.run_item(item, settings, store) if record["verdict"] != wcetrun.PASS]
+
+    failed = run_items(campaign.items, run, args.quiet)
+    paths = write_wcet_report(store.path, args.out) if store.path.is_file() else []
+    return finish(campaign, failed, f"records in {store.path}", paths)
+
+
+def _elf_mode(args: argparse.Namespace) -> int:
+    from wcet import bound, timing
+    from wcet.errors import UnboundedLoopsError
+
+    if not (args.elf and args.function):
+        raise AssayError("ELF mode needs both --elf FILE and --function NAME")
+    names = csv_list(args.timing) if args.timing else ["trivial"]
+    if len(names) != 1:
+        raise AssayError("ELF mode takes one --timing model")
+    model = timing.get(names[0], **parse_timing_options(args.timing_option).get(names[0], {}))
+    try:
+        result = bound.bound(args.elf, args.function, model, args.flow_facts)
+    except UnboundedLoopsError as exc:
+        lines = bound.unbounded_lines(args.elf, args.function, exc)
+        print("\n".join([f"assay: {lines[0]}", *lines[1:]]), file=sys.stderr)
+        return 1
+    print(f"WCET[{args.function}] = {result.wcet_cycles} cycles")
+    if args.json:
+        print(json.dumps(bound.as_json(args.elf, model, result), indent=1))
+    return 0

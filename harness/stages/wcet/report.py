@@ -1,0 +1,86 @@
+"""WCET reports from ``wcet.json``: paper Table 4 (models as columns) and per-layer tables.
+
+The per-layer table follows Table 1 of the multi-core extension paper: one row
+per layer with its WCET bound (the task weights for multi-core scheduling),
+next to the largest cycle count measured for that layer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from harness.core.report import group_digits, model_order
+from harness.stages.wcet.run import PASS, open_store
+
+ROW_FIELDS = ("generator", "variant", "target", "opt", "timing", "engine")
+
+
+def _cell(record: dict | None) -> str:
+    if record is None:
+        return "–"
+    if record["verdict"] == "error":
+        return "ERROR"
+    text = f"{group_digits(record['wcet_cycles'])} ({record['tightness']:.2f}x)"
+    return text if record["verdict"] == PASS else f"{text} UNSOUND"
+
+
+def table4(records: list[dict]) -> str:
+    models = model_order(records)
+    rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for record in records:
+        rows[tuple(record[f] for f in ROW_FIELDS)][record["model"]] = record
+    out = ["# WCET (paper Table 4 layout)", "",
+           "WCET bound of the inference function in cycles, and in brackets its tightness: WCET / the largest "
+           "cycle count measured under QEMU with the same timing model (a bound below a measurement is "
+           "marked UNSOUND and fails).", "",
+           "| Generator (variant) | Target | Timing | Engine | " + " | ".join(models) + " |",
+           "|---|---|---|---|" + "---:|" * len(models)]
+    for (gen, variant, target, opt, timing_name, engine), cells in sorted(rows.items()):
+        out.append(f"| {gen} ({variant}) | {target} {opt} | {timing_name} | {engine} | "
+                   + " | ".join(_cell(cells.get(m)) for m in models) + " |")
+    out += ["", *(f"- {line}" for line in _provenance(records))]
+    problems = sorted({f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / "
+                       f"{r['timing']} / {r['engine']}: {r['verdict']}: {r['cause']}"
+                       for r in records if r["verdict"] != PASS})
+    if problems:
+        out += ["", "## Failures and errors", "", *(f"- {p}" for p in problems)]
+    return "\n".join(out) + "\n"
+
+
+def layer_tables(records: list[dict]) -> str:
+    out = ["# WCET per layer", "",
+           "Per-layer WCET bounds (cycles), the weights for multi-core scheduling, beside the largest cycle "
+           "count measured for that layer. `(outside layers)` is the function's own prologue and epilogue.", ""]
+    for record in sorted((r for r in records if r.get("layers")),
+                         key=lambda r: (model_order(records).index(r["model"]),
+                                        tuple(r[f] for f in ROW_FIELDS))):
+        out += [f"## {record['model']}: {record['generator']} ({record['variant']}), {record['target']} "
+                f"{record['opt']}, timing {record['timing']}, engine {record['engine']}", "",
+                "| Layer | WCET [cycles] | Max measured [cycles] |", "|---|---:|---:|"]
+        for layer in record["layers"]:
+            wcet = "–" if layer["wcet_cycles"] is None else group_digits(layer["wcet_cycles"])
+            out.append(f"| {layer['layer']} | {wcet} | {group_digits(layer['max_measured_cycles'])} |")
+        out += [f"| **Total** | **{group_digits(record['wcet_cycles'])}** | "
+                f"**{group_digits(record['max_measured_cycles'])}** |", ""]
+    return "\n".join(out) + "\n"
+
+
+def _provenance(records: list[dict]) -> list[str]:
+    lines = sorted({f"Measured on {r['n_inputs']} inputs (seed {r['seed']}) under QEMU with the counting plugin "
+                    f"(docs/met.md)." for r in records})
+    params = sorted({f"Timing model {r['timing']}: {r.get('timing_params')}" for r in records})
+    builds = sorted({f"{r['target']}: {r['provenance'].get('compiler', '?')}, flags "
+                     f"`{' '.join(r['provenance'].get('flags', []))}`"
+                     for r in records if r.get("provenance", {}).get("compiler")})
+    return lines + params + builds + ["Flow facts: generated automatically (docs/flowfacts.md); analysis: "
+                                      "docs/wcet.md."]
+
+
+def write_wcet_report(results: Path, out_dir: Path) -> list[Path]:
+    records = open_store(results).records()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table, layers = out_dir / "table4.md", out_dir / "layers.md"
+    table.write_text(table4(records))
+    layers.write_text(layer_tables(records))
+    return [table, layers]

@@ -1,0 +1,169 @@
+"""The WCET stage (paper Table 4): flow facts, a static bound, and its check against measurement.
+
+An item is one (model, generator, variant, target, optimisation level), as for
+measured execution. Its code is generated and cross-built once; then:
+
+1. flow facts are produced automatically (``wcet.flowfacts``: the manifest's
+   loop bounds, checked against the C source, mapped onto the binary's loops,
+   plus the toolchain's library annotations) and written as OTAWA F4 (``.ff``)
+   and FFX (``.ffx``) files beside the ELF;
+2. for each timing model and each engine (``builtin``: ``wcet.analyzer``;
+   ``otawa``: ``owcet`` when it is on PATH) the WCET of the entry function is
+   computed, with per-layer bounds from the built-in engine;
+3. the same code is run under QEMU with the counting plugin and priced by the
+   same timing model (``harness.measurement``), and the bound must be at least the
+   largest measured cycle count: a smaller bound is a ``fail`` that states
+   both numbers. ``tightness`` = WCET / max measured.
+
+Records go to ``wcet.json`` as they are computed (one per item, timing model
+and engine); a re-run skips items whose records are all there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from harness import runners
+from harness.core.plan import Item
+from harness.core.provenance import tool_versions
+from harness.core.results import ResultStore
+from harness.errors import USER_ERRORS, AssayError
+from harness.measurement import cycles, execcount
+from wcet import timing
+
+SCHEMA = "assay-wcet/1"
+KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "engine", "n_inputs", "seed")
+ENGINES = ("builtin", "otawa")
+PASS, FAIL, ERROR = "pass", "fail", "error"
+STAGE = "wcet"  # work subdirectory: code and builds of this stage
+
+
+@dataclass(frozen=True)
+class Settings(cycles.Settings):
+    n_inputs: int = 20  # measured inputs for the soundness check
+    engines: tuple[str, ...] = ("builtin",)
+    otawa_script: str = "trivial"
+
+
+def open_store(path: Path) -> ResultStore:
+    """``wcet.json``: records keyed by KEY_FIELDS, written as they come (harness.core.results)."""
+    return ResultStore(path, SCHEMA, KEY_FIELDS)
+
+
+def _base_record(item: Item, timing_name: str, engine: str, settings: Settings) -> dict:
+    return {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
+            "opt": settings.opt, "timing": timing_name, "engine": engine, "n_inputs": settings.n_inputs,
+            "seed": settings.seed}
+
+
+def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
+    """Analyse and check one item; never raises for the item's own faults (they become error records)."""
+    if not settings.redo:
+        previous = store.find_all([_base_record(item, name, engine, settings)
+                                   for name in item.checks for engine in settings.engines])
+        if previous is not None:
+            return previous
+    seconds: dict[str, float] = {}
+    provenance: dict = {"tools": tool_versions()}
+    try:
+        counts, code, built = cycles.count_item(item, settings, STAGE, seconds, provenance)
+        start = time.perf_counter()
+        facts, fact_files = _flow_facts(built.elf, code)
+        seconds["flowfacts_s"] = time.perf_counter() - start
+        regions, layer_names = _regions(built.elf, code)
+        cause = None
+    except (runners.RunError, *USER_ERRORS) as exc:
+        cause = str(exc)
+    except Exception as exc:  # a tool crash is this item's error, not the campaign's end
+        cause = f"{type(exc).__name__}: {exc}"
+    records = []
+    for name in item.checks:
+        model = timing.get(name, **settings.timing_options.get(name, {}))
+        measured = None if cause else cycles.price(counts, model)
+        for engine in settings.engines:
+            record = _base_record(item, name, engine, settings)
+            record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance)
+            if cause:
+                record.update(verdict=ERROR, cause=cause)
+            else:
+                record["flow_facts"] = fact_files
+                record.update(_bound(engine, built.elf, code.entry, facts, model, regions, layer_names, measured,
+                                     settings))
+            record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            store.put(record)
+            records.append(record)
+    return records
+
+
+def _flow_facts(elf: Path, code) -> tuple[object, dict[str, str]]:
+    """Facts for the generated code, also written as .ff and .ffx beside the ELF."""
+    from wcet import ffformat, flowfacts
+
+    facts = flowfacts.facts_for_generated(elf, code.manifest, code.sources, code.entry)
+    f4, ffx = elf.with_suffix(".ff"), elf.with_suffix(".ffx")
+    f4.write_text(ffformat.write_f4(facts, elf, code.entry))
+    ffx.write_text(ffformat.write_ffx(facts, elf, code.entry))
+    return facts, {"f4": str(f4), "ffx": str(ffx)}
+
+
+def _regions(elf: Path, code) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
+    """Address ranges of each manifest layer (and of the code outside layers), from the DWARF line table."""
+    from wcet import armcode
+
+    program = armcode.ArmCode(elf)
+    names = execcount.bucket_names(code.manifest)
+    regions: dict[str, list[tuple[int, int]]] = {}
+    for span in armcode.layer_ranges(program, code.manifest, code.entry):
+        regions.setdefault(names[span.bucket], []).append((span.start, span.end))
+    return regions, names
+
+
+def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, layer_names: list[str],
+           measured: cycles.Figures, settings: Settings) -> dict:
+    """One engine's WCET, per-layer figures and the soundness verdict against the measured cycles."""
+    totals = measured.cycles.sum(axis=1)
+    max_measured = int(totals.max())
+    per_layer_measured = {name: int(measured.cycles[:, i].max()) for i, name in enumerate(measured.bucket_names)}
+    start = time.perf_counter()
+    try:
+        if engine == "builtin":
+            from wcet.analyzer import analyze
+
+            result = analyze(elf, entry, facts, model, regions)
+            wcet_cycles, per_region = int(result.wcet_cycles), dict(result.regions)
+            details = {"loops": len(result.loops), "functions": len(result.functions)}
+        else:
+            wcet_cycles, per_region, details = _otawa(elf, entry, model, settings), {}, {}
+    except USER_ERRORS as exc:
+        return {"verdict": ERROR, "cause": str(exc), "max_measured_cycles": max_measured}
+    analysis_s = time.perf_counter() - start
+    layers = [{"layer": name, "wcet_cycles": per_region.get(name), "max_measured_cycles": per_layer_measured[name]}
+              for name in layer_names if name in per_region or per_layer_measured.get(name)]
+    unsound = [f"{lay['layer']}: WCET {lay['wcet_cycles']} < measured {lay['max_measured_cycles']}"
+               for lay in layers if lay["wcet_cycles"] is not None and lay["wcet_cycles"] < lay["max_measured_cycles"]]
+    if wcet_cycles < max_measured:
+        unsound.insert(0, f"WCET {wcet_cycles} < measured {max_measured} cycles")
+    return {"verdict": FAIL if unsound else PASS, "cause": "unsound: " + "; ".join(unsound) if unsound else None,
+            "wcet_cycles": wcet_cycles, "max_measured_cycles": max_measured,
+            "median_measured_cycles": float(np.median(totals)),
+            "tightness": wcet_cycles / max_measured if max_measured else None,
+            "layers": layers, "analysis_s": analysis_s, **details}
+
+
+def _otawa(elf: Path, entry: str, model, settings: Settings) -> int:
+    """OTAWA's WCET with the same flow facts; only where owcet is installed and its model is the same."""
+    from wcet import otawa
+
+    if not otawa.available():
+        raise AssayError("OTAWA is not installed (owcet not on PATH); use --engine builtin")
+    if model.name != "trivial" or settings.otawa_script != "trivial":
+        raise AssayError(f"no OTAWA script is the same model as timing '{model.name}'; compare with --timing trivial")
+    outcome = otawa.run_owcet(elf, entry, elf.with_suffix(".ff"), settings.otawa_script, {})
+    if outcome.error:
+        raise AssayError(f"OTAWA: {outcome.error}")
+    return int(outcome.wcet_cycles)

@@ -1,0 +1,193 @@
+"""Target profiles: plain TOML files in ``toolchains/``, validated when loaded.
+
+A new target is one new ``toolchains/<name>.toml``; nothing else registers it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import runners
+from harness.errors import ConfigError
+from wcet import timing
+
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "toolchains"
+
+_REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "package": str,
+             "cflags": list, "opt_levels": list, "default_opt": str, "ldflags": list, "libs": list,
+             "timing": str}
+
+# Keys that only some runner kinds use: their types, and per kind which are
+# required and which are optional. A key not listed for a profile's kind is refused.
+_KIND_KEY_TYPES = {"emulator": str, "emulator_package": str, "emulator_args": list,
+                   "runtime_package": str, "memory": dict}
+_KIND_KEYS = {
+    "qemu-user": {"required": {"emulator", "emulator_package"},
+                  "optional": {"emulator_args", "runtime_package", "memory"}},
+    "qemu-system": {"required": {"emulator", "emulator_package", "memory"},
+                    "optional": {"emulator_args", "runtime_package"}},
+}
+_MEMORY_REGIONS = ("flash", "ram")
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    """One memory of the target: ``size`` in bytes, ``origin`` its address (None: not fixed by us)."""
+
+    name: str
+    size: int
+    origin: int | None = None
+
+
+@dataclass(frozen=True)
+class TargetProfile:
+    """How to build (and later run) generated code for one target."""
+
+    name: str
+    description: str
+    kind: str
+    compiler: str
+    package: str
+    cflags: tuple[str, ...]
+    opt_levels: tuple[str, ...]
+    default_opt: str
+    ldflags: tuple[str, ...]
+    libs: tuple[str, ...]
+    timing: str  # the timing model (wcet.timing) that turns counts into cycles, for MET and WCET alike
+    path: Path
+    emulator: str | None = None  # the program that runs the built image (None: runs natively)
+    emulator_package: str | None = None
+    emulator_args: tuple[str, ...] = ()
+    runtime_package: str | None = None  # the Debian package with the C library the link needs
+    memory: tuple[MemoryRegion, ...] = ()
+
+    def accepts_timing(self, name: str) -> bool:
+        """Whether timing model ``name`` describes this target: its own model, or a generic one (trivial)."""
+        return name == self.timing or timing.MODELS[name].generic
+
+    def region(self, name: str) -> MemoryRegion | None:
+        """The memory region called ``name`` ("flash", "ram"), or None if the profile gives none."""
+        return next((region for region in self.memory if region.name == name), None)
+
+    def compiler_path(self) -> str:
+        """The compiler executable; a ConfigError naming the package if it is missing."""
+        found = shutil.which(self.compiler)
+        if found is None:
+            raise ConfigError(f"target {self.name}: compiler '{self.compiler}' not found; "
+                              f"install the Debian package '{self.package}'")
+        return found
+
+    def emulator_path(self) -> str:
+        """The emulator executable; a ConfigError naming the package if it is missing."""
+        found = shutil.which(self.emulator) if self.emulator else None
+        if found is None:
+            raise ConfigError(f"target {self.name}: emulator '{self.emulator}' not found; "
+                              f"install the Debian package '{self.emulator_package}'")
+        return found
+
+    def flags(self, opt: str | None = None) -> list[str]:
+        """Compiler flags for the given optimisation level (default: the profile's)."""
+        opt = opt or self.default_opt
+        if opt not in self.opt_levels:
+            raise ConfigError(f"target {self.name}: optimisation level {opt} not in {', '.join(self.opt_levels)}")
+        return [opt, *self.cflags]
+
+
+def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """The profile's keys, with ``extends = "other"`` resolved: the other profile's keys, overridden by these."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read target profile: {exc}") from None
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    parent_path = path.with_name(f"{parent}.toml")
+    if not isinstance(parent, str) or not parent_path.is_file():
+        raise ConfigError(f"{path}: extends unknown target {parent!r}")
+    if parent_path in seen:
+        raise ConfigError(f"{path}: 'extends' cycle through {parent}")
+    return {**_read(parent_path, (*seen, path)), **data}
+
+
+def load_profile(path: Path) -> TargetProfile:
+    """Read and validate one profile file."""
+    data = _read(path)
+    for key, kind in _REQUIRED.items():
+        if key not in data:
+            raise ConfigError(f"{path}: missing key '{key}'")
+        if not isinstance(data[key], kind):
+            raise ConfigError(f"{path}: key '{key}' must be a {kind.__name__}")
+    if data["kind"] not in runners.kinds():
+        raise ConfigError(f"{path}: kind '{data['kind']}' is not one of {', '.join(runners.kinds())}")
+    kind_keys = _KIND_KEYS.get(data["kind"], {"required": set(), "optional": set()})
+    for key in sorted(kind_keys["required"]):
+        if key not in data:
+            raise ConfigError(f"{path}: missing key '{key}' (required for kind '{data['kind']}')")
+    unknown = set(data) - set(_REQUIRED) - kind_keys["required"] - kind_keys["optional"]
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} for kind '{data['kind']}'")
+    for key in sorted(set(data) & set(_KIND_KEY_TYPES)):
+        if not isinstance(data[key], _KIND_KEY_TYPES[key]):
+            raise ConfigError(f"{path}: key '{key}' must be a {_KIND_KEY_TYPES[key].__name__}")
+    if data["name"] != path.stem:
+        raise ConfigError(f"{path}: name '{data['name']}' differs from the file name")
+    if data["timing"] not in timing.names():
+        raise ConfigError(f"{path}: timing model '{data['timing']}' is not one of {', '.join(timing.names())}")
+    if data["default_opt"] not in data["opt_levels"]:
+        raise ConfigError(f"{path}: default_opt '{data['default_opt']}' is not in opt_levels")
+    for key in ("cflags", "ldflags", "libs", "opt_levels", "emulator_args"):
+        if not all(isinstance(item, str) for item in data.get(key, [])):
+            raise ConfigError(f"{path}: key '{key}' must be a list of strings")
+    fields = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    if "memory" in data:
+        fields["memory"] = _memory(path, data["memory"], origins_required=data["kind"] == "qemu-system")
+    return TargetProfile(path=path, **fields)
+
+
+def _memory(path: Path, table: dict, origins_required: bool) -> tuple[MemoryRegion, ...]:
+    """Validate ``[memory.flash]``/``[memory.ram]`` tables of ``size`` and ``origin`` (bytes)."""
+    unknown = set(table) - set(_MEMORY_REGIONS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown memory region(s) {', '.join(sorted(unknown))}; "
+                          f"expected {', '.join(_MEMORY_REGIONS)}")
+    regions = []
+    for name in _MEMORY_REGIONS:
+        region = table.get(name)
+        if region is None:
+            if origins_required:
+                raise ConfigError(f"{path}: missing key 'memory.{name}'")
+            continue
+        if not isinstance(region, dict):
+            raise ConfigError(f"{path}: key 'memory.{name}' must be a table with 'size' and 'origin'")
+        unknown = set(region) - {"size", "origin"}
+        if unknown:
+            raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} in 'memory.{name}'")
+        size, origin = region.get("size"), region.get("origin")
+        if not _is_int(size) or size <= 0:
+            raise ConfigError(f"{path}: key 'memory.{name}.size' must be a positive integer (bytes)")
+        if origin is None and origins_required:
+            raise ConfigError(f"{path}: missing key 'memory.{name}.origin'")
+        if origin is not None and (not _is_int(origin) or origin < 0):
+            raise ConfigError(f"{path}: key 'memory.{name}.origin' must be a non-negative integer (address)")
+        regions.append(MemoryRegion(name=name, size=size, origin=origin))
+    return tuple(regions)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def names() -> list[str]:
+    return sorted(path.stem for path in PROFILE_DIR.glob("*.toml"))
+
+
+def get(name: str) -> TargetProfile:
+    """The profile called ``name``; an unknown name lists the known ones."""
+    path = PROFILE_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise ConfigError(f"unknown target '{name}'; known targets: {', '.join(names())}")
+    return load_profile(path)
