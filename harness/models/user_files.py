@@ -1,7 +1,8 @@
-"""User model files: ``.keras``/``.h5`` (Keras), ``.onnx``, ``.nnet`` (ACAS-Xu text format).
+"""User model files: ``.keras``/``.h5`` (Keras), ``.onnx``, ``.nnet`` (ACAS-Xu text format), ``.json`` (ACETONE).
 
 Each becomes a ``Model``. A Keras file keeps its own path and gains an ONNX
-export (the second reference); an ``.nnet`` file is converted to both formats.
+export (the second reference); an ``.nnet`` or ACETONE ``.json`` file is
+converted to both formats.
 Conversions go to ``<cache_dir>/user/<stem>-<sha256[:12]>/`` and are reused
 while the source file is unchanged. The canonical layout is channels-last when
 a Keras file exists, otherwise the ONNX file's own (``CHW`` for NCHW inputs).
@@ -16,7 +17,7 @@ from harness.errors import ModelError
 from harness.models.model import Model, file_sha256
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
-SUFFIXES = (*KERAS_SUFFIXES, ".onnx", ".nnet")
+SUFFIXES = (*KERAS_SUFFIXES, ".onnx", ".nnet", ".json")
 CONVERTER_VERSION = 1
 _MAX_CAUSE = 200
 
@@ -65,6 +66,8 @@ def _load_converted(path: Path, cache_dir: Path, suffix: str) -> Model:
         (directory / "model.json").unlink(missing_ok=True)
         if suffix == ".nnet":
             model = _convert_nnet(path, directory)
+        elif suffix == ".json":
+            model = _convert_acetone_json(path, directory)
         else:
             model = _convert_keras(path, directory)
         zoo.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest})
@@ -156,6 +159,18 @@ def _convert_nnet(path: Path, directory: Path) -> Model:
                                 net.normalized_domain())
     return dataclasses.replace(model, description=f"NNet file {path.name}, run on normalised inputs "
                                                   "(the file's input normalisation is not applied)")
+
+
+def _convert_acetone_json(path: Path, directory: Path) -> Model:
+    from harness.models import acetone_json, onnx_export
+    from harness.models.tf_runtime import save_keras
+
+    keras_model = acetone_json.to_keras(acetone_json.read(path), path.stem)
+    save_keras(keras_model, directory / "model.keras")
+    onnx_export.export(keras_model, directory / "model.onnx")
+    model = _keras_model_record(path.stem, directory / "model.keras", directory / "model.onnx", keras_model,
+                                (-1.0, 1.0))
+    return dataclasses.replace(model, description=f"ACETONE JSON file {path.name}")
 
 
 # --- ONNX: used as it is ------------------------------------------------------
