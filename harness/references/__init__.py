@@ -30,7 +30,7 @@ class Reference(Protocol):
         ...
 
     def run(self, model: Model, inputs: np.ndarray) -> np.ndarray:
-        """Outputs (N, *model.output_shape), float32, canonical layout, for inputs (N, *model.input_shape)."""
+        """Outputs (N, *model.output_shape), float32 (float64 for "float64"), canonical layout, for inputs (N, *model.input_shape)."""
         ...
 
 
@@ -74,5 +74,6 @@ def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
 
 
 # The registered references: one line each.
+from harness.references import float64  # noqa: E402,F401
 from harness.references import keras_ref  # noqa: E402,F401
 from harness.references import onnxruntime_ref  # noqa: E402,F401

@@ -17,9 +17,10 @@ import sys
 import numpy as np
 import pytest
 
-from harness import references, zoo
+from harness import references
+from harness.models import zoo
 from harness.errors import ModelError
-from harness.results import ResultStore
+from harness.core.results import ResultStore
 
 # --- the oracle: ACETONE's network semantics on C×H×W tensors ------------------------------
 

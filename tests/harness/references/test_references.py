@@ -11,7 +11,7 @@ import pytest
 from harness import references
 from harness.models import zoo
 from harness.errors import ConfigError
-from harness.references import Reference, keras_ref, onnxruntime_ref
+from harness.references import Reference, float64, keras_ref, onnxruntime_ref
 from harness.models.tf_runtime import keras, save_keras
 
 
@@ -38,8 +38,8 @@ def _inputs(model, n=32, seed=0):
 
 
 def test_registry_holds_the_builtin_references():
-    assert references.names() == ["keras", "onnxruntime"]
-    assert references.REFERENCES == {"keras": keras_ref.KerasReference,
+    assert references.names() == ["float64", "keras", "onnxruntime"]
+    assert references.REFERENCES == {"float64": float64.Float64Reference, "keras": keras_ref.KerasReference,
                                      "onnxruntime": onnxruntime_ref.OnnxRuntimeReference}
     for name in references.names():
         reference = references.get(name)
@@ -48,7 +48,7 @@ def test_registry_holds_the_builtin_references():
 
 
 def test_unknown_reference_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown reference 'tflite' \(known: keras, onnxruntime\)"):
+    with pytest.raises(ConfigError, match=r"unknown reference 'tflite' \(known: float64, keras, onnxruntime\)"):
         references.get("tflite")
 
 
@@ -76,7 +76,7 @@ def test_supports_needs_the_file(lenet5):
     onnx_only = dataclasses.replace(lenet5, files={"onnx": lenet5.files["onnx"]})
     assert references.get("keras").supports(lenet5) and references.get("onnxruntime").supports(lenet5)
     assert not references.get("keras").supports(onnx_only)
-    assert [ref.name for ref in references.supporting(onnx_only)] == ["onnxruntime"]
+    assert [ref.name for ref in references.supporting(onnx_only)] == ["float64", "onnxruntime"]
 
 
 # --- layouts -----------------------------------------------------------------------
