@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 INDENT = "    "
+INT_MAX = 2**31 - 1  # loop counters and indices are C ``int``s (at least 32 bits on every target)
 
 
 @dataclass
@@ -64,7 +65,7 @@ class CWriter:
     def loop(self, var: str, bound: int):
         """``for (int var = 0; var < bound; ++var) {`` with ``bound`` a literal constant."""
         bound = int(bound)
-        if bound < 1:
+        if not 1 <= bound <= INT_MAX:
             raise ValueError(f"loop over {var} with bound {bound}")
         parent = self._open_loops[-1].id if self._open_loops else None
         line = self.line(f"for (int {var} = 0; {var} < {bound}; ++{var}) {{")

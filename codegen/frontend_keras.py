@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from codegen.errors import UnsupportedModel
-from codegen.ir import Activation, Graph, Node, default_layout
+from codegen.ir import Activation, Graph, Node, default_layout, dense_axes
 
 SELU = (1.6732632423543772, 1.0507009873554805)
 
@@ -114,7 +114,8 @@ def _dense(b, layer, cfg, ins, out):
     params = {"kernel": b.array(layer.kernel)}
     if cfg.get("use_bias", True):
         params["bias"] = b.array(layer.bias)
-    b.add(layer, "Dense", ins, out, {"weight_layout": "IO"}, params, b.activation(layer, cfg.get("activation")))
+    attrs = dense_axes(len(b.tensor(ins[0]).shape), "IO")
+    b.add(layer, "Dense", ins, out, attrs, params, b.activation(layer, cfg.get("activation")))
 
 
 @handles("Conv2D")

@@ -1,12 +1,18 @@
 """ONNX front end: an ``.onnx`` file to the IR, channels-first (``CHW``), never transposed.
 
-The leading batch axis (1 or symbolic) is dropped from every tensor; ONNX axis
-attributes are shifted accordingly. Parameters are the initializers as stored
-(Conv weights ``OIHW``, Gemm ``B`` with or without ``transB``). Nodes whose
-inputs are all constants (``Shape`` of a known tensor included) are folded
-with ONNX's reference evaluator, so exported ``Shape -> Gather -> Concat ->
-Reshape`` chains become a constant Reshape. Each op type maps to a handler in
-``HANDLERS``; any other op type is reported as unsupported.
+Handlers compute every tensor's full ONNX shape. A leading axis of size 1 (the
+batch axis, or one an ``Unsqueeze`` or ``Reshape`` added) is not stored in the
+IR: ``_Builder.lead`` records, per tensor, whether its ONNX shape is the IR
+shape with a leading 1, so ``full`` gives it back and ONNX axis attributes are
+shifted per tensor. The graph input and output follow the batch-axis rule of
+``batch_axis`` (docs/zoo.md); intermediate tensors drop a leading 1 whenever
+their rank is at least 2 and the op allows it, so Conv and pooling see
+``CHW``. Parameters are the initializers as stored (Conv weights ``OIHW``,
+Gemm and MatMul matrices with an index map, see ``ir.dense_axes``). Nodes
+whose inputs are all constants (``Shape`` of a known tensor included) are
+folded with ONNX's reference evaluator, so exported ``Shape -> Gather ->
+Concat -> Reshape`` chains become a constant Reshape. Each op type maps to a
+handler in ``HANDLERS``; any other op type is reported as unsupported.
 """
 
 from __future__ import annotations
@@ -19,9 +25,34 @@ import onnx
 from onnx import helper, numpy_helper
 
 from codegen.errors import UnsupportedModel
-from codegen.ir import Activation, Graph, Node, default_layout
+from codegen.ir import CONTRACTED, Activation, Graph, Node, default_layout
 
 SELU = (1.67326319217681884765625, 1.05070102214813232421875)
+
+
+def batch_axis(dims: list) -> bool:
+    """Whether the first of these declared dimensions is a batch axis (the rule of docs/zoo.md).
+
+    It is when it is symbolic (a name, or unset), or when it is 1 and the rank
+    is 2 or 4 (``[1, F]``, ``[1, C, H, W]``). Otherwise every axis is data:
+    ``[5]`` is a vector, ``[1, 28, 28]`` and ``[3, 32, 32]`` are ``CHW``
+    images. ``dims`` holds ints, or strings for symbolic dimensions.
+    """
+    if not dims:
+        return False
+    return not isinstance(dims[0], int) or (dims[0] == 1 and len(dims) in (2, 4))
+
+
+def declared(value_info) -> list | None:
+    """The declared shape of a graph input or output: ints, or names ('?' if unset); None if undeclared."""
+    tensor_type = value_info.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim]
+
+
+def shape_text(dims) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
 
 
 class _Builder:
@@ -31,6 +62,9 @@ class _Builder:
         self.consts = consts
         self.model = model
         self.uses: dict[str, int] = {}
+        self.lead: dict[str, bool] = {}  # tensor -> its ONNX shape has a leading 1 the IR shape omits
+        self.output = ""
+        self.output_lead: bool | None = None  # the graph output's batch axis, when its shape is declared
 
     # -- errors and attributes
     def reject(self, node, name: str, why: str = "is not supported") -> UnsupportedModel:
@@ -61,28 +95,67 @@ class _Builder:
         return tensor
 
     def shape(self, tensor: str) -> tuple[int, ...]:
+        """The IR shape (without the leading 1, if any)."""
         return self.graph.tensors[tensor].shape
 
+    def full(self, tensor: str) -> tuple[int, ...]:
+        """The ONNX shape."""
+        return (1,) * self.lead[tensor] + self.shape(tensor)
+
     # -- outputs
-    def new(self, tensor: str, shape) -> str:
-        shape = tuple(int(d) for d in shape)
+    def new(self, tensor: str, full, lead: bool) -> str:
+        full = tuple(int(d) for d in full)
+        shape = full[1:] if lead else full
+        self.lead[tensor] = lead
         self.graph.add_tensor(tensor, shape, default_layout(len(shape), channels_last=False))
         return tensor
 
-    def add(self, node, name: str, op: str, inputs: list[str], shape, attrs=None, params=None, act=None) -> Node:
+    def out_lead(self, node, name: str, full: tuple[int, ...], lead: bool | None = None) -> bool:
+        """Whether the IR drops the leading 1 of output shape ``full``.
+
+        ``lead`` is the op's requirement; None leaves the choice here (for ops
+        whose emitter reads any IR shape): the graph output's declared rule,
+        else drop it when the rank is at least 2.
+        """
+        free = len(full) >= 2 and full[0] == 1
+        if node.output[0] == self.output and self.output_lead is not None:
+            if lead is not None and lead != self.output_lead or self.output_lead and not free:
+                raise self.reject(node, name, f"computes the graph output with shape {list(full)}, which does not "
+                                              "match its declared batch axis (docs/zoo.md)")
+            return self.output_lead
+        return free if lead is None else lead
+
+    def add(self, node, name: str, op: str, inputs: list[str], full, attrs=None, params=None, act=None,
+            lead: bool | None = None) -> Node:
+        """Add a node whose output has ONNX shape ``full`` (``lead``: see ``out_lead``)."""
         for extra in node.output[1:]:
             if extra and self.uses.get(extra, 0):
                 raise self.reject(node, name, f"has its output '{extra}' used; only the first output is supported")
-        output = self.new(node.output[0], shape)
+        full = tuple(int(d) for d in full)
+        if not full:
+            raise self.reject(node, name, "produces a scalar; tensors of rank 1 or more are supported")
+        if 0 in full:
+            raise self.reject(node, name, f"produces an empty tensor of shape {list(full)}")
+        output = self.new(node.output[0], full, self.out_lead(node, name, full, lead))
         return self.graph.add_node(Node(name=name, kind=node.op_type, op=op, inputs=list(inputs), output=output,
                                         attrs=attrs or {}, params=params or {}, act=act))
 
-    def axis(self, node, name: str, axis: int, rank: int) -> int:
-        """An ONNX axis (counting the batch axis) as an IR axis."""
-        axis = axis + rank + 1 if axis < 0 else axis
-        if not 1 <= axis <= rank:
-            raise self.reject(node, name, f"works on axis {axis}; the batch axis is not supported")
-        return axis - 1
+    def axis(self, node, name: str, axis: int, tensor: str) -> int:
+        """An ONNX axis of ``tensor`` as an IR axis."""
+        rank = len(self.full(tensor))
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            raise self.reject(node, name, f"works on axis {axis} of a rank-{rank} tensor")
+        if self.lead[tensor] and axis == 0:
+            raise self.reject(node, name, "works on the batch axis, which is not supported")
+        return axis - self.lead[tensor]
+
+    def batched(self, node, name: str, tensor: str, what: str) -> tuple[int, ...]:
+        """The ONNX shape of an input that must have its batch axis (``[N, C, ...]``)."""
+        if not self.lead[tensor]:
+            raise self.reject(node, name, f"reads '{tensor}' of shape {list(self.full(tensor))} without a batch "
+                                          f"axis; {what} needs [N, C, ...] with N = 1")
+        return self.full(tensor)
 
 
 HANDLERS = {}
@@ -97,10 +170,10 @@ def handles(*op_types):
 
 
 def _spatial(b: _Builder, node, name: str, tensor: str) -> tuple[int, int, int]:
-    shape = b.shape(tensor)
-    if len(shape) != 3:
-        raise b.reject(node, name, f"has a rank-{len(shape) + 1} input; only 2-D (NCHW) is supported")
-    return shape
+    full = b.batched(node, name, tensor, node.op_type)
+    if len(full) != 4:
+        raise b.reject(node, name, f"has a rank-{len(full)} input; only 2-D (NCHW) is supported")
+    return b.shape(tensor)
 
 
 def _window(b: _Builder, node, name: str, size: tuple[int, int], kernel, ceil_mode: bool = False):
@@ -156,7 +229,7 @@ def _conv(b, node, name):
     if b.has_input(node, 2):
         params["bias"] = b.const(node, name, 2, "bias")
     attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads, "kernel_layout": "OIHW"}
-    b.add(node, name, "Conv2D", [x], (weight.shape[0], oh, ow), attrs, params)
+    b.add(node, name, "Conv2D", [x], (1, weight.shape[0], oh, ow), attrs, params, lead=True)
 
 
 @handles("MaxPool", "AveragePool")
@@ -175,14 +248,15 @@ def _pool(b, node, name):
                 raise b.reject(node, name, "has windows past the padding (ceil_mode with count_include_pad=1)")
     attrs = {"kind": "max" if node.op_type == "MaxPool" else "avg", "kernel": kernel, "strides": strides,
              "dilations": dilations, "pads": pads, "count_include_pad": include}
-    b.add(node, name, "Pool2D", [x], (c, oh, ow), attrs)
+    b.add(node, name, "Pool2D", [x], (1, c, oh, ow), attrs, lead=True)
 
 
 @handles("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(b, node, name):
     x = b.tensor(node, name)
     c, _, _ = _spatial(b, node, name, x)
-    b.add(node, name, "GlobalPool2D", [x], (c, 1, 1), {"kind": "max" if "Max" in node.op_type else "avg"})
+    b.add(node, name, "GlobalPool2D", [x], (1, c, 1, 1), {"kind": "max" if "Max" in node.op_type else "avg"},
+          lead=True)
 
 
 @handles("BatchNormalization")
@@ -190,50 +264,103 @@ def _batch_norm(b, node, name):
     x = b.tensor(node, name)
     if b.attr(node, "training_mode", 0):
         raise b.reject(node, name, "is in training mode")
+    full = b.batched(node, name, x, "BatchNormalization")
     if b.graph.tensors[x].layout is None:
-        raise b.reject(node, name, f"has a rank-{len(b.shape(x)) + 1} input; ranks 2 to 4 are supported")
+        raise b.reject(node, name, f"has a rank-{len(full)} input; ranks 2 to 4 are supported")
     gamma, beta, mean, var = (b.const(node, name, k, what).astype(np.float64)
                               for k, what in enumerate(("scale", "bias", "mean", "variance"), start=1))
     scale = gamma / np.sqrt(var + float(b.attr(node, "epsilon", 1e-5)))
-    b.add(node, name, "BatchNorm", [x], b.shape(x), {}, {"scale": scale, "shift": beta - mean * scale})
+    b.add(node, name, "BatchNorm", [x], full, {}, {"scale": scale, "shift": beta - mean * scale}, lead=True)
+
+
+def _dense(b: _Builder, node, name: str, x: str, x_axes, weight: np.ndarray, w_axes, full, attrs=None,
+           params=None) -> Node:
+    """A Dense node from index maps over ONNX axes (input ``x``, constant ``weight``, output ``full``).
+
+    ``x_axes``/``w_axes`` name, per ONNX axis, the ONNX output axis it runs
+    along or ``CONTRACTED``; the axes the IR drops (leading 1s) are removed
+    here, giving the maps of ``ir.dense_axes``.
+    """
+    node_ = b.add(node, name, "Dense", [x], full, attrs, {"kernel": weight, **(params or {})})
+    out_lead = b.lead[node_.output]
+
+    def ir(axis):
+        if axis == CONTRACTED:
+            return CONTRACTED
+        return None if axis < out_lead else axis - out_lead
+
+    node_.attrs.update(x_axes=tuple(ir(a) for a in x_axes[b.lead[x]:]), w_axes=tuple(ir(a) for a in w_axes))
+    if "bias" in node_.params:
+        bias = node_.params["bias"]
+        bias = bias.reshape((1,) * (len(full) - bias.ndim) + bias.shape)
+        node_.params["bias"] = bias.reshape(bias.shape[out_lead:])
+    return node_
 
 
 @handles("Gemm")
 def _gemm(b, node, name):
-    x = b.tensor(node, name)
-    if b.attr(node, "transA", 0):
-        raise b.reject(node, name, "has transA=1")
-    if len(b.shape(x)) != 1:
-        raise b.reject(node, name, f"reads a rank-{len(b.shape(x)) + 1} input; Gemm needs [batch, K]")
-    weight = b.const(node, name, 1, "B")
-    trans_b = bool(b.attr(node, "transB", 0))
-    n_out = weight.shape[0] if trans_b else weight.shape[1]
-    params = {"kernel": weight}
+    """Y = alpha * A' B' + beta * C, A' = A or its transpose (transA), B' likewise; one of A, B is constant."""
+    trans = bool(b.attr(node, "transA", 0)), bool(b.attr(node, "transB", 0))
+    side = 0 if node.input[0] in b.graph.tensors else 1
+    x = b.tensor(node, name, side)
+    weight = b.const(node, name, 1 - side, "A" if side else "B")
+    x_full = b.full(x)
+    if len(x_full) != 2 or weight.ndim != 2:
+        raise b.reject(node, name, f"multiplies {list(x_full)} by {list(weight.shape)}; Gemm needs two matrices")
+    # ONNX axes of A and B: output axis 0 (rows of A'), output axis 1 (columns of B') or the summed one.
+    maps = ((0, CONTRACTED), (CONTRACTED, 1))
+    a_axes, b_axes = (tuple(reversed(m)) if t else m for m, t in zip(maps, trans))
+    shapes = {0: x_full if side == 0 else weight.shape, 1: x_full if side == 1 else weight.shape}
+    m = shapes[0][a_axes.index(0)]
+    k, k_b = shapes[0][a_axes.index(CONTRACTED)], shapes[1][b_axes.index(CONTRACTED)]
+    n = shapes[1][b_axes.index(1)]
+    if k != k_b:
+        raise b.reject(node, name, f"multiplies A {list(shapes[0])} by B {list(shapes[1])} "
+                                   f"(transA={int(trans[0])}, transB={int(trans[1])}): inner sizes {k} and {k_b}")
+    attrs, params = {"alpha": float(b.attr(node, "alpha", 1.0))}, {}
     if b.has_input(node, 2):
-        bias = b.const(node, name, 2, "C").reshape(-1)
-        if bias.size not in (1, n_out):
-            raise b.reject(node, name, f"has C of shape {list(b.consts[node.input[2]].shape)} for {n_out} outputs")
-        params["bias"] = np.broadcast_to(bias, (n_out,)).copy()
-    attrs = {"weight_layout": "OI" if trans_b else "IO", "alpha": float(b.attr(node, "alpha", 1.0)),
-             "beta": float(b.attr(node, "beta", 1.0))}
-    b.add(node, name, "Dense", [x], (n_out,), attrs, params)
+        bias = np.asarray(b.const(node, name, 2, "C"), dtype=np.float32)
+        try:
+            if bias.ndim > 2 or np.broadcast_shapes(bias.shape, (m, n)) != (m, n):
+                raise ValueError
+        except ValueError:
+            raise b.reject(node, name, f"has C of shape {list(bias.shape)} for an output of {[m, n]}") from None
+        params["bias"], attrs["beta"] = bias, float(b.attr(node, "beta", 1.0))
+    x_axes, w_axes = (a_axes, b_axes) if side == 0 else (b_axes, a_axes)
+    _dense(b, node, name, x, x_axes, weight, w_axes, (m, n), attrs, params)
 
 
 @handles("MatMul")
 def _matmul(b, node, name):
-    x = b.tensor(node, name)
-    weight = b.const(node, name, 1, "right-hand matrix")
-    if weight.ndim != 2 or weight.shape[0] != b.shape(x)[-1]:
-        raise b.reject(node, name, f"multiplies {list(b.shape(x))} by {list(weight.shape)}")
-    b.add(node, name, "Dense", [x], b.shape(x)[:-1] + (weight.shape[1],), {"weight_layout": "IO"},
-          {"kernel": weight})
+    """X W or W X with W a constant matrix; X of any rank (numpy matmul broadcasting over leading axes)."""
+    side = 0 if node.input[0] in b.graph.tensors else 1
+    x = b.tensor(node, name, side)
+    weight = b.const(node, name, 1 - side, "matrix")
+    x_full = b.full(x)
+    if weight.ndim != 2:
+        raise b.reject(node, name, f"multiplies by a constant of shape {list(weight.shape)}; a matrix is supported")
+    rank = len(x_full)
+    if side == 0:  # X [..., K] @ W [K, N] -> [..., N]
+        k_x, k_w = x_full[-1], weight.shape[0]
+        full = x_full[:-1] + (weight.shape[1],)
+        x_axes, w_axes = tuple(range(rank - 1)) + (CONTRACTED,), (CONTRACTED, len(full) - 1)
+    elif rank == 1:  # W [M, K] @ X [K] -> [M]
+        k_x, k_w = x_full[0], weight.shape[1]
+        full, x_axes, w_axes = (weight.shape[0],), (CONTRACTED,), (0, CONTRACTED)
+    else:  # W [M, K] @ X [..., K, P] -> [..., M, P]
+        k_x, k_w = x_full[-2], weight.shape[1]
+        full = x_full[:-2] + (weight.shape[0], x_full[-1])
+        x_axes = tuple(range(rank - 2)) + (CONTRACTED, rank - 1)
+        w_axes = (rank - 2, CONTRACTED)
+    if k_x != k_w:
+        operands = (x_full, weight.shape) if side == 0 else (weight.shape, x_full)
+        raise b.reject(node, name, f"multiplies {list(operands[0])} by {list(operands[1])}")
+    _dense(b, node, name, x, x_axes, weight, w_axes, full)
 
 
 def _const_operand(value: np.ndarray, rank: int) -> np.ndarray:
-    """A constant operand without the batch axis (it may or may not have one)."""
-    if value.ndim == rank + 1:
-        return value.reshape(value.shape[1:])
-    return value
+    """A constant operand with at most ``rank`` axes: leading axes beyond it have size 1 (numpy broadcasting)."""
+    return value.reshape(value.shape[value.ndim - rank:]) if value.ndim > rank else value
 
 
 @handles("Add", "Sub", "Mul", "Div")
@@ -242,32 +369,37 @@ def _binary(b, node, name):
     tensors = [t for t in node.input if t in b.graph.tensors]
     if not tensors:
         raise b.reject(node, name, "has no tensor input")
-    rank = max(len(b.shape(t)) for t in tensors)
-    operands, params, shapes = [], {}, []
+    shapes = []
     for k, source in enumerate(node.input):
         if source in b.graph.tensors:
-            operands.append({"tensor": source})
-            shapes.append(b.shape(source))
+            shapes.append(b.full(source))
         elif source in b.consts:
-            value = _const_operand(b.consts[source], rank)
-            if value.ndim > rank:
-                raise b.reject(node, name, f"broadcasts a constant of shape {list(b.consts[source].shape)}")
-            key = "bias" if operator == "+" else f"operand{k}"
-            operands.append({"param": key, "shape": value.shape})
-            params[key] = value
-            shapes.append(value.shape)
+            shapes.append(b.consts[source].shape)
         else:
             b.tensor(node, name, k)
     try:
-        shape = np.broadcast_shapes(*shapes)
+        full = tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         raise b.reject(node, name, f"cannot broadcast shapes {[list(s) for s in shapes]}") from None
-    if _fold_bias(b, node, name, operator, operands, params, shape):
+    # A tensor of the output's rank that keeps its leading 1 forces the output to keep it too.
+    keeps = any(not b.lead[t] and len(b.full(t)) == len(full) for t in tensors)
+    lead = b.out_lead(node, name, full, False if keeps else None)
+    rank = len(full) - lead
+    operands, params = [], {}
+    for k, source in enumerate(node.input):
+        if source in b.graph.tensors:
+            operands.append({"tensor": source})
+        else:
+            value = _const_operand(b.consts[source], rank)
+            key = "bias" if operator == "+" else f"operand{k}"
+            operands.append({"param": key, "shape": value.shape})
+            params[key] = value
+    if _fold_bias(b, node, name, operator, operands, params, full, lead):
         return
-    b.add(node, name, "Elementwise", tensors, shape, {"operator": operator, "operands": operands}, params)
+    b.add(node, name, "Elementwise", tensors, full, {"operator": operator, "operands": operands}, params, lead=lead)
 
 
-def _fold_bias(b, node, name, operator, operands, params, shape) -> bool:
+def _fold_bias(b, node, name, operator, operands, params, full, lead) -> bool:
     """MatMul followed by Add of a constant vector: the Add becomes the Dense layer's bias."""
     if operator != "+" or len(operands) != 2 or "bias" not in params:
         return False
@@ -275,56 +407,61 @@ def _fold_bias(b, node, name, operator, operands, params, shape) -> bool:
     producer = b.graph.producer(source)
     bias = params["bias"]
     if (producer is None or producer.op != "Dense" or "bias" in producer.params or producer.act is not None
-            or b.uses.get(source, 0) != 1 or tuple(shape) != b.shape(source)
-            or bias.size != shape[-1] or bias.shape[-1:] != (shape[-1],)):
+            or b.uses.get(source, 0) != 1 or tuple(full) != b.full(source) or lead != b.lead[source]
+            or bias.size != full[-1] or bias.shape[-1:] != (full[-1],)):
         return False
     producer.params["bias"] = bias.reshape(-1)
-    producer.output = b.new(node.output[0], shape)
+    producer.output = b.new(node.output[0], full, lead)
     del b.graph.tensors[source]
     fused = b.graph.add_node(Node(name=name, kind=node.op_type, op="Fused", inputs=[], output=None,
                                   note=f"bias added by layer '{producer.name}'"))
-    fused.input_shapes, fused.output_shape = [tuple(shape), (shape[-1],)], tuple(shape)
+    shape = b.shape(producer.output)
+    fused.input_shapes, fused.output_shape = [shape, (full[-1],)], shape
     return True
 
 
 @handles("Concat")
 def _concat(b, node, name):
     inputs = [b.tensor(node, name, k) for k in range(len(node.input))]
-    axis = b.axis(node, name, b.attr(node, "axis"), len(b.shape(inputs[0])))
-    shape = list(b.shape(inputs[0]))
-    shape[axis] = sum(b.shape(t)[axis] for t in inputs)
-    b.add(node, name, "Concat", inputs, shape, {"axis": axis})
+    if len({b.lead[t] for t in inputs}) != 1:
+        raise b.reject(node, name, f"joins tensors of shapes {[list(b.full(t)) for t in inputs]} with and without "
+                                   "a batch axis")
+    axis = b.axis(node, name, b.attr(node, "axis"), inputs[0])
+    full = list(b.full(inputs[0]))
+    full[axis + b.lead[inputs[0]]] = sum(b.shape(t)[axis] for t in inputs)
+    b.add(node, name, "Concat", inputs, full, {"axis": axis}, lead=b.lead[inputs[0]])
 
 
-def _view(b, node, name, shape):
+def _view(b, node, name, full):
+    """The input's memory read with ONNX shape ``full`` (any IR shape will do: a view emits no code)."""
     x = b.tensor(node, name)
-    if int(np.prod(shape, dtype=np.int64)) != b.graph.tensors[x].size:
-        raise b.reject(node, name, f"reshapes {list(b.shape(x))} to {list(shape)}")
-    b.add(node, name, "View", [x], shape)
+    if int(np.prod(full, dtype=np.int64)) != b.graph.tensors[x].size:
+        raise b.reject(node, name, f"reshapes {list(b.full(x))} to {list(full)}")
+    b.add(node, name, "View", [x], full)
 
 
 @handles("Flatten")
 def _flatten(b, node, name):
     x = b.tensor(node, name)
+    full = b.full(x)
     axis = b.attr(node, "axis", 1)
-    if axis % (len(b.shape(x)) + 1) != 1:
-        raise b.reject(node, name, f"has axis={axis}; only axis=1 (keep the batch axis) is supported")
-    _view(b, node, name, (b.graph.tensors[x].size,))
+    axis = axis + len(full) if axis < 0 else axis
+    if not 0 <= axis <= len(full):
+        raise b.reject(node, name, f"has axis={b.attr(node, 'axis')} for a rank-{len(full)} input")
+    _view(b, node, name, (int(np.prod(full[:axis], dtype=np.int64)), int(np.prod(full[axis:], dtype=np.int64))))
 
 
 @handles("Reshape")
 def _reshape(b, node, name):
     x = b.tensor(node, name)
     target = [int(d) for d in b.const(node, name, 1, "shape")]
-    full = (1,) + b.shape(x)
+    full = b.full(x)
     if not b.attr(node, "allowzero", 0):
         target = [full[k] if d == 0 and k < len(full) else d for k, d in enumerate(target)]
     if target.count(-1) == 1:
         known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
         target[target.index(-1)] = b.graph.tensors[x].size // max(known, 1)
-    if not target or target[0] != 1:
-        raise b.reject(node, name, f"reshapes to {target}, which does not keep a batch axis of 1")
-    _view(b, node, name, tuple(target[1:]))
+    _view(b, node, name, tuple(target))
 
 
 @handles("Squeeze", "Unsqueeze")
@@ -332,22 +469,17 @@ def _squeeze(b, node, name):
     x = b.tensor(node, name)
     axes = b.attr(node, "axes") if b.opset < 13 else (
         [int(a) for a in b.const(node, name, 1, "axes")] if b.has_input(node, 1) else None)
-    full = [1, *b.shape(x)]
+    full = list(b.full(x))
     if node.op_type == "Squeeze":
         rank = len(full)
-        axes = [a % rank for a in axes] if axes is not None else [k for k, d in enumerate(full) if d == 1 and k]
+        axes = [a % rank for a in axes] if axes is not None else [k for k, d in enumerate(full) if d == 1]
         shape = [d for k, d in enumerate(full) if k not in axes]
-        if 0 in axes:
-            raise b.reject(node, name, "removes the batch axis")
     else:
         rank = len(full) + len(axes)
-        axes = sorted(a % rank for a in axes)
         shape = list(full)
-        for a in axes:
+        for a in sorted(a % rank for a in axes):
             shape.insert(a, 1)
-        if 0 in axes:
-            raise b.reject(node, name, "inserts an axis before the batch axis")
-    _view(b, node, name, tuple(shape[1:]))
+    _view(b, node, name, tuple(shape))
 
 
 @handles("Identity", "Dropout")
@@ -355,25 +487,25 @@ def _identity(b, node, name):
     if node.op_type == "Dropout" and b.has_input(node, 2) and b.consts.get(node.input[2], np.array(False)).any():
         raise b.reject(node, name, "is in training mode")
     x = b.tensor(node, name)
-    _view(b, node, name, b.shape(x))
+    _view(b, node, name, b.full(x))
 
 
 @handles("Transpose")
 def _transpose(b, node, name):
     x = b.tensor(node, name)
-    rank = len(b.shape(x))
-    perm = list(b.attr(node, "perm", list(range(rank, -1, -1))))
-    if perm[0] != 0:
+    full, lead = b.full(x), b.lead[x]
+    perm = list(b.attr(node, "perm", list(range(len(full) - 1, -1, -1))))
+    if lead and perm[0] != 0:
         raise b.reject(node, name, f"has perm={perm}, which moves the batch axis")
-    perm = [p - 1 for p in perm[1:]]
-    b.add(node, name, "Transpose", [x], tuple(b.shape(x)[p] for p in perm), {"perm": perm})
+    ir_perm = [p - lead for p in perm[lead:]]
+    b.add(node, name, "Transpose", [x], tuple(full[p] for p in perm), {"perm": ir_perm}, lead=lead)
 
 
 @handles("Gather")
 def _gather(b, node, name):
     x = b.tensor(node, name)
     shape = b.shape(x)
-    axis = b.axis(node, name, b.attr(node, "axis", 0), len(shape))
+    axis = b.axis(node, name, b.attr(node, "axis", 0), x)
     indices = b.const(node, name, 1, "indices").astype(np.int64)
     if indices.ndim > 1:
         raise b.reject(node, name, f"has rank-{indices.ndim} indices; scalar or 1-D indices are supported")
@@ -381,16 +513,20 @@ def _gather(b, node, name):
     if indices.size and (indices.min() < 0 or indices.max() >= shape[axis]):
         raise b.reject(node, name, f"has indices outside [0, {shape[axis]})")
     out_shape = shape[:axis] + indices.shape + shape[axis + 1:]
+    if not out_shape:
+        raise b.reject(node, name, "picks a single value; tensors of rank 1 or more are supported")
+    full, lead = (1,) * b.lead[x] + out_shape, b.lead[x]
     if indices.ndim == 0:
-        b.add(node, name, "Gather", [x], out_shape, {"axis": axis, "index": int(indices)})
+        b.add(node, name, "Gather", [x], full, {"axis": axis, "index": int(indices)}, lead=lead)
     else:
-        b.add(node, name, "Gather", [x], out_shape, {"axis": axis}, {"indices": indices.astype(np.int32)})
+        b.add(node, name, "Gather", [x], full, {"axis": axis}, {"indices": indices.astype(np.int32)}, lead=lead)
 
 
 @handles("Pad")
 def _pad(b, node, name):
     x = b.tensor(node, name)
-    rank = len(b.shape(x)) + 1
+    full, lead = b.full(x), b.lead[x]
+    rank = len(full)
     if b.attr(node, "mode", "constant") != "constant":
         raise b.reject(node, name, f"has mode={b.attr(node, 'mode')!r}; only 'constant' is supported")
     if b.opset < 11:
@@ -401,18 +537,18 @@ def _pad(b, node, name):
         value = float(b.const(node, name, 2, "value").reshape(-1)[0]) if b.has_input(node, 2) else 0.0
         axes = [int(a) % rank for a in b.const(node, name, 3, "axes")] if b.has_input(node, 3) else list(range(rank))
     per_axis = {a: (pads[k], pads[k + len(axes)]) for k, a in enumerate(axes)}
-    if per_axis.get(0, (0, 0)) != (0, 0):
+    if lead and per_axis.get(0, (0, 0)) != (0, 0):
         raise b.reject(node, name, "pads the batch axis")
-    ir_pads = [per_axis.get(a, (0, 0)) for a in range(1, rank)]
-    shape = tuple(d + lo + hi for d, (lo, hi) in zip(b.shape(x), ir_pads))
-    b.add(node, name, "Pad", [x], shape, {"pads": ir_pads, "value": value})
+    all_pads = [per_axis.get(a, (0, 0)) for a in range(rank)]
+    out = tuple(d + lo + hi for d, (lo, hi) in zip(full, all_pads))
+    b.add(node, name, "Pad", [x], out, {"pads": all_pads[lead:], "value": value}, lead=lead)
 
 
 def _activation(kind: str, params=()):
     def handler(b, node, name):
         x = b.tensor(node, name)
-        b.add(node, name, "Activation", [x], b.shape(x), {"act": Activation(kind, tuple(params(b, node, name))
-                                                                               if callable(params) else params)})
+        act = Activation(kind, tuple(params(b, node, name)) if callable(params) else params)
+        b.add(node, name, "Activation", [x], b.full(x), {"act": act}, lead=b.lead[x])
     return handler
 
 
@@ -441,15 +577,15 @@ def _clip_bounds(b, node, name) -> tuple[float, float]:
 @handles("Softmax")
 def _softmax(b, node, name):
     x = b.tensor(node, name)
-    shape = b.shape(x)
-    rank = len(shape) + 1
+    full = b.full(x)
+    rank = len(full)
     axis = b.attr(node, "axis", 1 if b.opset < 13 else -1) % rank
-    if axis == 0:
+    if b.lead[x] and axis == 0:
         raise b.reject(node, name, "normalises over the batch axis")
     if b.opset >= 13 and axis != rank - 1:
         raise b.reject(node, name, f"has axis={axis}; only the last axis is supported")
-    inner = int(np.prod(shape[axis - 1:], dtype=np.int64))  # before opset 13: all axes from `axis` on
-    b.add(node, name, "Softmax", [x], shape, {"inner": inner})
+    inner = int(np.prod(full[axis:], dtype=np.int64))  # before opset 13: all axes from `axis` on
+    b.add(node, name, "Softmax", [x], full, {"inner": inner}, lead=b.lead[x])
 
 
 def _fold(b: _Builder, node) -> bool:
@@ -462,7 +598,7 @@ def _fold(b: _Builder, node) -> bool:
             b.consts[node.output[0]] = numpy_helper.to_array(attribute.t)
         return True
     if node.op_type == "Shape" and node.input[0] in b.graph.tensors:
-        full = np.array((1,) + b.shape(node.input[0]), dtype=np.int64)
+        full = np.array(b.full(node.input[0]), dtype=np.int64)
         start, end = b.attr(node, "start", 0), b.attr(node, "end", None)
         b.consts[node.output[0]] = full[start:end]
         return True
@@ -484,23 +620,34 @@ def _fold(b: _Builder, node) -> bool:
     return True
 
 
-def _input_shape(source: str, value_info) -> tuple[int, ...]:
-    dims = value_info.type.tensor_type.shape.dim
+def _input_shape(source: str, value_info) -> tuple[tuple[int, ...], bool]:
+    """The input's ONNX shape (batch axis as 1) and whether it has a batch axis (``batch_axis``)."""
+    where = f"{source}: input '{value_info.name}'"
     if value_info.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
-        raise UnsupportedModel(f"{source}: input '{value_info.name}' is not float32")
+        raise UnsupportedModel(f"{where} is not float32")
+    dims = declared(value_info)
     if not dims:
-        raise UnsupportedModel(f"{source}: input '{value_info.name}' has no shape")
-    batch, rest = dims[0], dims[1:]
-    if batch.HasField("dim_value") and batch.dim_value not in (0, 1):
-        raise UnsupportedModel(f"{source}: input '{value_info.name}' has batch size {batch.dim_value}; "
-                               "1 or symbolic is supported")
-    if any(not d.HasField("dim_value") or d.dim_value < 1 for d in rest):
-        raise UnsupportedModel(f"{source}: input '{value_info.name}' has a symbolic non-batch dimension")
-    shape = tuple(d.dim_value for d in rest)
+        raise UnsupportedModel(f"{where} has no declared shape" if dims is None else f"{where} is a scalar")
+    text = shape_text(dims)
+    lead = batch_axis(dims)
+    for k, dim in enumerate(dims[lead:], start=lead):
+        if not isinstance(dim, int):
+            raise UnsupportedModel(f"{where}: dimension {k} is symbolic ('{dim}') (declared shape {text}); "
+                                   "only a batch axis (the first) may be")
+        if dim == 0:
+            raise UnsupportedModel(f"{where}: dimension {k} is 0 (declared shape {text})")
+    shape = tuple(dims[lead:])
     if not 1 <= len(shape) <= 3:
-        raise UnsupportedModel(f"{source}: input '{value_info.name}' has rank {len(dims)}; ranks 2 to 4 "
-                               "(with batch) are supported")
-    return shape
+        raise UnsupportedModel(f"{where} has declared shape {text}: {'with' if lead else 'without'} a batch axis "
+                               f"(docs/zoo.md), its rank is {len(shape)}; ranks 1 to 3 are supported")
+    return (1,) * lead + shape, lead
+
+
+def _reason(error: Exception) -> str:
+    """An ONNX loader or checker message on one line, its ``==> Context:`` part in parentheses."""
+    main, _, context = str(error).partition("==> Context:")
+    reason = " ".join(main.split()) or type(error).__name__
+    return f"{reason} ({' '.join(context.split())})" if context.strip() else reason
 
 
 def load(path: Path) -> Graph:
@@ -509,8 +656,7 @@ def load(path: Path) -> Graph:
         model = onnx.load(str(path))
         onnx.checker.check_model(str(path))
     except Exception as exc:  # noqa: BLE001 - any loader failure is a user-facing error
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UnsupportedModel(f"{source}: not a valid ONNX model: {reason}") from None
+        raise UnsupportedModel(f"{source}: not a valid ONNX model: {_reason(exc)}") from None
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     g = model.graph
     consts = {init.name: numpy_helper.to_array(init) for init in g.initializer}
@@ -526,7 +672,10 @@ def load(path: Path) -> Graph:
         b.uses[out.name] = b.uses.get(out.name, 0) + 1
     graph = b.graph
     graph.input = graph.input_name = inputs[0].name
-    b.new(inputs[0].name, _input_shape(source, inputs[0]))
+    b.new(inputs[0].name, *_input_shape(source, inputs[0]))
+    b.output = g.output[0].name
+    out_dims = declared(g.output[0])
+    b.output_lead = batch_axis(out_dims) if out_dims else None
     names: set[str] = set()
     for k, node in enumerate(g.node):
         name = node.name or f"{node.op_type}_{k}"
@@ -545,6 +694,6 @@ def load(path: Path) -> Graph:
     if graph.output not in graph.tensors:
         raise UnsupportedModel(f"{source}: the output '{graph.output}' is a constant, not computed from the input")
     if graph.tensors[graph.output].layout is None:
-        raise UnsupportedModel(f"{source}: the output has rank {len(graph.tensors[graph.output].shape) + 1}; "
-                               "ranks 2 to 4 (with batch) are supported")
+        raise UnsupportedModel(f"{source}: the output '{graph.output}' has shape {list(b.full(graph.output))}; "
+                               "ranks 1 to 3 (without a batch axis) are supported")
     return graph

@@ -37,6 +37,24 @@ def default_layout(rank: int, channels_last: bool) -> str | None:
     return None
 
 
+# In a Dense node's ``x_axes``/``w_axes``: the axis summed over.
+CONTRACTED = -1
+
+
+def dense_axes(rank: int, weight_layout: str) -> dict:
+    """Dense attrs for ``X @ W`` over the last axis of a rank-``rank`` input, ``W`` stored ``IO`` or ``OI``.
+
+    A Dense node is a matrix product written as an index map rather than a
+    fixed form, so ``X @ W``, ``W @ X`` and transposed Gemm operands share one
+    emitter: ``x_axes`` and ``w_axes`` give, for each axis of the input tensor
+    and of the stored weight, the output axis it runs along, ``CONTRACTED``
+    for the summed axis, or ``None`` for an axis of size 1 read at index 0.
+    """
+    rows = tuple(range(rank - 1))
+    w_axes = (CONTRACTED, rank - 1) if weight_layout == "IO" else (rank - 1, CONTRACTED)
+    return {"x_axes": rows + (CONTRACTED,), "w_axes": w_axes}
+
+
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, step = [], 1
     for dim in reversed(shape):

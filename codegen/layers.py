@@ -16,7 +16,7 @@ from typing import Callable
 
 from codegen.activations import expression
 from codegen.cwriter import CWriter, c_float
-from codegen.ir import Graph, Node, Tensor, row_major_strides
+from codegen.ir import CONTRACTED, Graph, Node, Tensor, row_major_strides
 from codegen.memory import Buffer
 
 EMITTERS: dict[str, Callable[["Context", Node], None]] = {}
@@ -114,26 +114,36 @@ def softmax_in_place(ctx: Context, tensor: Tensor, buffer: Buffer, inner: int, s
 
 @emitter("Dense")
 def emit_dense(ctx: Context, node: Node) -> None:
-    """Definition 11: O_x = sum_k W_{x,k} I_k + B_x, over the last axis (leading axes are rows)."""
+    """Definition 11 as a matrix product: O = alpha * sum_k X W + beta * B, indexed by ``x_axes``/``w_axes``.
+
+    The index maps (``ir.dense_axes``) say which output axis each input and
+    weight axis runs along, so X @ W, W @ X and transposed Gemm operands are
+    one loop nest; the bias is broadcast to the output (numpy rules).
+    """
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
-    k_in, n_out = x.shape[-1], y.shape[-1]
-    rows = [(f"r{k}", dim) for k, dim in enumerate(y.shape[:-1])]
-    row = index(row_major_strides(y.shape[:-1]), [var for var, _ in rows]) if rows else "0"
+    kernel = node.params["kernel"]
+    x_axes, w_axes = node.attrs["x_axes"], node.attrs["w_axes"]
+    variables = [f"r{k}" for k in range(len(y.shape) - 1)] + ["o"]
+
+    def subscripts(axes) -> list[str]:
+        return ["i" if axis == CONTRACTED else "0" if axis is None else variables[axis] for axis in axes]
+
+    k_in = kernel.shape[w_axes.index(CONTRACTED)]
+    x_index = index(x.strides, subscripts(x_axes))
+    w_index = index(row_major_strides(kernel.shape), subscripts(w_axes))
     weight = ctx.param(node, "kernel")
-    w_index = f"i * {n_out} + o" if node.attrs["weight_layout"] == "IO" else f"o * {k_in} + i"
-    x_index = "i" if row == "0" else f"({row}) * {k_in} + i"
-    y_index = "o" if row == "0" else f"({row}) * {n_out} + o"
     alpha, beta = node.attrs.get("alpha", 1.0), node.attrs.get("beta", 1.0)
     w = ctx.w
-    with w.nest(rows + [("o", n_out)]):
+    with w.nest(zip(variables, y.shape)):
         w.line("float acc = 0.0f;")
         with w.loop("i", k_in):
             w.line(f"acc += {ctx.at(x.name, x_index)} * {weight}[{w_index}];")
         value = "acc" if alpha == 1.0 else f"{c_float(alpha)} * acc"
         if "bias" in node.params:
-            bias = f"{ctx.param(node, 'bias')}[o]"
+            strides = broadcast_strides(node.params["bias"].shape, y.shape)
+            bias = f"{ctx.param(node, 'bias')}[{index(strides, variables)}]"
             value = f"{value} + {bias if beta == 1.0 else f'{c_float(beta)} * {bias}'}"
-        ctx.store(node, ctx.at(y.name, y_index), value)
+        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), value)
 
 
 # ------------------------------------------------- convolution and pooling

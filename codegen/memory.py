@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codegen.cwriter import INT_MAX
 from codegen.errors import UnsupportedModel
 from codegen.ir import VIEW_OPS, Graph
 
@@ -72,6 +73,9 @@ def plan(graph: Graph, arena_symbol: str) -> MemoryPlan:
             high = max(high, offset + size)
         for name in [name for name in blocks if last_use.get(name, -1) <= index]:
             del blocks[name]
+    if high > INT_MAX:
+        raise UnsupportedModel(f"{graph.source}: the intermediate tensors need an arena of {high} floats; "
+                               f"buffers are limited to INT_MAX ({INT_MAX}) elements")
     buffers = {name: storage[root(name)] for name in graph.tensors}
     return MemoryPlan(buffers, arena_symbol, high)
 

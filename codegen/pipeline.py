@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 from codegen import emit, manifest, memory, params
-from codegen.cwriter import c_ident
+from codegen.cwriter import INT_MAX, c_ident
 from codegen.errors import UnsupportedModel
 from codegen.ir import Graph, fuse_activations
 
@@ -26,6 +26,23 @@ def _load(path: Path, fmt: str) -> Graph:
 
         return frontend_onnx.load(path)
     raise ValueError(f"frontend must be 'keras' or 'onnx', not {fmt!r}")
+
+
+def _check_sizes(graph: Graph) -> None:
+    """Refuse tensors or parameters of more than INT_MAX elements.
+
+    Loop counters and indices in the generated code are ``int``; every loop
+    bound and index stays below the size of some tensor or parameter array,
+    so this one check keeps them all in range.
+    """
+    for node in graph.nodes:
+        arrays = [(f"its output {list(node.output_shape)}", graph.tensors[node.output].size)] if node.output else []
+        arrays += [(f"its input {list(graph.tensors[t].shape)}", graph.tensors[t].size) for t in node.inputs]
+        arrays += [(f"its parameter '{key}' {list(value.shape)}", value.size) for key, value in node.params.items()]
+        for what, size in arrays:
+            if size > INT_MAX:
+                raise UnsupportedModel(f"{graph.source}: layer '{node.name}' ({node.kind}) has {size} elements in "
+                                       f"{what}; loops and buffers are limited to INT_MAX ({INT_MAX}) elements")
 
 
 def _sha256(path: Path) -> str:
@@ -49,6 +66,7 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
     if weights not in ("auto", "c", "incbin"):
         raise ValueError(f"weights must be 'c', 'incbin' or 'auto', not {weights!r}")
     graph = _load(path, fmt)
+    _check_sizes(graph)
     fuse_activations(graph)
 
     ident = c_ident(name or path.stem)

@@ -19,7 +19,7 @@ from harness.models.model import Model, file_sha256
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 SUFFIXES = (*KERAS_SUFFIXES, ".onnx", ".nnet", ".json")
 CONVERTER_VERSION = 1
-_MAX_CAUSE = 200
+_MAX_CAUSE = 400
 
 
 def load(path: Path, cache_dir: Path) -> Model:
@@ -40,9 +40,17 @@ def load(path: Path, cache_dir: Path) -> Model:
 
 
 def cause(error: BaseException) -> str:
-    """One line describing an exception from a library."""
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    """One line describing an exception from a library.
+
+    All its lines are joined: ONNX checker messages continue after a line
+    break ("input 'x' of node:" / "name: ... OpType: ..."), and their
+    ``==> Context:`` part (which node) goes in parentheses.
+    """
+    main, _, context = str(error).partition("==> Context:")
+    text = " ".join(main.split())
+    text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    if context.strip():
+        text += f" ({' '.join(context.split())})"
     return text if len(text) <= _MAX_CAUSE else text[: _MAX_CAUSE - 3] + "..."
 
 
@@ -211,6 +219,13 @@ def _load_onnx(path: Path) -> Model:
 
 
 def _onnx_shape(path: Path, value) -> tuple[int, ...]:
+    """The shape of one sample: the declared shape without its batch axis, if it has one.
+
+    The first axis is a batch axis when it is symbolic, or when it is 1 and
+    the rank is 2 or 4 (``[1, F]``, ``[1, C, H, W]``); otherwise every axis is
+    data (``[5]``, ``[1, 28, 28]``). The code generator's ONNX front end
+    applies the same rule (docs/zoo.md).
+    """
     from onnx import TensorProto
 
     tensor_type = value.type.tensor_type
@@ -218,13 +233,18 @@ def _onnx_shape(path: Path, value) -> tuple[int, ...]:
         raise ModelError(f"{path}: {value.name} is not float32 (ONNX element type {tensor_type.elem_type})")
     if not tensor_type.HasField("shape"):
         raise ModelError(f"{path}: {value.name} has no declared shape")
-    dims = list(tensor_type.shape.dim)
-    shape = []
-    for dim in dims[1:]:  # the first axis is the batch (symbolic or fixed)
-        if not dim.HasField("dim_value") or dim.dim_value < 1:
-            raise ModelError(f"{path}: {value.name} has an undefined dimension ({dim.dim_param or '?'})")
-        shape.append(int(dim.dim_value))
+    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim]
+    text = "[" + ", ".join(str(d) for d in dims) + "]"
+    batch = bool(dims) and (not isinstance(dims[0], int) or (dims[0] == 1 and len(dims) in (2, 4)))
+    for k, dim in enumerate(dims[batch:], start=batch):
+        if not isinstance(dim, int):
+            raise ModelError(f"{path}: dimension {k} of {value.name} is undefined ({dim}) (declared shape {text}); "
+                             "only the first axis, the batch axis, may be symbolic")
+        if dim == 0:
+            raise ModelError(f"{path}: dimension {k} of {value.name} is 0 (declared shape {text})")
+    shape = tuple(int(d) for d in dims[batch:])
     if len(shape) not in (1, 3):
-        raise ModelError(f"{path}: {value.name} has shape {shape} after the batch axis; "
-                         "only vectors [N, F] and images [N, C, H, W] are supported")
-    return tuple(shape)
+        raise ModelError(f"{path}: {value.name} has declared shape {text}, read {'with' if batch else 'without'} "
+                         f"a batch axis (docs/zoo.md); only vectors ([F] or [N, F]) and images ([C, H, W] or "
+                         "[N, C, H, W]) are supported")
+    return shape

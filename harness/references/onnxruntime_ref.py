@@ -52,6 +52,20 @@ class OnnxRuntimeReference:
         in_layout, out_layout = model.layouts_of(self.fmt)
         batch = convert(check_inputs(model, inputs), model.layout, in_layout)
         first = sess.get_inputs()[0]
+        if len(first.shape) == batch.ndim - 1:  # no batch axis (docs/zoo.md): one input per run
+            chunks = [sess.run(None, {first.name: sample})[0][None] for sample in batch]
+        else:
+            chunks = self._batched(sess, first, batch)
+        if not chunks:
+            return np.zeros((0, *model.output_shape), np.float32)
+        outputs = np.concatenate(chunks).astype(np.float32, copy=False)
+        expected = shape_in(model.output_shape, model.output_layout, out_layout)
+        outputs = outputs.reshape(len(batch), *expected)
+        return convert(outputs, out_layout, model.output_layout)
+
+    @staticmethod
+    def _batched(sess, first, batch: np.ndarray) -> list[np.ndarray]:
+        """Runs in batches of BATCH, or of the file's fixed batch size (the last one padded)."""
         fixed = first.shape[0] if first.shape and isinstance(first.shape[0], int) and first.shape[0] > 0 else None
         step = fixed or BATCH
         chunks = []
@@ -62,9 +76,4 @@ class OnnxRuntimeReference:
                 chunks.append(sess.run(None, {first.name: np.concatenate([chunk, padding])})[0][: len(chunk)])
             else:
                 chunks.append(sess.run(None, {first.name: chunk})[0])
-        if not chunks:
-            return np.zeros((0, *model.output_shape), np.float32)
-        outputs = np.concatenate(chunks).astype(np.float32, copy=False)
-        expected = shape_in(model.output_shape, model.output_layout, out_layout)
-        outputs = outputs.reshape(len(batch), *expected)
-        return convert(outputs, out_layout, model.output_layout)
+        return chunks

@@ -2,7 +2,8 @@
 
 Generated C runs through the harness's host runner (``run_generated``); the
 reference is the source framework itself (Keras ``model(x, training=False)``,
-onnxruntime with graph optimisations off, one thread). Inputs are uniform in
+onnxruntime with graph optimisations off, one thread, fed one input at a time,
+without a batch axis when the model's input has none). Inputs are uniform in
 [-1, 1] from a fixed seed; the tolerance is 1e-5 absolute (keras2c's and
 Assay's default).
 """
@@ -89,8 +90,10 @@ def onnx_reference(path: Path, x: np.ndarray) -> np.ndarray:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    return np.concatenate([session.run(None, {name: x[k:k + 1]})[0].reshape(1, -1) for k in range(len(x))])
+    first = session.get_inputs()[0]
+    unbatched = len(first.shape) == x.ndim - 1  # an input without a batch axis (docs/zoo.md)
+    return np.concatenate([session.run(None, {first.name: x[k] if unbatched else x[k:k + 1]})[0].reshape(1, -1)
+                           for k in range(len(x))])
 
 
 def called_functions(c_text: str) -> set[str]:

@@ -1,13 +1,48 @@
-"""Fixtures for the code generator's tests: generate, compile strictly, run, compare with the framework."""
+"""Fixtures for the code generator's tests: generate, compile strictly, run, compare with the framework.
+
+Every directory ``codegen.generate`` writes during these tests is compiled
+with ``STRICT_FLAGS`` (-Wall -Wextra -Werror -std=c99 -pedantic) when the test
+ends, so generated code with a warning (an ``int`` loop counter compared with
+a bound beyond INT_MAX, say) fails the test that produced it.
+"""
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import codegen
-from codegen_support import (TOLERANCE, Generated, compile_strict, draw_inputs, onnx_reference, run_c,
-                             seed_weights)
+from codegen_support import TOLERANCE, Generated, compile_strict, draw_inputs, onnx_reference, run_c, seed_weights
+
+_generated: list[Path] = []  # directories written since the last strict compile
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_generated():
+    """Wrap ``codegen.generate`` for the whole session (module fixtures generate too)."""
+    original = codegen.generate
+
+    def generate(model_path, out_dir, **options):
+        manifest = original(model_path, out_dir, **options)
+        _generated.append(Path(out_dir))
+        return manifest
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codegen, "generate", generate)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _compile_generated_strictly():
+    """After each test, compile what it (or a module fixture before it) generated, warning-free."""
+    yield
+    while _generated:
+        directory = _generated.pop()
+        with tempfile.TemporaryDirectory() as build:
+            compile_strict(directory, Path(build))
 
 
 def pytest_configure(config):
@@ -28,7 +63,6 @@ def check_keras(tmp_path):
         model.save(path)
         out = tmp_path / f"gen_{name or model.name}_{weights}"
         manifest = codegen.generate(path, out, frontend="keras", weights=weights)
-        compile_strict(out, tmp_path / f"strict_{out.name}")
         x = draw_inputs(tuple(model.inputs[0].shape[1:]), low=low, high=high)
         reference = keras.ops.convert_to_numpy(model(x, training=False)).reshape(len(x), -1)
         outputs = run_c(out, x)
@@ -51,7 +85,6 @@ def check_onnx(tmp_path):
         onnx.save(model, path)
         out = tmp_path / f"gen_{name}_{weights}"
         manifest = codegen.generate(path, out, frontend="onnx", weights=weights)
-        compile_strict(out, tmp_path / f"strict_{out.name}")
         x = draw_inputs(tuple(manifest["inputs"][0]["shape"]))
         reference = onnx_reference(path, x)
         outputs = run_c(out, x)

@@ -11,12 +11,12 @@ OPSET = 17
 
 
 class Net:
-    """A tiny ONNX graph builder: NCHW input 'input' with a symbolic batch, seeded initializers."""
+    """A tiny ONNX graph builder: input 'input' with a symbolic batch axis (or none), seeded initializers."""
 
-    def __init__(self, input_shape, seed=0):
+    def __init__(self, input_shape, seed=0, batch=True):
         self.rng = np.random.default_rng(seed)
         self.nodes, self.inits = [], []
-        self.input_shape = input_shape
+        self.input_shape = ["N", *input_shape] if batch else list(input_shape)
         self.count = 0
 
     def param(self, shape, low=-0.5, high=0.5, values=None):
@@ -36,7 +36,7 @@ class Net:
     def model(self, output, opset=OPSET):
         graph = helper.make_graph(
             self.nodes, "net",
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", *self.input_shape])],
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, self.input_shape)],
             [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)], self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 8
@@ -189,3 +189,71 @@ def test_gather_with_an_index_table_and_a_scalar_index(check_onnx, weights):
     both = net.op("Concat", [hwc, net.op("Flatten", [row])], axis=1)
     generated = check_onnx(net.model(both), weights=weights)
     assert generated.manifest["sources"][1] == "net_params.c"  # index tables stay C text in both modes
+
+
+# --- inputs without a batch axis, and the matrix-product forms exporters write -------------------
+
+
+def test_unbatched_vector_through_matmul_with_the_matrix_on_the_left(check_onnx):
+    """Input [5] (no batch axis): W @ x + b, then x @ W, as PyTorch exports nn.Linear on a 1-D tensor."""
+    net = Net((5,), batch=False)
+    y = net.op("Tanh", [net.op("Add", [net.op("MatMul", [net.param((4, 5)), "input"]), net.param((4,))])])
+    generated = check_onnx(net.model(net.op("MatMul", [y, net.param((4, 3))])))
+    assert generated.manifest["inputs"][0]["shape"] == [5]
+    assert generated.manifest["outputs"][0]["shape"] == [3]
+    assert [layer["op"] for layer in generated.manifest["layers"]] == ["MatMul", "Add", "Tanh", "MatMul"]
+
+
+def test_unbatched_matrix_input_through_gemm(check_onnx):
+    """Input [4, 6]: its first axis (static, not 1) is data, so Gemm multiplies 4 rows."""
+    net = Net((4, 6), batch=False)
+    generated = check_onnx(net.model(net.op("Gemm", ["input", net.param((6, 3)), net.param((3,))])))
+    assert generated.manifest["inputs"][0]["shape"] == [4, 6]
+    assert generated.manifest["outputs"][0]["shape"] == [4, 3]
+
+
+def test_unbatched_image_unsqueezed_for_conv(check_onnx):
+    """Input [1, 6, 6] is a CHW image without batch; Unsqueeze adds the axis Conv needs, Squeeze removes it."""
+    net = Net((1, 6, 6), batch=False)
+    x = net.op("Unsqueeze", ["input", net.param(None, values=np.array([0], dtype=np.int64))])
+    x = conv(net, x, 1, 2, (2, 2))
+    x = net.op("Squeeze", [x, net.param(None, values=np.array([0], dtype=np.int64))])
+    x = net.op("Reshape", [x, net.param(None, values=np.array([-1], dtype=np.int64))])
+    generated = check_onnx(net.model(net.op("MatMul", [x, net.param((50, 3))])))
+    assert generated.manifest["inputs"][0]["shape"] == [1, 6, 6]
+    assert generated.manifest["inputs"][0]["layout"] == "CHW"
+
+
+def test_matmul_with_the_matrix_on_the_left_of_a_batched_input(check_onnx):
+    net = Net((5, 3))
+    check_onnx(net.model(net.op("MatMul", [net.param((4, 5)), "input"])))
+
+
+GEMM_CASES = {
+    # name: (input shape, batched, input side, transA, transB, constant shape, C shape or None)
+    "transA_transB_bias_1d": ((6, 3), False, 0, 1, 1, (4, 6), (4,)),
+    "transA_bias_2d": ((6, 3), False, 0, 1, 0, (6, 4), (3, 4)),
+    "transB_scalar_bias": ((6,), True, 0, 0, 1, (4, 6), ()),
+    "row_bias_1x4": ((6,), True, 0, 0, 0, (6, 4), (1, 4)),
+    "no_bias": ((6,), True, 0, 0, 1, (4, 6), None),
+    "constant_A_transA": ((6, 3), False, 1, 1, 0, (6, 4), (4, 1)),
+    "constant_A_transB": ((3, 6), False, 1, 0, 1, (4, 6), (3,)),
+}
+
+
+@pytest.mark.parametrize("case", GEMM_CASES, ids=list(GEMM_CASES))
+def test_gemm_transposes_alpha_beta_and_bias_shapes(check_onnx, case):
+    shape, batch, side, trans_a, trans_b, const_shape, bias = GEMM_CASES[case]
+    net = Net(shape, batch=batch)
+    operands = ["input", net.param(const_shape)]
+    inputs = operands if side == 0 else operands[::-1]
+    if bias is not None:
+        inputs.append(net.param(bias))
+    check_onnx(net.model(net.op("Gemm", inputs, transA=trans_a, transB=trans_b, alpha=0.5, beta=2.0)))
+
+
+def test_gemm_beta_without_c_does_not_scale_a_later_bias(check_onnx):
+    """beta applies to C only: an Add folded into a Gemm without C is added as it is."""
+    net = Net((6,))
+    y = net.op("Gemm", ["input", net.param((6, 4))], alpha=0.5, beta=2.0)
+    check_onnx(net.model(net.op("Add", [y, net.param((4,))])))

@@ -239,6 +239,69 @@ def test_user_onnx_file_keeps_its_own_layout(built, tmp_path):
     assert not (tmp_path / "cache").exists()  # nothing to convert
 
 
+def _onnx_file(path: Path, nodes, input_shape, output_shape, inits=()) -> Path:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, input_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
+                              [numpy_helper.from_array(value, name) for name, value in inits])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("unbatched, batched, nodes, out, inits", [
+    ([5], ["N", 5], [("MatMul", ["x", "w"], ["y"])], ([3], ["N", 3]),
+     {"w": np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3)}),
+    ([1, 6, 6], ["N", 1, 6, 6], [("Unsqueeze", ["x", "zero"], ["x4"]), ("Conv", ["x4", "w"], ["y4"]),
+                                 ("Squeeze", ["y4", "zero"], ["y"])], ([2, 5, 5], ["N", 2, 5, 5]),
+     {"w": np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 1, 2, 2), "zero": np.array([0], np.int64)}),
+], ids=["vector", "image"])
+def test_user_onnx_file_without_batch_axis(tmp_path, unbatched, batched, nodes, out, inits):
+    """[5] and [1, 6, 6] are one sample (docs/zoo.md); the reference feeds them one at a time."""
+    from onnx import helper
+
+    graph_nodes = [helper.make_node(*node) for node in nodes]
+    single = _onnx_file(tmp_path / "single.onnx", graph_nodes, unbatched, out[0], inits.items())
+    # The same computation with a batch axis: no Unsqueeze/Squeeze around the Conv.
+    plain = [helper.make_node(nodes[0][0], ["x", "w"], ["y"])] if len(nodes) == 1 else \
+        [helper.make_node("Conv", ["x", "w"], ["y"])]
+    many = _onnx_file(tmp_path / "many.onnx", plain, batched, out[1], [("w", inits["w"])])
+    model, reference = (zoo.load(path, cache_dir=tmp_path / "cache") for path in (single, many))
+    assert (model.input_shape, model.output_shape) == (tuple(unbatched), tuple(out[0]))
+    assert (model.input_shape, model.output_shape) == (reference.input_shape, reference.output_shape)
+    x = np.random.default_rng(0).uniform(-1, 1, (5, *unbatched)).astype(np.float32)
+    got = references.get("onnxruntime").run(model, x)
+    assert got.shape == (5, *out[0])
+    assert np.array_equal(got, references.get("onnxruntime").run(reference, x))
+
+
+@pytest.mark.parametrize("shape, cause", [
+    ([1, 0, 5], "dimension 1 of x is 0 (declared shape [1, 0, 5])"),
+    (["N", 3, "H", 4], "dimension 2 of x is undefined (H) (declared shape [N, 3, H, 4])"),
+    ([4, 5], "x has declared shape [4, 5], read without a batch axis"),
+])
+def test_user_onnx_shape_errors_state_the_declared_shape(tmp_path, shape, cause):
+    from onnx import helper
+
+    path = _onnx_file(tmp_path / "odd.onnx", [helper.make_node("Relu", ["x"], ["y"])], shape, shape)
+    with pytest.raises(ModelError) as info:
+        zoo.load(path, cache_dir=tmp_path / "cache")
+    assert cause in str(info.value) and "\n" not in str(info.value)
+
+
+def test_onnx_checker_message_is_not_cut_off(tmp_path):
+    from onnx import helper
+
+    path = _onnx_file(tmp_path / "unsorted.onnx", [helper.make_node("Relu", ["q"], ["y"], name="r")], ["N", 5],
+                      ["N", 5])
+    with pytest.raises(ModelError) as info:
+        zoo.load(path, cache_dir=tmp_path / "cache")
+    assert "input 'q' of node: name: r OpType: Relu is not output of any previous nodes" in str(info.value)
+
+
 # --- bad inputs: one line naming the file and the cause ---------------------------------
 
 
