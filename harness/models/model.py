@@ -10,7 +10,10 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_TOLERANCE = 1e-5
+DEFAULT_TOLERANCE = 1e-5  # absolute (atol)
+# Relative tolerance (rtol): the verdict is |c - r| <= atol + rtol * |r| element-wise (numpy's allclose
+# convention), so large outputs are not failed for float32 rounding. 5e-6 is ACETONE's own test setting.
+DEFAULT_RTOL = 5e-6
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,7 @@ class Model:
     (see ``harness.core.tensors``); ``file_layouts`` says what each file expects, e.g.
     ``{"keras": "HWC", "onnx": "CHW"}``. ``input_domain`` is the closed interval
     inputs are drawn from, uniformly, documented per model in the zoo.
+    ``tolerance`` (absolute) and ``rtol`` (relative) decide the oracle's verdict.
     """
 
     name: str
@@ -31,7 +35,8 @@ class Model:
     output_layout: str
     file_layouts: dict[str, tuple[str, str]] = field(default_factory=dict)  # format -> (input, output)
     input_domain: tuple[float, float] = (-1.0, 1.0)
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: float = DEFAULT_TOLERANCE  # atol
+    rtol: float = DEFAULT_RTOL
     tier: str = "user"
     description: str = ""
 

@@ -23,7 +23,7 @@ from harness.models.model import DEFAULT_TOLERANCE, Model
 from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environment defaults, imports nothing heavy
 
 DEFAULT_CACHE_DIR = Path("generated/zoo")
-CACHE_SCHEMA = "assay-zoo/1"
+CACHE_SCHEMA = "assay-zoo/2"  # 2: models carry rtol
 TIERS = ("default", "full")
 
 
@@ -194,6 +194,7 @@ def model_to_dict(model: Model, directory: Path) -> dict:
         "file_layouts": {fmt: list(layouts) for fmt, layouts in sorted(model.file_layouts.items())},
         "input_domain": list(model.input_domain),
         "tolerance": model.tolerance,
+        "rtol": model.rtol,
         "tier": model.tier,
         "description": model.description,
     }
@@ -210,6 +211,7 @@ def model_from_dict(fields: dict, directory: Path) -> Model:
         file_layouts={fmt: (pair[0], pair[1]) for fmt, pair in fields["file_layouts"].items()},
         input_domain=(float(fields["input_domain"][0]), float(fields["input_domain"][1])),
         tolerance=float(fields["tolerance"]),
+        rtol=float(fields["rtol"]),
         tier=fields["tier"],
         description=fields.get("description", ""),
     )
