@@ -28,15 +28,20 @@ def csv_list(text: str) -> list[str]:
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
-    """--seed and --work, shared by every command that loads models or generates code."""
-    parser.add_argument("--seed", type=int, default=0, help="seed for zoo weights and test inputs (default 0)")
+    """--seed, --model-seed and --work, shared by every command that loads models or generates code."""
+    parser.add_argument("--seed", type=int, default=0, help="seed for the test inputs (default 0)")
+    parser.add_argument("--model-seed", type=int, default=0,
+                        help="seed for the weights of zoo models (default 0; fixed, so C generated earlier can be "
+                             "checked with other --seed inputs)")
     parser.add_argument("--work", type=Path, default=Path("generated"),
                         help="where zoo models, generated C, builds and reference outputs go (default generated/)")
 
 
 def add_selection_options(parser: argparse.ArgumentParser, default_targets: str) -> None:
     """--models, --tier, --generators, --targets: what a campaign command runs on."""
-    parser.add_argument("--models", help="comma-separated zoo names or model files (default: the --tier)")
+    parser.add_argument("--models", action="append",
+                        help="comma-separated zoo names or model files (default: the --tier); repeatable, and a "
+                             "value that names an existing file is taken whole, commas included")
     parser.add_argument("--tier", default="default", choices=["default", "full"],
                         help="zoo tier used when --models is not given (default: default)")
     parser.add_argument("--generators", default="assay-v2",
@@ -50,7 +55,9 @@ def selected_models(args: argparse.Namespace) -> list[str]:
     """The models named by --models, else the zoo tier given by --tier."""
     from harness.models import zoo
 
-    return csv_list(args.models) if args.models else zoo.names(args.tier)
+    if not args.models:
+        return zoo.names(args.tier)
+    return [name for value in args.models for name in ([value] if Path(value).exists() else csv_list(value))]
 
 
 def add_output_options(parser: argparse.ArgumentParser, default_out: str, written: str) -> None:

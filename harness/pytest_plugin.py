@@ -27,7 +27,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--assay-references", default="keras,onnxruntime", help="comma-separated references")
     group.addoption("--assay-targets", default="host", help="comma-separated target profiles (default host)")
     group.addoption("--assay-inputs", type=int, default=1000, help="test inputs per model (default 1000)")
-    group.addoption("--assay-seed", type=int, default=0, help="seed for zoo weights and inputs (default 0)")
+    group.addoption("--assay-seed", type=int, default=0, help="seed for the test inputs (default 0)")
+    group.addoption("--assay-model-seed", type=int, default=0, help="seed for zoo weights (default 0)")
     group.addoption("--assay-out", default=None,
                     help="directory for results.json (default: a temporary directory of the session)")
     group.addoption("--assay-work", default="generated",
@@ -62,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _settings(config: pytest.Config) -> Settings:
     return Settings(n_inputs=config.getoption("assay_inputs"), seed=config.getoption("assay_seed"),
-                    work_dir=Path(config.getoption("assay_work")), redo=config.getoption("assay_redo"))
+                    model_seed=config.getoption("assay_model_seed"), work_dir=Path(config.getoption("assay_work")), redo=config.getoption("assay_redo"))
 
 
 def _split(text: str) -> list[str]:

@@ -27,7 +27,8 @@ class Settings:
     """What every stage's run depends on besides the item itself."""
 
     n_inputs: int = 1000
-    seed: int = 0
+    seed: int = 0  # the test inputs
+    model_seed: int = 0  # a zoo model's weights (fixed by default, so generated C stays checkable)
     opt: str = "-O0"
     work_dir: Path = Path("generated")
     timeout: float = 600.0
@@ -70,7 +71,7 @@ def load_model(name: str, settings: Settings) -> Model:
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return zoo.load(name, cache_dir=cache, seed=settings.seed)
+        return zoo.load(name, cache_dir=cache, seed=settings.model_seed)
 
 
 def expand(models: list[str], generator_specs: list[str], target_names: list[str], settings: Settings,

@@ -14,8 +14,8 @@ from pathlib import Path
 from harness.core.plan import Item, Plan
 
 
-def run_items(items: Iterable[Item], run: Callable[[Item], list[str]], quiet: bool = False) -> int:
-    """Run each item; ``run`` returns the lines describing what failed (none when it passed).
+def run_items(items: Iterable[Item], run: Callable[[Item], tuple[bool, list[str]]], quiet: bool = False) -> int:
+    """Run each item; ``run`` returns whether it passed and the lines to show (causes, warnings).
 
     Returns how many items failed.
     """
@@ -25,11 +25,10 @@ def run_items(items: Iterable[Item], run: Callable[[Item], list[str]], quiet: bo
     with tqdm(list(items), unit="item", file=sys.stderr, disable=quiet) as progress:
         for item in progress:
             progress.set_description(item.id)
-            lines = run(item)
-            if lines:
-                failed += 1
-                for line in dict.fromkeys(lines):  # one cause once, however many records share it
-                    tqdm.write(line, file=sys.stderr)
+            passed, lines = run(item)
+            failed += not passed
+            for line in dict.fromkeys(lines):  # one cause once, however many records share it
+                tqdm.write(line, file=sys.stderr)
     return failed
 
 

@@ -61,11 +61,14 @@ class ResultStore:
     def get(self, key: tuple) -> dict | None:
         return next((r for r in self.records() if self.key(r) == key), None)
 
-    def find_all(self, wanted: list[dict]) -> list[dict] | None:
-        """The stored records with the keys of ``wanted`` if every one is there (a finished item), else None."""
+    def find_all(self, wanted: list[dict], fingerprint: str) -> list[dict] | None:
+        """The stored records with the keys of ``wanted`` if every one is there and was computed from the
+        same content (``fingerprint``, harness.core.fingerprint): a finished item. Else None."""
         done = {self.key(r): r for r in self.records()}
         found = [done.get(self.key(w)) for w in wanted]
-        return found if found and all(found) else None
+        if found and all(r is not None and r.get("fingerprint") == fingerprint for r in found):
+            return found
+        return None
 
     def put(self, record: dict) -> None:
         """Add ``record``, replacing any earlier record with the same key."""

@@ -27,6 +27,10 @@ class Generator(Protocol):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode: ...
 
+    def identity(self, model: Model, variant: str) -> dict:
+        """What the generated code depends on besides the model's bytes (content-keyed resume)."""
+        ...
+
 
 _MODULES = ("harness.generators.assay_v2", "harness.generators.prebuilt")
 _REGISTRY: dict[str, type] = {}

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import codegen
-from harness.generators.generated import GeneratedCode
+from harness.digests import tree_digest
+from harness.errors import ModelError
 from harness.generators import register
+from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 
 FORMATS = ("keras", "onnx")
@@ -27,5 +29,13 @@ class AssayV2:
         return [fmt for fmt in FORMATS if fmt in model.files]
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
-        codegen.generate(model.file(variant), out_dir, name=model.name, frontend=variant)
+        try:
+            codegen.generate(model.file(variant), out_dir, name=model.name, frontend=variant)
+        except codegen.UnsupportedModel as exc:  # a refusal is about the user's model: one line, exit 2
+            raise ModelError(str(exc)) from None
         return GeneratedCode.from_directory(out_dir)
+
+    def identity(self, model: Model, variant: str) -> dict:
+        """The generator's version and its source: a changed generator regenerates, even at one version."""
+        return {"name": self.name, "version": codegen.__version__,
+                "source": tree_digest(Path(codegen.__file__).resolve().parent)}

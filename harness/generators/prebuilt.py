@@ -7,7 +7,7 @@ from pathlib import Path
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.generators import register
-from harness.models.model import Model
+from harness.models.model import Model, file_sha256
 
 
 @register("prebuilt")
@@ -32,3 +32,10 @@ class Prebuilt:
             raise ConfigError(f"{self.directory}: sizes {code.input_size}->{code.output_size} do not match "
                               f"model {model.name} ({model.input_size}->{model.output_size})")
         return code
+
+    def identity(self, model: Model, variant: str) -> dict:
+        """Every file of the directory, by content: edited C or manifest is checked again."""
+        if not self.directory.is_dir():
+            return {"directory": str(self.directory), "missing": True}
+        return {"directory": str(self.directory.resolve()),
+                "files": {p.name: file_sha256(p) for p in sorted(self.directory.iterdir()) if p.is_file()}}

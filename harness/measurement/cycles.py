@@ -22,7 +22,8 @@ from harness.core.inputs import make_inputs
 from harness.core.pipeline import build_code, generate_code, to_code_layout
 from harness.core import plan as core_plan
 from harness.core.plan import Item, Plan, expand, load_model
-from harness.errors import ConfigError
+from harness.core.fingerprint import item_fingerprint
+from harness.errors import USER_ERRORS, ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.measurement import execcount
 from harness.runners.compiling import Build
@@ -58,6 +59,17 @@ def plan(models: list[str], generator_specs: list[str], target_names: list[str],
     result.skipped += [f"timing model {name} does not apply to target {target}: skipped"
                        for target, applied in per_target.items() for name in timing_names or [] if name not in applied]
     return result
+
+
+def content_key(item: Item, settings: Settings, **stage: object) -> str | None:
+    """The item's content key (``harness.core.fingerprint``) with the counter's code and the timing options,
+    or None when the model or toolchain cannot be had (then nothing stored is reused)."""
+    try:
+        model = load_model(item.model, settings)
+        return item_fingerprint(item, model, settings, counter=plugin_digest(),
+                                timing_options=settings.timing_options, **stage)
+    except USER_ERRORS:
+        return None
 
 
 def count_item(item: Item, settings: Settings, stage: str, seconds: dict | None = None,

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.cli import add_common_options
-from harness.errors import AssayError
+from harness.errors import USER_ERRORS, AssayError
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from harness import generators
     from harness.core.plan import Settings, load_model
 
-    model = load_model(args.model, Settings(seed=args.seed, work_dir=args.work))
+    model = load_model(args.model, Settings(model_seed=args.model_seed, work_dir=args.work))
     generator = generators.get(args.generator)
     variant = args.variant or generator.variants(model)[0]
     if variant not in generator.variants(model):
         raise AssayError(f"{args.generator} has no variant '{variant}' for {model.name}; "
                          f"choose from {', '.join(generator.variants(model))}")
-    code = generator.generate(model, variant, args.out)
+    try:
+        code = generator.generate(model, variant, args.out)
+    except USER_ERRORS:
+        raise
+    except Exception as exc:  # a generator crash: one line naming the model, never a traceback
+        print(f"assay: error: {model.name}: {generator.name} ({variant}) crashed: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 1
     print(f"{model.name}: {generator.name} ({variant}) -> {code.directory} "
           f"[{', '.join(p.name for p in code.sources)}; entry {code.entry}]")
     return 0

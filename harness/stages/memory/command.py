@@ -20,17 +20,18 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from harness.stages.memory import run as memory
     from harness.stages.memory.report import write_memory_report
 
-    settings = memory.Settings(opt=args.opt, work_dir=args.work, seed=args.seed, n_inputs=args.inputs,
+    settings = memory.Settings(opt=args.opt, work_dir=args.work, seed=args.seed, model_seed=args.model_seed,
+                               n_inputs=args.inputs,
                                paint=args.paint, timeout=args.timeout)
     campaign = expand(selected_models(args), csv_list(args.generators), csv_list(args.targets),
                       settings.campaign(), lambda _model, _profile: ())
     store = memory.open_store(args.out / "memory.json")
     session = memory.Session()
 
-    def run(item) -> list[str]:
+    def run(item) -> tuple[bool, list[str]]:
         record = memory.run_item(item, settings, store, session)
-        return [] if record["status"] == memory.PASS else [
-            f"{item.id} {settings.opt}: {record['status']}: {record['cause']}"]
+        passed = record["status"] == memory.PASS
+        return passed, [] if passed else [f"{item.id} {settings.opt}: {record['status']}: {record['cause']}"]
 
     failed = run_items(campaign.items, run, args.quiet)
     paths = write_memory_report(store.path, args.out) if store.path.is_file() else []

@@ -54,13 +54,14 @@ class Settings:
     opt: str = "-O0"
     work_dir: Path = Path("generated")
     seed: int = 0
+    model_seed: int = 0
     n_inputs: int = 100  # inputs run on the target for the measured stack
     paint: int = 16384  # bytes painted below main's stack pointer
     timeout: float = 600.0
 
     def campaign(self) -> CampaignSettings:
-        return CampaignSettings(n_inputs=self.n_inputs, seed=self.seed, opt=self.opt, work_dir=self.work_dir,
-                                timeout=self.timeout)
+        return CampaignSettings(n_inputs=self.n_inputs, seed=self.seed, model_seed=self.model_seed, opt=self.opt,
+                                work_dir=self.work_dir, timeout=self.timeout)
 
 
 @dataclass

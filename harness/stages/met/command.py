@@ -37,7 +37,7 @@ def cmd_met(args: argparse.Namespace) -> int:
 
     if args.inputs < 1:
         raise ConfigError("--inputs must be at least 1")
-    settings = Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
+    settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt, work_dir=args.work,
                         timeout=args.timeout, redo=args.redo,
                         timing_options=parse_timing_options(args.timing_option))
     campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.targets),
@@ -46,13 +46,13 @@ def cmd_met(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     store = open_store(args.out / "met.json")
 
-    def run(item) -> list[str]:
+    def run(item) -> tuple[bool, list[str]]:
         records = run_item(item, settings, store)
         bad = [r for r in records if r["verdict"] != OK]
         if not bad:
-            return []
+            return True, []
         timings = "" if len(bad) == len(records) else f" ({', '.join(r['timing'] for r in bad)} timing)"
-        return [f"{item.id} {settings.opt}{timings}: error: {'; '.join(dict.fromkeys(r['cause'] for r in bad))}"]
+        return False, [f"{item.id} {settings.opt}{timings}: error: {'; '.join(dict.fromkeys(r['cause'] for r in bad))}"]
 
     failed = run_items(campaign.items, run, args.quiet)
     paths = [write_table2(store.path, args.out)] if store.path.is_file() else []

@@ -27,7 +27,7 @@ from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
 from harness.errors import USER_ERRORS, AssayError
-from harness.measurement.cycles import Figures, Settings, count_item, price, stats
+from harness.measurement.cycles import Figures, Settings, content_key, count_item, price, stats
 from wcet import timing
 
 SCHEMA = "assay-met/1"
@@ -48,8 +48,9 @@ def _base_record(item: Item, timing_name: str, settings: Settings) -> dict:
 
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Count, price and store one item; never raises for faults of the item (they become error records)."""
-    if not settings.redo:
-        previous = store.find_all([_base_record(item, name, settings) for name in item.checks])
+    fingerprint = content_key(item, settings)
+    if not settings.redo and fingerprint is not None:
+        previous = store.find_all([_base_record(item, name, settings) for name in item.checks], fingerprint)
         if previous is not None:
             return previous
     seconds: dict[str, float] = {}
@@ -66,7 +67,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     records = []
     for model in models:
         record = _base_record(item, model.name, settings)
-        record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance)
+        record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance,
+                      fingerprint=fingerprint)
         try:
             if counts is None:
                 raise AssayError(cause)

@@ -18,19 +18,27 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     from harness.stages.semantic.report import write_semantic_report
     from harness.stages.semantic.run import Settings, plan, run_item
 
-    settings = Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
-                        timeout=args.timeout, redo=args.redo)
+    settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt,
+                        work_dir=args.work, timeout=args.timeout, redo=args.redo, atol=args.atol, rtol=args.rtol,
+                        arbiter=not args.no_arbiter)
     campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.references),
                     csv_list(args.targets), settings)
     store = ResultStore(args.out / "results.json")
+    records: list[dict] = []
 
-    def run(item) -> list[str]:
-        return [f"{item.id} vs {record['reference']}: {record['verdict']}: {record['cause']}"
-                for record in run_item(item, settings, store) if record["verdict"] != "pass"]
+    def run(item) -> tuple[bool, list[str]]:
+        done = run_item(item, settings, store)
+        records.extend(done)
+        lines = [f"{item.id}: warning: {warning}" for warning in dict.fromkeys(w for r in done for w in r["warnings"])]
+        by_cause: dict[tuple[str, str], list[str]] = {}
+        for record in done:
+            if record["verdict"] != "pass":
+                by_cause.setdefault((record["verdict"], record["cause"]), []).append(record["reference"])
+        return not by_cause, lines + [f"{item.id} vs {', '.join(refs)}: {verdict}: {cause}"
+                                      for (verdict, cause), refs in by_cause.items()]
 
     failed = run_items(campaign.items, run, args.quiet)
-    records = store.records()
-    paths = write_semantic_report(store.path, args.out) if store.path.is_file() else []
+    paths = write_semantic_report(records, args.out) if records else []
     passed = sum(r["verdict"] == "pass" for r in records)
     return finish(campaign, failed, f"{passed} passing records in {store.path}", paths)
 
@@ -41,10 +49,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.results.is_file():
         raise AssayError(f"{args.results}: no such results file")
-    for path in write_semantic_report(args.results, args.out or args.results.parent):
+    records = ResultStore(args.results).records()
+    for path in write_semantic_report(records, args.out or args.results.parent):
         print(f"report: {path}")
     if args.check:
-        records = ResultStore(args.results).records()
         bad = [r for r in records if r["verdict"] != "pass"]
         print(f"{len(records) - len(bad)} of {len(records)} records pass")
         return 1 if bad or not records else 0
@@ -61,6 +69,13 @@ def add_command(subparsers) -> None:
     add_selection_options(sem, "host")
     sem.add_argument("--references", default=DEFAULT_REFERENCES, help=f"default {DEFAULT_REFERENCES}")
     add_opt_option(sem)
+    sem.add_argument("--atol", type=float,
+                     help="absolute tolerance for every model (default: each model's own, 1e-5 for the zoo)")
+    sem.add_argument("--rtol", type=float,
+                     help="relative tolerance for every model (default: each model's own, 5e-6); an output passes "
+                          "when |C - reference| <= atol + rtol x |reference|")
+    sem.add_argument("--no-arbiter", action="store_true",
+                     help="do not evaluate the model in float64 to tell which of C and reference is closer")
     sem.add_argument("--inputs", type=int, default=1000, help="number of test inputs per model (default 1000)")
     sem.add_argument("--timeout", type=float, default=600.0,
                      help="seconds allowed for one batch run before it counts as a hang (default 600)")

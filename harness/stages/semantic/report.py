@@ -13,7 +13,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness.core.report import model_order
-from harness.core.results import ResultStore
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
 
@@ -41,10 +40,11 @@ def _provenance_lines(records: list[dict]) -> list[str]:
     runs = sorted({(r["n_inputs"], r["seed"]) for r in records})
     lines.append("Inputs: " + "; ".join(f"{n} inputs, seed {s}" for n, s in runs)
                  + ", drawn uniformly from each model's input domain (docs/zoo.md).")
-    tolerances = sorted({(r["model"], r["tolerance"]) for r in records if r.get("tolerance") is not None})
+    tolerances = sorted({(r["model"], (r["tolerance"], r.get("rtol") or 0.0))
+                         for r in records if r.get("tolerance") is not None})
     distinct = sorted({t for _, t in tolerances})
-    lines.append("Tolerance (absolute, infinity norm): " + ", ".join(
-        f"{t:g} ({', '.join(m for m, tt in tolerances if tt == t)})" for t in distinct))
+    lines.append("Verdict: every output within |C - reference| <= atol + rtol x |reference|: " + ", ".join(
+        f"atol {a:g}, rtol {r:g} ({', '.join(m for m, tt in tolerances if tt == (a, r))})" for a, r in distinct))
     builds = sorted({(r["provenance"].get("compiler", "?"), " ".join(r["provenance"].get("flags", [])))
                      for r in records if r.get("provenance", {}).get("compiler")})
     for compiler, flags in builds:
@@ -57,7 +57,32 @@ def _provenance_lines(records: list[dict]) -> list[str]:
 
 def _errors(records: list[dict]) -> list[str]:
     return sorted({f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / "
-                   f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"})
+                   f"{r['reference']}: {r['verdict']}: {r['cause']}{_arbiter_note(r)}"
+                   for r in records if r["verdict"] != "pass"})
+
+
+def _arbiter_note(record: dict) -> str:
+    judged = record.get("arbiter")
+    return f"; float64 arbiter: {judged['text']}" if judged and "text" in judged else ""
+
+
+def arbiter_lines(records: list[dict]) -> list[str]:
+    """Per record, the C's and the reference's distance to float64 and which is closer."""
+    judged = [r for r in records if r.get("arbiter") and "text" in r["arbiter"]]
+    if not judged:
+        return []
+    lines = ["## Float64 arbiter", "",
+             "The same inputs evaluated in float64 (`harness/references/float64.py`): the maximum infinity-norm "
+             "distance of the C and of each float32 reference to it. A C closer to float64 than the reference "
+             "that flagged it points to float32 noise in the reference, not to a generator defect.", "",
+             "| Model | Generator (variant) | Target | Reference | C vs float64 | reference vs float64 | closer |",
+             "|---|---|---|---|---:|---:|---|"]
+    for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
+        a = r["arbiter"]
+        lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
+                     f"{r['reference']} | {a['c_error']:.4e} | {a['reference_error']:.4e} | {a['closer']} |")
+    unattributed = [r["arbiter"]["error"] for r in records if r.get("arbiter") and "error" in r["arbiter"]]
+    return lines + [*(f"- {cause}" for cause in sorted(set(unattributed)))]
 
 
 def markdown(records: list[dict]) -> str:
@@ -72,6 +97,9 @@ def markdown(records: list[dict]) -> str:
     problems = _errors(records)
     if problems:
         out += ["", "## Failures and errors", "", *(f"- {p}" for p in problems)]
+    judged = arbiter_lines(records)
+    if judged:
+        out += ["", *judged]
     return "\n".join(out) + "\n"
 
 
@@ -159,9 +187,9 @@ def bits_markdown(records: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_semantic_report(results: Path, out_dir: Path) -> list[Path]:
-    """Write table1.md, error_per_model.png, index.html and, with ARM targets, bitcompare.md."""
-    records = ResultStore(results).records()
+def write_semantic_report(records: list[dict], out_dir: Path) -> list[Path]:
+    """Write table1.md, error_per_model.png, index.html and, with ARM targets, bitcompare.md from ``records``
+    (a campaign's own records, or a whole results.json for ``assay report``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table, png, page = out_dir / "table1.md", out_dir / "error_per_model.png", out_dir / "index.html"
     table.write_text(markdown(records))

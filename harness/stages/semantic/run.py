@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,15 +21,33 @@ import numpy as np
 from harness import references, runners, targets
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import build_code, from_code_layout, generate_code, item_dir, slug, to_code_layout
-from harness.core.plan import Item, Plan, Settings, expand, load_model
+from harness.core import plan as core_plan
+from harness.core.fingerprint import item_fingerprint
+from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
-from harness.errors import AssayError
+from harness.digests import digest
+from harness.errors import USER_ERRORS
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.stages.semantic import bitcompare, oracle
+from harness.stages.semantic import arbiter, bitcompare, oracle
 
 HOST = "host"  # the target every other target is compared with bit for bit
+ARBITER = "float64"  # the reference every record's C and float32 reference are measured against
+
+
+@dataclass(frozen=True)
+class Settings(core_plan.Settings):
+    """The campaign's settings; ``atol``/``rtol`` override every model's own tolerances when given."""
+
+    atol: float | None = None
+    rtol: float | None = None
+    arbiter: bool = True
+
+    def tolerances(self, model: Model) -> tuple[float, float]:
+        """(atol, rtol) for ``model``: the command line's, else the model's (zoo entry or sidecar TOML)."""
+        return (model.tolerance if self.atol is None else self.atol,
+                model.rtol if self.rtol is None else self.rtol)
 
 
 def plan(models: list[str], generator_specs: list[str], reference_names: list[str],
@@ -43,55 +62,84 @@ def plan(models: list[str], generator_specs: list[str], reference_names: list[st
 
 
 def _base_record(item: Item, model: Model | None, reference: str, settings: Settings) -> dict:
+    atol, rtol = settings.tolerances(model) if model else (settings.atol, settings.rtol)
     return {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
             "opt": settings.opt, "reference": reference, "n_inputs": settings.n_inputs, "seed": settings.seed,
-            "tolerance": model.tolerance if model else None,
+            "model_seed": settings.model_seed, "tolerance": atol, "rtol": rtol,
             "input_domain": list(model.input_domain) if model else None}
 
 
+def _fingerprint(item: Item, model: Model, settings: Settings) -> str:
+    return item_fingerprint(item, model, settings, references=sorted(item.checks),
+                            tolerances=settings.tolerances(model), arbiter=settings.arbiter)
+
+
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
-    """Run one item and store one record per reference; never raises for item faults."""
-    if not settings.redo:
-        previous = store.find_all([_base_record(item, None, ref, settings) for ref in item.checks])
-        if previous is not None:
-            return previous
+    """Run one item and store one record per reference; never raises for item faults.
+
+    A stored item is reused only when its records' content key (model bytes, generator, toolchain,
+    inputs, tolerances, tools) equals this run's; anything that changed runs again.
+    """
     timings: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
     model: Model | None = None
-    bits = None
+    fingerprint = bits = None
+    warnings: list[str] = []
     try:
         model = load_model(item.model, settings)
+        fingerprint = _fingerprint(item, model, settings)
+        if not settings.redo:
+            previous = store.find_all([_base_record(item, model, ref, settings) for ref in item.checks], fingerprint)
+            if previous is not None:
+                return previous
         provenance["model_sha256"] = model.sha256()
         code = generate_code(item, model, settings, timings, provenance)
+        warnings += _model_mismatch(code, model)
         outputs = _build_and_run(item, item.target, code, model, settings, timings, provenance)
-        np.save(_outputs_path(item, item.target, settings), outputs)
+        np.save(_outputs_path(item, item.target, code, settings), outputs)
         cause = None
         if item.target != HOST:
             bits = _bits_vs_host(item, model, code, outputs, settings)
-    except (runners.RunError, AssayError) as exc:
+    except (runners.RunError, *USER_ERRORS) as exc:
         outputs, cause = None, str(exc)
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {type(exc).__name__}: {exc}"
+    exact = _arbiter_outputs(model, settings, timings) if outputs is not None and settings.arbiter else None
     records = []
     for ref_name in item.checks:
         record = _base_record(item, model, ref_name, settings)
-        record.update(timings=dict(timings), provenance=provenance, bits_vs_host=bits)
+        record.update(timings=dict(timings), provenance=provenance, bits_vs_host=bits, fingerprint=fingerprint,
+                      warnings=warnings, arbiter=None)
         if outputs is None:
             record.update(verdict=oracle.ERROR, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)
         else:
-            record.update(_compare_with(ref_name, model, outputs, settings, record["timings"]))
+            record.update(_compare_with(ref_name, model, outputs, exact, settings, record["timings"]))
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         store.put(record)
         records.append(record)
     return records
 
 
-def _outputs_path(item: Item, target: str, settings: Settings) -> Path:
-    """Where a target's outputs are kept, so other targets can be compared with them bit for bit."""
+def _model_mismatch(code: GeneratedCode, model: Model) -> list[str]:
+    """A warning when prebuilt C says it was generated from another model than the one it is compared with."""
+    source = code.manifest.get("model")  # manifest.json: {"sha256": ...}; assay.json: "model_sha256" (optional)
+    declared = source.get("sha256") if isinstance(source, dict) else code.manifest.get("model_sha256")
+    if declared and declared not in model.sha256().values():
+        return [f"{code.directory}: its manifest says it was generated from a model with SHA-256 {declared[:12]}..., "
+                f"not {model.name} ({', '.join(f'{k} {v[:12]}...' for k, v in model.sha256().items())})"]
+    return []
+
+
+def _outputs_path(item: Item, target: str, code: GeneratedCode, settings: Settings) -> Path:
+    """Where a target's outputs are kept, so other targets can be compared with them bit for bit.
+
+    Keyed by the code's content and the inputs, so outputs of other code are never compared.
+    """
     directory = item_dir(item, settings)
     directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"outputs-{target}{settings.opt}-n{settings.n_inputs}-s{settings.seed}.npy"
+    key = digest([code.source_hashes(), settings.n_inputs, settings.seed])[:16]
+    return directory / f"outputs-{target}{settings.opt}-{key}.npy"
 
 
 def _build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, settings: Settings,
@@ -106,7 +154,7 @@ def _build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, s
 
 def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.ndarray, settings: Settings) -> dict:
     """Bit-for-bit comparison of this target's outputs with the host's, for the same generated code."""
-    host_path = _outputs_path(item, HOST, settings)
+    host_path = _outputs_path(item, HOST, code, settings)
     if host_path.is_file():
         host_outputs = np.load(host_path)
     else:
@@ -121,7 +169,19 @@ def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.nda
             "nan_mismatches": result.nan_mismatches}
 
 
-def _compare_with(ref_name: str, model: Model, outputs: np.ndarray, settings: Settings, timings: dict) -> dict:
+def _arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndarray | dict:
+    """The float64 outputs, or {"error": cause} when the arbiter cannot run this model."""
+    start = time.perf_counter()
+    try:
+        exact = reference_outputs(ARBITER, model, settings)
+    except Exception as exc:  # the arbiter is advice: its failure never changes a verdict
+        return {"error": f"float64 arbiter failed: {type(exc).__name__}: {exc}"}
+    timings["arbiter_s"] = time.perf_counter() - start
+    return exact
+
+
+def _compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.ndarray | dict | None,
+                  settings: Settings, timings: dict) -> dict:
     try:
         start = time.perf_counter()
         expected = reference_outputs(ref_name, model, settings)
@@ -129,19 +189,25 @@ def _compare_with(ref_name: str, model: Model, outputs: np.ndarray, settings: Se
     except Exception as exc:
         return {"verdict": oracle.ERROR, "cause": f"reference {ref_name} failed: {type(exc).__name__}: {exc}",
                 "max_abs_error": None, "median_abs_error": None, "index_of_worst_input": None}
-    comparison = oracle.compare(outputs, expected, model.tolerance)
+    comparison = oracle.compare(outputs, expected, *settings.tolerances(model))
+    if isinstance(exact, np.ndarray):
+        judged = arbiter.arbitrate(outputs, expected, exact, ref_name).as_dict()
+    else:
+        judged = exact
     return {"verdict": comparison.verdict, "cause": comparison.cause, "max_abs_error": comparison.max_abs_error,
             "median_abs_error": comparison.median_abs_error,
-            "index_of_worst_input": comparison.index_of_worst_input}
+            "index_of_worst_input": comparison.index_of_worst_input, "arbiter": judged}
 
 
 def reference_outputs(ref_name: str, model: Model, settings: Settings) -> np.ndarray:
-    """Reference outputs for the campaign inputs, cached on disk per model hash, count and seed."""
-    digest = hashlib.sha256(repr(sorted(model.sha256().items())).encode()).hexdigest()[:16]
-    path = settings.work_dir / "references" / slug(model.name) / f"{ref_name}-n{settings.n_inputs}-s{settings.seed}-{digest}.npy"
+    """Reference outputs for the campaign inputs, cached on disk by the model's bytes, the inputs' bytes and
+    the tools' versions (a changed model, input domain or runtime is computed again)."""
+    inputs = make_inputs(model, settings.n_inputs, settings.seed)
+    key = digest([model.sha256(), hashlib.sha256(inputs.tobytes()).hexdigest(), tool_versions()])[:16]
+    path = settings.work_dir / "references" / slug(model.name) / f"{ref_name}-n{settings.n_inputs}-{key}.npy"
     if path.is_file():
         return np.load(path)
-    outputs = references.get(ref_name).run(model, make_inputs(model, settings.n_inputs, settings.seed))
+    outputs = references.get(ref_name).run(model, inputs)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
     np.save(tmp, outputs)

@@ -66,7 +66,7 @@ def _campaign(args: argparse.Namespace) -> int:
     if unknown or not engines:
         raise AssayError(f"unknown engine(s) {', '.join(sorted(unknown)) or '(none)'}; "
                          f"choose from {', '.join(wcetrun.ENGINES)}")
-    settings = wcetrun.Settings(n_inputs=args.inputs, seed=args.seed, opt=args.opt, work_dir=args.work,
+    settings = wcetrun.Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt, work_dir=args.work,
                                 timeout=args.timeout, redo=args.redo,
                                 timing_options=parse_timing_options(args.timing_option), engines=engines,
                                 otawa_script=args.otawa_script)
@@ -76,9 +76,10 @@ def _campaign(args: argparse.Namespace) -> int:
         print(f"assay: note: {line}", file=sys.stderr)
     store = wcetrun.open_store(args.out / "wcet.json")
 
-    def run(item) -> list[str]:
-        return [f"{item.id} {record['timing']} {record['engine']}: {record['verdict']}: {record['cause']}"
-                for record in wcetrun.run_item(item, settings, store) if record["verdict"] != wcetrun.PASS]
+    def run(item) -> tuple[bool, list[str]]:
+        lines = [f"{item.id} {record['timing']} {record['engine']}: {record['verdict']}: {record['cause']}"
+                 for record in wcetrun.run_item(item, settings, store) if record["verdict"] != wcetrun.PASS]
+        return not lines, lines
 
     failed = run_items(campaign.items, run, args.quiet)
     paths = write_wcet_report(store.path, args.out) if store.path.is_file() else []

@@ -32,8 +32,10 @@ from harness import runners
 from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
+from harness.digests import tree_digest
 from harness.errors import USER_ERRORS, AssayError
 from harness.measurement import cycles, execcount
+import wcet
 from wcet import timing
 
 SCHEMA = "assay-wcet/1"
@@ -41,6 +43,7 @@ KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "engin
 ENGINES = ("builtin", "otawa")
 PASS, FAIL, ERROR = "pass", "fail", "error"
 STAGE = "wcet"  # work subdirectory: code and builds of this stage
+WCET_DIR = Path(wcet.__file__).resolve().parent  # the analysis library: a changed analyzer recomputes
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,11 @@ def _base_record(item: Item, timing_name: str, engine: str, settings: Settings) 
 
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Analyse and check one item; never raises for the item's own faults (they become error records)."""
-    if not settings.redo:
+    fingerprint = cycles.content_key(item, settings, engines=settings.engines, otawa_script=settings.otawa_script,
+                                     wcet_library=tree_digest(WCET_DIR))
+    if not settings.redo and fingerprint is not None:
         previous = store.find_all([_base_record(item, name, engine, settings)
-                                   for name in item.checks for engine in settings.engines])
+                                   for name in item.checks for engine in settings.engines], fingerprint)
         if previous is not None:
             return previous
     seconds: dict[str, float] = {}
@@ -87,7 +92,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         measured = None if cause else cycles.price(counts, model)
         for engine in settings.engines:
             record = _base_record(item, name, engine, settings)
-            record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance)
+            record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance,
+                          fingerprint=fingerprint)
             if cause:
                 record.update(verdict=ERROR, cause=cause)
             else:

@@ -45,11 +45,14 @@ def test_a_foreign_json_file_is_refused(tmp_path):
         ResultStore(path).records()
 
 
-def test_find_all_returns_records_only_when_every_key_is_stored(tmp_path):
+def test_find_all_returns_records_only_when_every_key_is_stored_from_the_same_content(tmp_path):
     store = ResultStore(tmp_path / "results.json")
-    store.put(record(reference="keras", max_abs_error=1.0))
+    store.put(record(reference="keras", max_abs_error=1.0, fingerprint="a"))
     wanted = [record(reference="keras"), record(reference="onnxruntime")]
-    assert store.find_all(wanted) is None
-    store.put(record(reference="onnxruntime", max_abs_error=2.0))
-    assert [r["max_abs_error"] for r in store.find_all(wanted)] == [1.0, 2.0]
-    assert store.find_all([]) is None
+    assert store.find_all(wanted, "a") is None
+    store.put(record(reference="onnxruntime", max_abs_error=2.0, fingerprint="a"))
+    assert [r["max_abs_error"] for r in store.find_all(wanted, "a")] == [1.0, 2.0]
+    assert store.find_all(wanted, "b") is None  # same keys, other content: computed again
+    store.put(record(reference="onnxruntime", max_abs_error=3.0, fingerprint="b"))
+    assert store.find_all(wanted, "a") is None and store.find_all(wanted, "b") is None
+    assert store.find_all([], "a") is None

@@ -28,7 +28,7 @@ def test_write_semantic_report_makes_markdown_png_and_html(tmp_path):
     store = ResultStore(tmp_path / "results.json")
     store.put(rec("lenet5", 1.2e-6))
     store.put(rec("lenet5", 2.5e-7, reference="onnxruntime"))
-    paths = report.write_semantic_report(store.path, tmp_path / "rep")
+    paths = report.write_semantic_report(store.records(), tmp_path / "rep")
     assert [p.name for p in paths] == ["table1.md", "error_per_model.png", "index.html"]
     assert paths[1].read_bytes().startswith(b"\x89PNG")
     page = paths[2].read_text()
