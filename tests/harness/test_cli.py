@@ -32,7 +32,24 @@ def test_missing_model_is_one_line_exit_2_no_traceback(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if "nope.onnx" in line]
-    assert lines and all(len(line) < 300 for line in lines)
+    assert len(lines) == 1 and len(lines[0]) < 300, lines  # one cause, once, for both references
+    assert "keras, onnxruntime" in lines[0]
+
+
+def test_a_generator_refusal_is_one_line_exit_2(tmp_path):
+    """An ONNX file the loader accepts but assay-v2 cannot generate (an op it does not implement)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Sin", ["x"], ["y"], name="odd")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    path = tmp_path / "sine.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    result = assay("generate", "--model", str(path), "--out", str(tmp_path / "c"), "--work", str(tmp_path / "w"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "sine.onnx" in line and "Sin" in line
 
 
 def test_unknown_target_and_generator_list_the_known_ones(tmp_path):

@@ -1,0 +1,49 @@
+"""Running a stage from another stage: as a user would, ``python -m harness.cli STAGE ... --out DIR``, in a
+subprocess, then reading the result file it wrote (schema checked).
+
+Why a subprocess and not an import: a stage never imports another (docs/architecture.md), a crash or a
+memory blow-up in the called stage cannot take the caller down, and what the caller records as the command
+line is exactly what reproduces the result. Results are content-keyed, so calling a stage again with the
+same inputs reuses its records instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.results import ResultStore
+from harness.errors import AssayError
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What a called stage did: its command line, exit status, the last lines it printed, its records."""
+
+    command: list[str]
+    returncode: int
+    stderr_tail: list[str]
+    records: list[dict]
+
+
+def call(stage: str, arguments: list[str], out: Path, result_file: str, schema: str,
+         timeout: float | None = None) -> StageRun:
+    """Run ``assay STAGE ARGUMENTS --out OUT --quiet`` and read ``OUT/result_file`` (of ``schema``).
+
+    Exit status 1 (some item failed) is a result like any other; a missing result file is an AssayError
+    naming the stage and its last line of output.
+    """
+    command = [sys.executable, "-m", "harness.cli", stage, *arguments, "--out", str(out), "--quiet"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise AssayError(f"assay {stage} did not finish within {timeout:g} s") from None
+    tail = done.stderr.strip().splitlines()[-20:]
+    path = Path(out) / result_file
+    if not path.is_file():
+        raise AssayError(f"assay {stage} wrote no {result_file} (exit {done.returncode}): "
+                         f"{tail[-1] if tail else 'no output'}")
+    return StageRun(command=["assay", *command[3:]], returncode=done.returncode, stderr_tail=tail,
+                    records=ResultStore(path, schema, ()).records())
