@@ -1,0 +1,70 @@
+"""``assay evidence`` (build the package) and ``assay evidence verify DIR|DIR.zip`` (recheck it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli import csv_list, selected_models
+
+
+def cmd_evidence(args: argparse.Namespace) -> int:
+    if args.evidence_command == "verify":
+        return cmd_verify(args)
+    from harness.stages.evidence import run
+
+    if not args.models:
+        raise_missing = "assay evidence needs --models (the network(s) the package is for)"
+        print(f"assay: error: {raise_missing}", file=sys.stderr)
+        return 2
+    settings = run.Settings(models=selected_models(args), generators=csv_list(args.generators),
+                            targets=csv_list(args.targets), out=args.out, work_dir=args.work, n_inputs=args.inputs,
+                            seed=args.seed, model_seed=args.model_seed, wcet_inputs=args.wcet_inputs,
+                            timeout=args.timeout)
+    built = run.build(settings, progress=lambda line: print(line, file=sys.stderr))
+    for part, verdict in sorted(built.verdicts.items()):
+        print(f"{part}: {verdict}")
+    for note in built.notes:
+        print(f"note: {note}")
+    print(f"evidence package: {built.root} and {built.archive}; verdict {built.verdict}")
+    return 0 if built.verdict == "pass" else 1
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from harness.stages.evidence.package import verify
+
+    result = verify(args.package)
+    for line in result.lines():
+        print(line)
+    print(f"{args.package}: {'intact' if result.intact else 'NOT intact'} ({result.checked} files checked)")
+    return 0 if result.intact else 1
+
+
+def add_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "evidence", help="DO-178C evidence package: configuration index, trace matrix, coverage, results, hashes",
+        description="Runs (or reuses, content-keyed) the semantic, memory, met and wcet stages for the models on "
+                    "the targets, archives the generated code and the target images, measures structural "
+                    "coverage of the generated code by the test inputs (gcc --coverage, gcovr), writes the trace "
+                    "matrix and the Software Configuration Index, and lists every file with its SHA-256 in "
+                    "evidence.json. Writes the folder OUT and the archive OUT.zip. 'assay evidence verify "
+                    "OUT|OUT.zip' rechecks every hash.")
+    parser.add_argument("--models", action="append", help="zoo names or model files (comma-separated, repeatable)")
+    parser.add_argument("--generators", default="assay-v2", help="comma-separated generators (default assay-v2)")
+    parser.add_argument("--targets", default="host,cortex-m4f",
+                        help="comma-separated targets (default host,cortex-m4f); the host always runs")
+    parser.add_argument("--inputs", type=int, default=1000, help="test inputs (default 1000)")
+    parser.add_argument("--wcet-inputs", type=int, default=20,
+                        help="inputs measured under QEMU for cycles and the WCET check (default 20)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the test inputs (default 0)")
+    parser.add_argument("--model-seed", type=int, default=0, help="seed for zoo weights (default 0)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for one batch (default 600)")
+    parser.add_argument("--out", type=Path, default=Path("reports/evidence"),
+                        help="the package folder; OUT.zip is written beside it (default reports/evidence)")
+    parser.add_argument("--work", type=Path, default=Path("generated"),
+                        help="where stage runs, builds and caches go (default generated/)")
+    sub = parser.add_subparsers(dest="evidence_command", metavar="verify")
+    verify = sub.add_parser("verify", help="recheck every file of a package against its evidence.json")
+    verify.add_argument("package", type=Path, help="the package folder or its .zip")
+    parser.set_defaults(func=cmd_evidence)

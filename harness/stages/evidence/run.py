@@ -1,0 +1,200 @@
+"""Building the evidence package: run the stages, archive the code, measure coverage, trace, index.
+
+The stages run through the CLI (``harness.core.stagecall``) into a work folder outside the package,
+content-keyed, so a second build reuses their records. The package receives what they wrote, with the
+volatile fields (timings, dates) moved to ``volatile.json``, so that the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.core import stagecall
+from harness.core.inputs import make_inputs
+from harness.core.pipeline import slug, to_code_layout
+from harness.core.plan import Settings as PlanSettings
+from harness.core.plan import load_model
+from harness.digests import digest
+from harness.errors import AssayError
+from harness.generators.generated import GeneratedCode
+from harness.stages.evidence import coverage, package, sci, trace
+from harness.stages.evidence.package import sha256, write_json
+
+HOST = "host"
+VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c_seconds", "wall_seconds"})
+# name, result file, schema, report files copied beside it
+STAGES = (("semantic", "results.json", "assay-results/1", ("table1.md", "bitcompare.md", "error_per_model.png")),
+          ("memory", "memory.json", "assay-memory/1", ("table5.md",)),
+          ("met", "met.json", "assay-met/1", ("table2.md",)),
+          ("wcet", "wcet.json", "assay-wcet/1", ("table4.md", "layers.md")))
+PASSING = {"semantic": {"pass"}, "memory": {"pass"}, "met": {"ok"}, "wcet": {"pass"}}
+
+
+@dataclass(frozen=True)
+class Settings:
+    models: list[str]
+    generators: list[str]
+    targets: list[str]
+    out: Path
+    work_dir: Path = Path("generated")
+    n_inputs: int = 1000
+    seed: int = 0
+    model_seed: int = 0
+    wcet_inputs: int = 20
+    timeout: float = 600.0
+
+
+@dataclass
+class Built:
+    """What the build did: the package folder, its archive, the verdict of each part."""
+
+    root: Path
+    archive: Path
+    verdicts: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.verdicts and all(v == "pass" for v in self.verdicts.values()) else "fail"
+
+
+def build(settings: Settings, progress=print) -> Built:
+    """Build the package in ``settings.out`` (replacing an earlier package there, never other files)."""
+    root = _fresh(settings.out)
+    arm = [t for t in settings.targets if t != HOST]
+    runs_dir = settings.work_dir / "evidence-runs" / digest([settings.models, settings.generators])[:12]
+    common = [*(arg for m in settings.models for arg in ("--models", m)), "--generators", ",".join(settings.generators),
+              "--seed", str(settings.seed), "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
+    plan = [("semantic", [*common, "--targets", ",".join(dict.fromkeys([HOST, *settings.targets])),
+                          "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout)])]
+    if arm:
+        plan += [("memory", [*common, "--targets", ",".join(arm)]),
+                 ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)]),
+                 ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
+    built = Built(root=root, archive=root.with_name(root.name + ".zip"))
+    volatile: dict = {"started_at": _now(), "stages": {}}
+    records: dict[str, list[dict]] = {}
+    commands = []
+    for stage, arguments in plan:
+        result_file, schema, reports = next((f, s, r) for n, f, s, r in STAGES if n == stage)
+        progress(f"evidence: running assay {stage}")
+        run = stagecall.call(stage, arguments, runs_dir / stage, result_file, schema)
+        commands.append(" ".join(run.command))
+        records[stage] = run.records
+        built.verdicts[stage] = "pass" if run.records and all(
+            r.get("verdict", r.get("status")) in PASSING[stage] for r in run.records) else "fail"
+        stable, moving = _split_volatile(run.records)
+        volatile["stages"][stage] = moving
+        write_json(root / "results" / stage / result_file, {"schema": schema, "records": stable})
+        for name in reports:
+            if (runs_dir / stage / name).is_file():
+                shutil.copyfile(runs_dir / stage / name, root / "results" / stage / name)
+    if not arm:
+        built.notes.append("no ARM target: memory, measured cycles and WCET not run (give --targets cortex-m4f)")
+
+    progress("evidence: archiving the generated code, measuring coverage, tracing")
+    generated, images, trace_rows, coverage_rows = [], [], {}, {}
+    for item in sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"]
+                        if r["variant"] != "-"}):
+        model_name, generator, variant = item
+        key = f"{slug(model_name)}/{slug(generator)}-{variant}"
+        code_dir = root / "code" / key
+        _generate(model_name, generator, variant, code_dir, settings)
+        code = GeneratedCode.from_directory(code_dir)
+        verified = next((r["provenance"].get("sources_sha256") for r in records["semantic"]
+                         if (r["model"], r["generator"], r["variant"]) == item and r.get("provenance")), None)
+        archived = code.source_hashes()
+        generated.append({"model": model_name, "generator": code.manifest.get("generator", {"name": generator}),
+                          "variant": variant, "directory": f"code/{key}",
+                          "files": {p.name: sha256(p) for p in sorted(code_dir.iterdir()) if p.is_file()},
+                          "same_as_verified": archived == verified})
+        if archived != verified:
+            built.verdicts["configuration"] = "fail"
+            built.notes.append(f"{key}: the archived code differs from the code the semantic stage verified")
+        model = load_model(model_name, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
+        inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
+        summary = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage" / key, root / "coverage" / key,
+                                   settings.timeout)
+        coverage_rows[key] = summary
+        elves = {}
+        for target in arm:
+            memory = next((r for r in records.get("memory", []) if (r["model"], r["generator"], r["variant"],
+                                                                     r["target"]) == (*item, target)), None)
+            elf = Path(memory["build"]["elf"]) if memory and memory.get("build") else None
+            if elf is not None and elf.is_file():
+                copy = root / "images" / key / f"{target}.elf"
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(elf, copy)
+                images.append({"code": key, "target": target, "file": copy.relative_to(root).as_posix(),
+                               "sha256": sha256(copy)})
+                elves[target] = copy
+        wcet_records = [r for r in records.get("wcet", []) if (r["model"], r["generator"], r["variant"]) == item
+                        and r.get("verdict") == "pass"]
+        tests = f"{settings.n_inputs} inputs, seed {settings.seed} (semantic, coverage); {settings.wcet_inputs} " \
+                f"inputs (measured cycles)"
+        trace_rows[key] = {"layers": trace.rows(code.manifest, summary, elves, wcet_records, tests),
+                           "untraced_lines": trace.untraced_lines(code.manifest, code_dir)}
+        (root / "trace" / key).mkdir(parents=True, exist_ok=True)
+        (root / "trace" / key / "trace.csv").write_text(trace.as_csv(trace_rows[key]["layers"]))
+    write_json(root / "trace" / "trace.json", {"schema": "assay-trace/1", "codes": trace_rows})
+    write_json(root / "coverage" / "coverage-summary.json", {"schema": "assay-coverage/1", "codes": coverage_rows})
+    built.verdicts["coverage"] = "pass" if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
+        "incomplete"
+    models = [load_model(m, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
+              for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != "-")]
+    write_json(root / "sci" / "sci.json", sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
+                                                                   commands))
+    volatile["finished_at"] = _now()
+    write_json(root / package.VOLATILE, volatile)
+    from harness.stages.evidence.report import write_index_page
+
+    write_index_page(root, built, coverage_rows, trace_rows)
+    package.write_index(root, {"command": commands, "models": settings.models, "generators": settings.generators,
+                               "targets": settings.targets, "inputs": settings.n_inputs, "seed": settings.seed,
+                               "verdict": built.verdict, "verdicts": built.verdicts, "notes": built.notes})
+    package.archive(root)
+    return built
+
+
+def _fresh(out: Path) -> Path:
+    """An empty package folder: an earlier package there is replaced; anything else is refused."""
+    out = Path(out)
+    if out.exists():
+        if not (out / package.INDEX).is_file() and any(out.iterdir()):
+            raise AssayError(f"{out}: exists and is not an evidence package; choose another --out")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    write_json(out / package.INDEX, {"schema": package.SCHEMA, "verdict": "incomplete"})  # ours, even if cut short
+    return out
+
+
+def _generate(model: str, generator: str, variant: str, out: Path, settings: Settings) -> None:
+    """The code to archive, generated as a user would (``assay generate``); prebuilt C is copied as it is."""
+    if generator.startswith("dir:"):
+        shutil.copytree(generator[len("dir:"):], out)
+        return
+    command = [sys.executable, "-m", "harness.cli", "generate", "--model", model, "--generator", generator,
+               "--variant", variant, "--out", str(out), "--model-seed", str(settings.model_seed),
+               "--work", str(settings.work_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise AssayError(f"assay generate {model} ({generator}, {variant}) failed: "
+                         f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+
+
+def _split_volatile(records: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(records without timings and dates, those fields per record): the first part is reproducible."""
+    stable, moving = [], []
+    for record in records:
+        stable.append({k: v for k, v in record.items() if k not in VOLATILE_KEYS})
+        moving.append({k: v for k, v in record.items() if k in VOLATILE_KEYS})
+    return stable, moving
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,82 @@
+"""The trace matrix: one row per model layer, from the layer's name in the source model to its C lines
+(the generator's manifest), its object code in each target's ELF (DWARF line table), the tests that
+exercised it, its coverage, and its per-layer measured cycles and WCET.
+
+Everything is read from what earlier steps wrote (manifest, ELF, coverage summary, wcet.json); nothing
+is re-derived. Lines of generated C outside every layer and instructions of the inference function
+outside every layer are listed as such ("untraced"), so that every line and every instruction is
+accounted for.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from harness.measurement import execcount
+from wcet import armcode
+
+OUTSIDE = "(outside layers)"
+
+
+def rows(manifest: dict, coverage: dict, elves: dict[str, Path], wcet_records: list[dict], tests: str) -> list[dict]:
+    """The matrix for one generated code: ``elves`` maps a target to its ELF (None for the host)."""
+    entry = manifest["entry"]["symbol"]
+    names = execcount.bucket_names(manifest)
+    ranges: dict[str, dict[str, list[str]]] = {}
+    for target, elf in sorted(elves.items()):
+        if elf is None:
+            continue
+        for span in armcode.layer_ranges(armcode.ArmCode(elf), manifest, entry):
+            ranges.setdefault(names[span.bucket], {}).setdefault(target, []).append(
+                f"{span.start:#x}-{span.end:#x}")
+    layer_figures: dict[str, dict[str, dict]] = {}
+    for record in wcet_records:
+        for layer in record.get("layers") or []:
+            layer_figures.setdefault(layer["layer"], {})[f"{record['target']}/{record['timing']}"] = {
+                "wcet_cycles": layer["wcet_cycles"], "max_measured_cycles": layer["max_measured_cycles"]}
+    unreached = {}
+    for line in coverage.get("unreached_lines", []):
+        unreached.setdefault(line["layer"], []).append(line["line"])
+    result = []
+    for layer in manifest.get("layers", []):
+        first, last = layer["lines"]
+        result.append({"layer": layer["name"], "op": layer.get("op"), "index": layer["index"],
+                       "c_file": layer["file"], "c_lines": [first, last], "object_code": ranges.get(layer["name"], {}),
+                       "tests": tests, "lines_not_reached": sorted(unreached.get(layer["name"], [])),
+                       "cycles": layer_figures.get(layer["name"], {})})
+    result.append({"layer": OUTSIDE, "op": None, "index": None, "c_file": manifest["entry"]["file"],
+                   "c_lines": None, "object_code": ranges.get(OUTSIDE, {}), "tests": tests,
+                   "lines_not_reached": sorted(unreached.get(None, [])),
+                   "cycles": layer_figures.get(OUTSIDE, {})})
+    return result
+
+
+def untraced_lines(manifest: dict, directory: Path) -> list[dict]:
+    """Lines of the entry's C file with code (not blank, not a comment, not a brace) outside every layer span."""
+    entry_file = manifest["entry"]["file"]
+    spans = [tuple(layer["lines"]) for layer in manifest.get("layers", []) if layer["file"] == entry_file]
+    text = (directory / entry_file).read_text().splitlines()
+    found = []
+    for number, line in enumerate(text, start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("/*", "*", "//", "#")) or stripped in ("{", "}"):
+            continue
+        if not any(first <= number <= last for first, last in spans):
+            found.append({"file": entry_file, "line": number, "text": stripped})
+    return found
+
+
+def as_csv(matrix: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["layer", "op", "c_file", "c_lines", "object_code", "tests", "lines_not_reached", "cycles"])
+    for row in matrix:
+        lines = "" if row["c_lines"] is None else f"{row['c_lines'][0]}-{row['c_lines'][1]}"
+        code = "; ".join(f"{t}: {' '.join(r)}" for t, r in sorted(row["object_code"].items()))
+        cycles = "; ".join(f"{k}: WCET {v['wcet_cycles']} / measured {v['max_measured_cycles']}"
+                           for k, v in sorted(row["cycles"].items()))
+        writer.writerow([row["layer"], row["op"] or "", row["c_file"], lines, code, row["tests"],
+                         " ".join(map(str, row["lines_not_reached"])), cycles])
+    return out.getvalue()

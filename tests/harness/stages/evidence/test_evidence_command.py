@@ -1,0 +1,67 @@
+"""``assay evidence`` end to end on acas-reg50, host and cortex-m4f under QEMU: the package holds what it
+claims, rebuilding it gives the same bytes (but for the declared volatile file), and verify catches damage."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.arm,
+              pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("gcovr") is None,
+                                 reason="qemu-system-arm or gcovr not installed; run .ci/setup")]
+
+
+def assay(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=1200)
+
+
+def hashes(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
+    out, work = tmp_path / "pkg", tmp_path / "work"
+    args = ("evidence", "--models", "acas-reg50", "--targets", "host,cortex-m4f", "--inputs", "50",
+            "--wcet-inputs", "5", "--out", str(out), "--work", str(work))
+    first = assay(*args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    index = json.loads((out / "evidence.json").read_text())
+    assert index["schema"] == "assay-evidence/1" and index["verdict"] == "pass"
+    assert set(index["verdicts"]) == {"semantic", "memory", "met", "wcet", "coverage"}
+
+    sci = json.loads((out / "sci" / "sci.json").read_text())
+    assert {t["target"] for t in sci["targets"]} == {"host", "cortex-m4f"}
+    assert all(code["same_as_verified"] for code in sci["generated_code"])
+    (image,) = [i for i in sci["images"] if i["code"] == "acas-reg50/assay-v2-keras"]
+    assert hashlib.sha256((out / image["file"]).read_bytes()).hexdigest() == image["sha256"]
+
+    trace = json.loads((out / "trace" / "trace.json").read_text())["codes"]["acas-reg50/assay-v2-keras"]
+    manifest = json.loads((out / "code" / "acas-reg50" / "assay-v2-keras" / "manifest.json").read_text())
+    layers = [row for row in trace["layers"] if row["index"] is not None]
+    assert [row["layer"] for row in layers] == [layer["name"] for layer in manifest["layers"]]
+    for row in layers:
+        assert row["object_code"]["cortex-m4f"], row
+        figures = row["cycles"]["cortex-m4f/cortex-m4"]
+        assert figures["wcet_cycles"] >= figures["max_measured_cycles"] > 0
+
+    before = hashes(out)
+    second = assay(*args)
+    assert second.returncode == 0, second.stderr[-2000:]
+    after = hashes(out)
+    assert set(before) == set(after)
+    assert [name for name in before if before[name] != after[name]] == ["volatile.json"]
+
+    assert assay("evidence", "verify", str(out)).returncode == 0
+    table = out / "results" / "semantic" / "table1.md"
+    table.write_text(table.read_text() + " ")
+    damaged = assay("evidence", "verify", str(tmp_path / "pkg.zip"))
+    assert damaged.returncode == 0  # the zip was written before the damage
+    broken = assay("evidence", "verify", str(out))
+    assert broken.returncode == 1 and "modified: results/semantic/table1.md" in broken.stdout
