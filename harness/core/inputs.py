@@ -1,8 +1,12 @@
 """Seeded test inputs over each model's documented input domain.
 
-Inputs are drawn uniformly from ``model.input_domain`` with NumPy's PCG64
-generator seeded by ``seed`` alone, in the model's canonical layout, so the
-same (model shape, count, seed) always gives the same inputs on any machine.
+Every input element is drawn uniformly from its own interval of
+``model.input_domain`` (one interval for all elements, or one per feature,
+channel or element; ``Model.domain_bounds``) with NumPy's PCG64 generator
+seeded by ``seed`` alone, in the model's canonical layout, so the same (model
+shape, domain, count, seed) always gives the same inputs on any machine. A
+domain that is one interval draws exactly what it drew before per-element
+domains existed.
 """
 
 from __future__ import annotations
@@ -13,9 +17,16 @@ from harness.models.model import Model
 
 
 def make_inputs(model: Model, count: int, seed: int) -> np.ndarray:
-    """``count`` inputs of shape ``model.input_shape``, float32."""
+    """``count`` inputs of shape ``model.input_shape``, float32, element ``i`` inside its own interval."""
     if count < 1:
         raise ValueError("at least one input is needed")
-    low, high = model.input_domain
     rng = np.random.default_rng(seed)
-    return rng.uniform(low, high, size=(count, *model.input_shape)).astype(np.float32)
+    if model.domain_is_uniform():
+        low, high = (float(bound) for bound in model.input_domain)
+        return rng.uniform(low, high, size=(count, *model.input_shape)).astype(np.float32)
+    low, high = model.domain_bounds()
+    # Same stream as the scalar case: one double in [0, 1) per element, in C order, scaled per element.
+    unit = rng.random(size=(count, *model.input_shape))
+    values = (low + (high - low) * unit).astype(np.float32)
+    # float32 rounding may step just outside a bound: clamp it back in.
+    return np.clip(values, low.astype(np.float32), high.astype(np.float32))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness import generators, targets
 from harness.errors import ModelError
-from harness.models import zoo
+from harness.models import budget, zoo
 from harness.models.model import Model
 
 UNLOADED = "-"  # the variant of an item whose model could not be loaded
@@ -66,12 +66,18 @@ ChecksFor = Callable[[Model | None, targets.TargetProfile], tuple[str, ...] | No
 
 
 def load_model(name: str, settings: Settings) -> Model:
-    """Load a zoo name or user file, one process at a time (xdist workers share the cache)."""
+    """Load a zoo name or user file, one process at a time (xdist workers share the cache).
+
+    A model too large to verify with ``settings.n_inputs`` inputs is refused like a bad file
+    (``harness.models.budget``), here, so that the plan and every item's run give the same cause.
+    """
     cache = settings.work_dir / "zoo"
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return zoo.load(name, cache_dir=cache, seed=settings.model_seed)
+        model = zoo.load(name, cache_dir=cache, seed=settings.model_seed)
+    budget.check(model, settings.n_inputs, source=name)
+    return model
 
 
 def expand(models: list[str], generator_specs: list[str], target_names: list[str], settings: Settings,

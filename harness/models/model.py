@@ -9,11 +9,19 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Union
+
+import numpy as np
 
 DEFAULT_TOLERANCE = 1e-5  # absolute (atol)
 # Relative tolerance (rtol): the verdict is |c - r| <= atol + rtol * |r| element-wise (numpy's allclose
 # convention), so large outputs are not failed for float32 rounding. 5e-6 is ACETONE's own test setting.
 DEFAULT_RTOL = 5e-6
+
+# One bound of an input domain: a number for every element, or nested tuples whose shape broadcasts to
+# ``input_shape`` (NumPy rules): ``(F,)`` per feature of a vector, ``(C,)`` per channel of an HWC image,
+# ``(C, 1, 1)`` per channel of a CHW image, or the whole ``input_shape`` per element.
+Bound = Union[float, tuple]
 
 
 @dataclass(frozen=True)
@@ -22,8 +30,11 @@ class Model:
 
     ``input_shape``/``output_shape`` are in the canonical ``layout``/``output_layout``
     (see ``harness.core.tensors``); ``file_layouts`` says what each file expects, e.g.
-    ``{"keras": "HWC", "onnx": "CHW"}``. ``input_domain`` is the closed interval
-    inputs are drawn from, uniformly, documented per model in the zoo.
+    ``{"keras": "HWC", "onnx": "CHW"}``. ``input_domain`` is ``(low, high)``: each
+    input element is drawn uniformly from its own closed interval, where ``low``
+    and ``high`` are numbers (one interval for every element) or nested tuples
+    broadcastable to ``input_shape`` (per feature, per channel or per element;
+    see ``Bound``), documented per model in the zoo.
     ``tolerance`` (absolute) and ``rtol`` (relative) decide the oracle's verdict.
     """
 
@@ -34,7 +45,7 @@ class Model:
     layout: str
     output_layout: str
     file_layouts: dict[str, tuple[str, str]] = field(default_factory=dict)  # format -> (input, output)
-    input_domain: tuple[float, float] = (-1.0, 1.0)
+    input_domain: tuple[Bound, Bound] = (-1.0, 1.0)
     tolerance: float = DEFAULT_TOLERANCE  # atol
     rtol: float = DEFAULT_RTOL
     tier: str = "user"
@@ -47,6 +58,23 @@ class Model:
     @property
     def output_size(self) -> int:
         return _prod(self.output_shape)
+
+    def domain_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) as float64 arrays of shape ``input_shape``: the interval of every input element."""
+        low, high = (np.asarray(bound, dtype=np.float64) for bound in self.input_domain)
+        try:
+            return (np.broadcast_to(low, self.input_shape).copy(), np.broadcast_to(high, self.input_shape).copy())
+        except ValueError:
+            raise ValueError(f"{self.name}: input domain bounds of shapes {low.shape} and {high.shape} do not "
+                             f"broadcast to the input shape {self.input_shape}") from None
+
+    def domain_is_uniform(self) -> bool:
+        """True when one interval covers every input element (both bounds are numbers)."""
+        return all(np.ndim(bound) == 0 for bound in self.input_domain)
+
+    def domain_json(self) -> list:
+        """The input domain for records and reports: ``[low, high]``, each a number or nested lists."""
+        return [_json_bound(bound) for bound in self.input_domain]
 
     def file(self, fmt: str) -> Path:
         """The path of this model in format ``fmt``; a ModelError if it has none."""
@@ -71,6 +99,30 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: stream.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def bound_from_json(value) -> Bound:
+    """A bound read back from ``domain_json``: a float, or nested tuples of floats."""
+    if isinstance(value, (list, tuple)):
+        return tuple(bound_from_json(item) for item in value)
+    return float(value)
+
+
+def describe_domain(domain) -> str:
+    """A short text for a ``domain_json()`` value, for reports: ``[0, 1]`` or ``5 intervals within [-3.14, 60760]``."""
+    if not isinstance(domain, (list, tuple)) or len(domain) != 2:
+        return "?"
+    low, high = (np.asarray(bound, dtype=np.float64) for bound in domain)
+    if low.ndim == 0 and high.ndim == 0:
+        return f"[{float(low):g}, {float(high):g}]"
+    count = int(np.broadcast(low, high).size)
+    return f"{count} intervals within [{float(low.min()):g}, {float(high.max()):g}]"
+
+
+def _json_bound(bound: Bound):
+    if isinstance(bound, (tuple, list, np.ndarray)):
+        return [_json_bound(item) for item in bound]
+    return float(bound)
 
 
 def _prod(shape: tuple[int, ...]) -> int:

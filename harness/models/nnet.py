@@ -43,13 +43,17 @@ class NNet:
     def sizes(self) -> list[int]:
         return [int(self.weights[0].shape[1])] + [int(w.shape[0]) for w in self.weights]
 
-    def normalized_domain(self) -> tuple[float, float]:
-        """One interval holding every normalised input, (min - mean) / range .. (max - mean) / range."""
+    def normalized_domain(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Each input's own normalised interval: ``(min - mean) / range`` .. ``(max - mean) / range``.
+
+        Returned as (lows, highs), one value per input; a zero range counts as 1
+        (the input is only centred), a negative one swaps the ends.
+        """
         n = self.sizes[0]
         ranges = np.where(self.ranges[:n] == 0, 1.0, self.ranges[:n])
-        low = (self.input_min - self.means[:n]) / ranges
-        high = (self.input_max - self.means[:n]) / ranges
-        return float(np.min(low)), float(np.max(high))
+        a = (self.input_min - self.means[:n]) / ranges
+        b = (self.input_max - self.means[:n]) / ranges
+        return tuple(float(v) for v in np.minimum(a, b)), tuple(float(v) for v in np.maximum(a, b))
 
 
 def read(path: Path) -> NNet:
@@ -93,6 +97,16 @@ def read(path: Path) -> NNet:
     for layer, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         weights.append(np.stack([row(f"layer {layer} weight row {r}", n_in) for r in range(n_out)]))
         biases.append(np.concatenate([row(f"layer {layer} bias {r}", 1) for r in range(n_out)]))
+    for what, values in (("input minimums", input_min), ("input maximums", input_max), ("means", means),
+                         ("ranges", ranges)):
+        if not np.all(np.isfinite(values)):
+            raise ModelError(f"{path}: the {what} contain NaN or infinity")
+    if np.any(input_min > input_max):
+        first = int(np.argmax(input_min > input_max))
+        raise ModelError(f"{path}: input {first}: minimum {input_min[first]:g} is above maximum {input_max[first]:g}")
+    for layer, (w, b) in enumerate(zip(weights, biases)):
+        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b))):
+            raise ModelError(f"{path}: layer {layer}: weights or biases contain NaN or infinity")
     leftover = next(cursor, None)
     if leftover is not None:
         raise ModelError(f"{path}: line {leftover[0]}: shape mismatch: data after the last layer")

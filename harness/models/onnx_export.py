@@ -97,13 +97,12 @@ def supported_layers() -> list[str]:
 
 
 def export(keras_model, path: Path) -> None:
-    """Write ``keras_model`` to ``path`` as a checked ONNX file."""
-    import onnx
-
+    """Write ``keras_model`` to ``path`` as a checked ONNX file, byte-for-byte the same for the same model."""
     model = to_onnx(keras_model)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
+    # Deterministic serialisation (map fields in a fixed order): the same model gives the same bytes.
+    path.write_bytes(model.SerializeToString(deterministic=True))
 
 
 def to_onnx(keras_model):

@@ -58,10 +58,55 @@ def keras():
 
 
 def save_keras(keras_model, path) -> None:
-    """``keras_model.save(path)`` without Keras 3's NumPy 2 ``__array__(copy=...)`` deprecation noise."""
+    """``keras_model.save(path)``, then made byte-for-byte reproducible (``make_reproducible``).
+
+    Also silences Keras 3's NumPy 2 ``__array__(copy=...)`` deprecation noise.
+    """
     import warnings
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"__array__ implementation doesn't accept a copy keyword",
                                 category=DeprecationWarning)
         keras_model.save(path)
+    if str(path).endswith(".keras"):  # legacy .h5 files are left as Keras writes them
+        make_reproducible(path)
+
+
+# What a reproducible .keras archive stores instead of the time it was saved.
+FIXED_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can hold
+FIXED_DATE_SAVED = "1980-01-01@00:00:00"
+
+
+def make_reproducible(path) -> None:
+    """Rewrite the ``.keras`` zip at ``path`` so the same model always gives the same bytes.
+
+    Keras stores the save time twice: as the zip entries' modification times and
+    as ``date_saved`` in ``metadata.json``. Both are replaced by fixed values, the
+    entries are written in sorted name order with fixed permissions and
+    compression, and the archive replaces the original atomically. The weights
+    (``model.weights.h5``) are already reproducible.
+    """
+    import json
+    import os
+    import zipfile
+    from pathlib import Path
+
+    path = Path(path)
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: (info, archive.read(info)) for info in archive.infolist()}
+    if "metadata.json" in members:
+        info, data = members["metadata.json"]
+        metadata = json.loads(data)
+        if "date_saved" in metadata:
+            metadata["date_saved"] = FIXED_DATE_SAVED
+        members["metadata.json"] = (info, json.dumps(metadata).encode())
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with zipfile.ZipFile(temporary, "w") as archive:
+        for name in sorted(members):
+            info, data = members[name]
+            entry = zipfile.ZipInfo(name, date_time=FIXED_ZIP_TIME)
+            entry.compress_type = info.compress_type
+            entry.external_attr = 0o644 << 16
+            entry.create_system = 3  # Unix, whatever the host
+            archive.writestr(entry, data)
+    os.replace(temporary, path)

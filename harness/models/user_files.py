@@ -11,9 +11,16 @@ a Keras file exists, otherwise the ONNX file's own (``CHW`` for NCHW inputs).
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
+import re
+import stat
 from pathlib import Path
 
+import numpy as np
+
 from harness.errors import ModelError
+from harness.models import sidecar
 from harness.models.model import Model, file_sha256
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
@@ -23,20 +30,78 @@ _MAX_CAUSE = 400
 
 
 def load(path: Path, cache_dir: Path) -> Model:
+    """The ``Model`` of a user file, with its sidecar settings (``harness.models.sidecar``) applied.
+
+    Anything wrong is a ``ModelError`` of one line naming ``path`` (as the user
+    gave it) and the cause; nothing in the cache is ever named.
+    """
     path = Path(path)
-    if not path.exists():
-        raise ModelError(f"{path}: no such file")
-    if not path.is_file():
-        raise ModelError(f"{path}: not a file")
+    _check_readable(path)
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise ModelError(f"{path}: unsupported file type '{suffix or path.name}' (expected {', '.join(SUFFIXES)})")
-    if path.stat().st_size == 0:
+    settings = sidecar.read(path)
+    resolved = path.resolve()
+    try:
+        if suffix == ".onnx":
+            return sidecar.apply(settings, _load_onnx(resolved))
+        return _load_converted(resolved, Path(cache_dir), suffix, settings)
+    except ModelError as error:
+        raise ModelError(_about_user_file(str(error), path, resolved, Path(cache_dir))) from None
+
+
+def _about_user_file(message: str, path: Path, resolved: Path, cache_dir: Path) -> str:
+    """``message`` as one line about ``path`` as the user named it: never a cache file, always the file first."""
+    text = " ".join(message.split())
+    for cache in sorted({str(cache_dir.resolve()), str(cache_dir)}, key=len, reverse=True):
+        # a cache file's path (<cache>/user/<stem>-<hash>/model.onnx) stands for the user's file
+        text = re.sub(re.escape(cache + os.sep) + r"[^\s:,;)'\"]*", lambda _: str(path), text)
+    text = text.replace(str(resolved), str(path))
+    while text.startswith(f"{path}: {path}: "):
+        text = text[len(str(path)) + 2:]
+    return text if text.startswith(str(path)) else f"{path}: {text}"
+
+
+def _check_readable(path: Path) -> None:
+    """A regular, non-empty file this process can open; otherwise a ModelError saying why.
+
+    ``os.access`` answers yes to root for any file, so the file is actually
+    opened (and one byte read). Only regular files are opened: opening a FIFO
+    would block.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise ModelError(f"{path}: {_stat_cause(path, error)}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ModelError(f"{path}: is a directory, not a model file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a special file")
+        raise ModelError(f"{path}: not a regular file ({kind})")
+    try:
+        with open(path, "rb") as stream:
+            stream.read(1)
+    except OSError as error:
+        raise ModelError(f"{path}: cannot read the file ({_os_cause(error)})") from None
+    if info.st_size == 0:
         raise ModelError(f"{path}: empty file")
-    path = path.resolve()
-    if suffix == ".onnx":
-        return _load_onnx(path)
-    return _load_converted(path, Path(cache_dir), suffix)
+
+
+def _stat_cause(path: Path, error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return "symlink loop (too many levels of symbolic links)"
+    if error.errno == errno.ENOENT:
+        if path.is_symlink():
+            return f"dangling symlink (points to {os.readlink(path)}, which does not exist)"
+        return "no such file"
+    if error.errno == errno.ENOTDIR:
+        return "no such file (a parent in the path is not a directory)"
+    return f"cannot access the file ({_os_cause(error)})"
+
+
+def _os_cause(error: OSError) -> str:
+    return error.strerror.lower() if error.strerror else cause(error)
 
 
 def cause(error: BaseException) -> str:
@@ -57,12 +122,13 @@ def cause(error: BaseException) -> str:
 # --- Keras and NNet: converted into the cache --------------------------------
 
 
-def _load_converted(path: Path, cache_dir: Path, suffix: str) -> Model:
+def _load_converted(path: Path, cache_dir: Path, suffix: str, settings: sidecar.Sidecar | None = None) -> Model:
     from harness.models import zoo
 
     digest = file_sha256(path)
     directory = cache_dir / "user" / f"{path.stem}-{digest[:12]}"
-    fingerprint = f"{CONVERTER_VERSION}:{suffix}:{path}:{digest}"
+    # The sidecar's content is part of the fingerprint: an edited sidecar rebuilds the record, never stale.
+    fingerprint = f"{CONVERTER_VERSION}:{suffix}:{path}:{digest}:{settings.digest if settings else '-'}"
     model = zoo.read_cached(directory, fingerprint)
     if model is not None:
         return model
@@ -72,13 +138,15 @@ def _load_converted(path: Path, cache_dir: Path, suffix: str) -> Model:
             return model
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "model.json").unlink(missing_ok=True)
-        if suffix == ".nnet":
-            model = _convert_nnet(path, directory)
-        elif suffix == ".json":
-            model = _convert_acetone_json(path, directory)
-        else:
-            model = _convert_keras(path, directory)
-        zoo.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest})
+        converter = {".nnet": _convert_nnet, ".json": _convert_acetone_json}.get(suffix, _convert_keras)
+        try:
+            model = sidecar.apply(settings, converter(path, directory))
+        except ModelError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a hostile file may make TensorFlow/Keras raise anything
+            raise ModelError(f"{path}: cannot convert the model ({cause(error)})") from None
+        zoo.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest,
+                                                         "settings": settings.digest if settings else None})
         return model
 
 
@@ -96,12 +164,57 @@ def _check_container(path: Path) -> None:
                 if "config.json" not in archive.namelist():
                     raise ModelError(f"{path}: not a Keras model archive (no config.json)")
                 bad = archive.testzip()
-        except zipfile.BadZipFile as error:
+                config = archive.read("config.json") if bad is None else b""
+        except (zipfile.BadZipFile, OSError, EOFError) as error:
             raise ModelError(f"{path}: truncated or corrupt .keras file ({cause(error)})") from None
         if bad is not None:
             raise ModelError(f"{path}: corrupt .keras file (bad CRC in {bad})")
     elif not h5py.is_hdf5(path):
         raise ModelError(f"{path}: truncated or corrupt HDF5 file (no HDF5 signature)")
+    else:
+        try:
+            with h5py.File(path, "r") as handle:
+                config = handle.attrs.get("model_config", b"")
+        except Exception as error:  # noqa: BLE001 - h5py raises OSError, KeyError, ... for damaged files
+            raise ModelError(f"{path}: truncated or corrupt HDF5 file ({cause(error)})") from None
+    _check_keras_config(path, config)
+
+
+# Keras classes that run arbitrary Python code when loaded or called.
+UNSAFE_KERAS_CLASSES = frozenset({"Lambda", "TFOpLambda"})
+
+
+def _check_keras_config(path: Path, config) -> None:
+    """Refuse, before Keras reads it, a config naming a class outside Keras or one that runs Python code.
+
+    Keras's ``safe_mode`` covers Lambda layers in ``.keras`` files only; legacy
+    ``.h5`` files and classes from arbitrary modules (``{"module": "os", ...}``)
+    would be imported or run. Only ``keras.*`` modules are accepted.
+    """
+    import json
+
+    if isinstance(config, bytes):
+        config = config.decode("utf-8", "replace")
+    if not config:
+        return
+    try:
+        tree = json.loads(config)
+    except ValueError as error:
+        raise ModelError(f"{path}: corrupt Keras model configuration ({cause(error)})") from None
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            name, module = node.get("class_name"), node.get("module")
+            if isinstance(name, str) and name in UNSAFE_KERAS_CLASSES:
+                raise ModelError(f"{path}: unsafe Keras layer {name} (it runs arbitrary Python code); "
+                                 "rebuild the model without it")
+            if isinstance(name, str) and isinstance(module, str) and not (module == "keras"
+                                                                         or module.startswith("keras.")):
+                raise ModelError(f"{path}: unsafe Keras class {module}.{name} (only keras classes are loaded)")
+            stack.extend(node.values())
 
 
 def _load_keras_file(path: Path):
@@ -120,6 +233,7 @@ def _convert_keras(path: Path, directory: Path) -> Model:
     keras_model = _load_keras_file(path)
     if not hasattr(keras_model, "inputs") or not getattr(keras_model, "inputs", None):
         raise ModelError(f"{path}: the Keras model has no defined input (build it with keras.Input)")
+    _check_finite(path, ((w.path, w.numpy()) for w in keras_model.weights))
     try:
         onnx_export.export(keras_model, directory / "model.onnx")
     except ModelError as error:
@@ -174,6 +288,7 @@ def _convert_acetone_json(path: Path, directory: Path) -> Model:
     from harness.models.tf_runtime import save_keras
 
     keras_model = acetone_json.to_keras(acetone_json.read(path), path.stem)
+    _check_finite(path, ((w.path, w.numpy()) for w in keras_model.weights))
     save_keras(keras_model, directory / "model.keras")
     onnx_export.export(keras_model, directory / "model.onnx")
     model = _keras_model_record(path.stem, directory / "model.keras", directory / "model.onnx", keras_model,
@@ -197,6 +312,7 @@ def _load_onnx(path: Path) -> Model:
         onnx.checker.check_model(proto)
     except Exception as error:  # noqa: BLE001
         raise ModelError(f"{path}: invalid ONNX model ({cause(error)})") from None
+    _check_finite(path, _onnx_constants(proto))
     initializers = {init.name for init in proto.graph.initializer}
     inputs = [value for value in proto.graph.input if value.name not in initializers]
     outputs = list(proto.graph.output)
@@ -216,6 +332,31 @@ def _load_onnx(path: Path) -> Model:
         tier="user",
         description=f"user file {path.name}",
     )
+
+
+def _onnx_constants(proto):
+    """(name, array) of every float initializer and Constant node's value of an ONNX graph."""
+    from onnx import TensorProto, numpy_helper
+
+    floats = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+    tensors = [init for init in proto.graph.initializer]
+    tensors += [attr.t for node in proto.graph.node if node.op_type == "Constant"
+                for attr in node.attribute if attr.name == "value"]
+    for tensor in tensors:
+        if tensor.data_type in floats and not tensor.data_location:
+            try:
+                yield tensor.name or "a Constant", numpy_helper.to_array(tensor)
+            except Exception as error:  # noqa: BLE001 - a tensor whose data does not match its shape
+                raise ModelError(f"{path}: tensor '{tensor.name}' cannot be read ({cause(error)})") from None
+
+
+def _check_finite(path: Path, named_arrays) -> None:
+    """A ModelError naming the first weight tensor holding NaN or infinity."""
+    for name, array in named_arrays:
+        array = np.asarray(array)
+        if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+            kind = "NaN" if np.any(np.isnan(array)) else "infinity"
+            raise ModelError(f"{path}: weights '{name}' contain {kind}; the model's outputs would not be finite")
 
 
 def _onnx_shape(path: Path, value) -> tuple[int, ...]:

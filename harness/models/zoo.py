@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ModelError
-from harness.models.model import DEFAULT_TOLERANCE, Model
+from harness.models.model import DEFAULT_TOLERANCE, Model, bound_from_json
 from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environment defaults, imports nothing heavy
 
 DEFAULT_CACHE_DIR = Path("generated/zoo")
-CACHE_SCHEMA = "assay-zoo/2"  # 2: models carry rtol
+CACHE_SCHEMA = "assay-zoo/3"  # 2: models carry rtol; 3: input domain bounds per element ([low, high], nested lists)
 TIERS = ("default", "full")
 
 
@@ -192,7 +192,7 @@ def model_to_dict(model: Model, directory: Path) -> dict:
         "layout": model.layout,
         "output_layout": model.output_layout,
         "file_layouts": {fmt: list(layouts) for fmt, layouts in sorted(model.file_layouts.items())},
-        "input_domain": list(model.input_domain),
+        "input_domain": model.domain_json(),
         "tolerance": model.tolerance,
         "rtol": model.rtol,
         "tier": model.tier,
@@ -209,12 +209,18 @@ def model_from_dict(fields: dict, directory: Path) -> Model:
         layout=fields["layout"],
         output_layout=fields["output_layout"],
         file_layouts={fmt: (pair[0], pair[1]) for fmt, pair in fields["file_layouts"].items()},
-        input_domain=(float(fields["input_domain"][0]), float(fields["input_domain"][1])),
+        input_domain=_domain_from_json(fields["input_domain"]),
         tolerance=float(fields["tolerance"]),
         rtol=float(fields["rtol"]),
         tier=fields["tier"],
         description=fields.get("description", ""),
     )
+
+
+def _domain_from_json(value) -> tuple:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"input_domain must be [low, high], got {value!r}")
+    return bound_from_json(value[0]), bound_from_json(value[1])
 
 
 @contextlib.contextmanager

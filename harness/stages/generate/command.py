@@ -14,7 +14,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from harness import generators
     from harness.core.plan import Settings, load_model
 
-    model = load_model(args.model, Settings(model_seed=args.model_seed, work_dir=args.work))
+    model = load_model(args.model, Settings(n_inputs=1, model_seed=args.model_seed, work_dir=args.work))
     generator = generators.get(args.generator)
     variant = args.variant or generator.variants(model)[0]
     if variant not in generator.variants(model):

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness.core.report import model_order
+from harness.models.model import describe_domain
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
 
@@ -38,8 +39,10 @@ def table1(records: list[dict]) -> tuple[list[str], list[tuple[tuple, list[str]]
 def _provenance_lines(records: list[dict]) -> list[str]:
     lines = []
     runs = sorted({(r["n_inputs"], r["seed"]) for r in records})
+    domains = {r["model"]: describe_domain(r["input_domain"]) for r in records if r.get("input_domain") is not None}
     lines.append("Inputs: " + "; ".join(f"{n} inputs, seed {s}" for n, s in runs)
-                 + ", drawn uniformly from each model's input domain (docs/zoo.md).")
+                 + ", drawn uniformly from each model's input domain (docs/zoo.md)"
+                 + (": " + "; ".join(f"{m} {d}" for m, d in sorted(domains.items())) if domains else "") + ".")
     tolerances = sorted({(r["model"], (r["tolerance"], r.get("rtol") or 0.0))
                          for r in records if r.get("tolerance") is not None})
     distinct = sorted({t for _, t in tolerances})

@@ -66,7 +66,7 @@ def _base_record(item: Item, model: Model | None, reference: str, settings: Sett
     return {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
             "opt": settings.opt, "reference": reference, "n_inputs": settings.n_inputs, "seed": settings.seed,
             "model_seed": settings.model_seed, "tolerance": atol, "rtol": rtol,
-            "input_domain": list(model.input_domain) if model else None}
+            "input_domain": model.domain_json() if model else None}
 
 
 def _fingerprint(item: Item, model: Model, settings: Settings) -> str:

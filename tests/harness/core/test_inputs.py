@@ -9,6 +9,10 @@ def model(domain=(-0.5, 0.5)):
                  output_layout="C", input_domain=domain)
 
 
+def _nested(array):
+    return tuple(_nested(a) for a in array) if np.ndim(array) else float(array)
+
+
 def test_inputs_are_seeded_float32_and_inside_the_domain():
     first = make_inputs(model(), 200, seed=7)
     assert first.shape == (200, 4, 3, 2) and first.dtype == np.float32
@@ -16,3 +20,39 @@ def test_inputs_are_seeded_float32_and_inside_the_domain():
     assert not np.array_equal(first, make_inputs(model(), 200, seed=8))
     assert first.min() >= -0.5 and first.max() <= 0.5
     assert first.min() < -0.45 and first.max() > 0.45  # the whole domain is used
+
+
+def test_one_interval_draws_what_it_always_drew():
+    """Results stay comparable across versions: a scalar domain keeps the pre-per-element stream."""
+    expected = np.random.default_rng(7).uniform(-0.5, 0.5, size=(10, 4, 3, 2)).astype(np.float32)
+    np.testing.assert_array_equal(make_inputs(model(), 10, seed=7), expected)
+
+
+def test_each_element_is_drawn_from_its_own_interval():
+    # per channel of an HWC image (shape (C,) broadcasts over H and W): channel 1 is a heading in ±π,
+    # channel 0 a range up to 60760; one shared interval would put headings far outside ±π.
+    per_channel = model(((0.0, -3.14159), (60760.0, 3.14159)))
+    x = make_inputs(per_channel, 500, seed=1)
+    assert x.shape == (500, 4, 3, 2) and x.dtype == np.float32
+    assert np.all(np.abs(x[..., 1]) <= np.float32(3.14159)) and x[..., 1].min() < -3.0 and x[..., 1].max() > 3.0
+    assert x[..., 0].min() >= 0.0 and x[..., 0].max() > 59000.0
+    np.testing.assert_array_equal(x, make_inputs(per_channel, 500, seed=1))  # deterministic from the seed
+    assert not np.array_equal(x, make_inputs(per_channel, 500, seed=2))
+    # per element: every element its own interval, including a degenerate one
+    low = np.arange(24, dtype=np.float64).reshape(4, 3, 2)
+    per_element = model((_nested(low), _nested(low + 0.5)))
+    x = make_inputs(per_element, 300, seed=0)
+    assert np.all(x >= low.astype(np.float32)) and np.all(x <= (low + 0.5).astype(np.float32))
+    assert np.all(x.max(axis=0) - x.min(axis=0) > 0.45)
+    point = model(((0.0, 2.0), (0.0, 2.0)))  # low == high: a constant
+    assert np.all(make_inputs(point, 5, seed=0)[..., 1] == 2.0)
+
+
+def test_domain_json_round_trips_through_the_zoo_cache(tmp_path):
+    from harness.models import zoo
+
+    m = model(((0.0, -1.0), (1.0, 1.0)))
+    assert m.domain_json() == [[0.0, -1.0], [1.0, 1.0]] and model().domain_json() == [-0.5, 0.5]
+    back = zoo.model_from_dict(zoo.model_to_dict(m, tmp_path), tmp_path)
+    assert back.input_domain == m.input_domain
+    np.testing.assert_array_equal(make_inputs(back, 20, seed=3), make_inputs(m, 20, seed=3))

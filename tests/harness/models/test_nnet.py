@@ -52,7 +52,7 @@ def test_read_small_file(tmp_path):
     assert net.sizes == [2, 3, 1]
     assert net.weights[0].shape == (3, 2) and net.biases[1].tolist() == [0.05]
     assert net.input_min.tolist() == [-1.0, 0.0] and net.ranges.tolist() == [2.0, 10.0, 1.0]
-    assert net.normalized_domain() == (-0.5, 0.5)
+    assert net.normalized_domain() == ((-0.5, -0.5), (0.5, 0.5))  # per input: (min - mean) / range ..
 
 
 def test_small_file_runs_without_normalisation(tmp_path):
@@ -60,7 +60,7 @@ def test_small_file_runs_without_normalisation(tmp_path):
     path.write_text(SMALL)
     model = zoo.load(path, cache_dir=tmp_path / "cache")
     assert (model.name, model.input_shape, model.output_shape, model.layout) == ("small", (2,), (1,), "C")
-    assert set(model.files) == {"keras", "onnx"} and model.input_domain == (-0.5, 0.5)
+    assert set(model.files) == {"keras", "onnx"} and model.input_domain == ((-0.5, -0.5), (0.5, 0.5))
     assert "normalisation is not applied" in model.description
     x = np.random.default_rng(0).uniform(-0.5, 0.5, (20, 2)).astype(np.float32)
     for name in ("keras", "onnxruntime"):
@@ -77,13 +77,51 @@ def test_zoo_acas_round_trip(zoo_cache, tmp_path):
     assert all(np.array_equal(a.astype(np.float32), b.astype(np.float32))  # 9 digits: float32-exact
                for a, b in zip(again.weights, net.weights, strict=True))
     model = zoo.load(path, cache_dir=tmp_path / "cache")
-    assert model.input_domain == source.input_domain
+    assert all(np.array_equal(a, b) for a, b in zip(model.domain_bounds(), source.domain_bounds(), strict=True))
     assert [w.shape for w in keras_ref.load(model.file("keras")).get_weights()] == \
         [w.shape for w in keras_ref.load(source.file("keras")).get_weights()]
     x = np.random.default_rng(1).uniform(-0.5, 0.5, (100, 5)).astype(np.float32)
     expected = references.get("keras").run(source, x)
     assert np.array_equal(references.get("keras").run(model, x), expected)
     assert np.max(np.abs(references.get("onnxruntime").run(model, x) - expected)) <= 1e-6
+
+
+# The input bounds of the ACAS-Xu networks (ACASXU_run2a_*.nnet): range to intruder (ft), angle to intruder
+# and heading of the intruder (rad), own and intruder speed (ft/s).
+ACAS_MIN = [0.0, -3.141593, -3.141593, 100.0, 0.0]
+ACAS_MAX = [60760.0, 3.141593, 3.141593, 1200.0, 1200.0]
+ACAS_MEANS = [1.9791091e04, 0.0, 0.0, 650.0, 600.0, 7.5188840201005975]
+ACAS_RANGES = [60261.0, 6.28318530718, 6.28318530718, 1100.0, 1200.0, 373.94992]
+
+
+def _acas_like(path, means, ranges):
+    rng = np.random.default_rng(3)
+    net = nnet.NNet([rng.uniform(-0.5, 0.5, (4, 5)), rng.uniform(-0.5, 0.5, (5, 4))],
+                    [rng.uniform(-0.1, 0.1, 4), rng.uniform(-0.1, 0.1, 5)],
+                    np.array(ACAS_MIN), np.array(ACAS_MAX), np.array(means), np.array(ranges))
+    nnet.write(path, net)
+    return path
+
+
+def test_each_input_is_drawn_from_its_own_interval(tmp_path):
+    """A heading in ±π stays in ±π even when another input of the same file ranges up to 60760."""
+    from harness.core.inputs import make_inputs
+
+    path = _acas_like(tmp_path / "raw.nnet", [0.0] * 6, [1.0] * 6)  # identity normalisation: raw units
+    model = zoo.load(path, cache_dir=tmp_path / "cache")
+    low, high = model.domain_bounds()
+    np.testing.assert_allclose(low, ACAS_MIN) and np.testing.assert_allclose(high, ACAS_MAX)
+    x = make_inputs(model, 2000, seed=0)
+    assert np.all(np.abs(x[:, 1:3]) <= np.float32(3.141593))
+    assert np.all((x[:, 3] >= 100.0) & (x[:, 3] <= 1200.0)) and x[:, 0].max() > 50000.0
+    again = zoo.load(path, cache_dir=tmp_path / "cache")  # from the cache (model.json): same bounds
+    assert again.input_domain == model.input_domain
+    # The usual normalisation: each input's own normalised box, e.g. [-0.3284, 0.6799] for the range input.
+    normalised = zoo.load(_acas_like(tmp_path / "norm.nnet", ACAS_MEANS, ACAS_RANGES), cache_dir=tmp_path / "cache")
+    low, high = normalised.domain_bounds()
+    np.testing.assert_allclose(low, [-0.328423, -0.5, -0.5, -0.5, -0.5], atol=1e-6)
+    np.testing.assert_allclose(high, [0.679858, 0.5, 0.5, 0.5, 0.5], atol=1e-6)
+    assert normalised.domain_json() == [list(low), list(high)]
 
 
 def _broken(text: str, old: str, new: str) -> str:
@@ -100,6 +138,9 @@ def _broken(text: str, old: str, new: str) -> str:
         (_broken(SMALL, "-1.0,1.0,", "-1.0,abc,"), "expected numbers for layer 0 weight row 2"),
         (SMALL + "7,\n", "shape mismatch: data after the last layer"),
         ("// only a comment\n", "truncated file: expected the header"),
+        (_broken(SMALL, "0.5,0.25,", "nan,0.25,"), "layer 0: weights or biases contain NaN or infinity"),
+        (_broken(SMALL, "1.0,10.0,", "inf,10.0,"), "the input maximums contain NaN or infinity"),
+        (_broken(SMALL, "-1.0,0.0,", "2.0,0.0,"), "input 0: minimum 2 is above maximum 1"),
     ],
 )
 def test_bad_nnet_files(content, cause, tmp_path):

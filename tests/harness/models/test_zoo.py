@@ -331,7 +331,7 @@ def _bad_files(directory: Path, built) -> dict[str, tuple[Path | str, str]]:
         "empty onnx": (directory / "empty.onnx", "empty file"),
         "unknown suffix": (directory / "weights.txt", "unsupported file type '.txt'"),
         "unsupported layer": (directory / "lstm.keras", "unsupported layer type LSTM"),
-        "directory": (directory, "not a file"),
+        "directory": (directory, "is a directory, not a model file"),
         "unknown name": ("lenet6", "unknown zoo model 'lenet6' (known: acas-reg50,"),
     }
 
