@@ -38,6 +38,7 @@ def write_inference(graph: Graph, prefix: str, plan: MemoryPlan, param_symbols: 
         w.line()
     ctx = Context(w, graph, plan.buffers, param_symbols)
     layers = []
+    producers = {node.output: number for number, node in enumerate(graph.nodes) if node.output is not None}
     with w.block(signature):
         for number, node in enumerate(graph.nodes):
             if number:
@@ -57,6 +58,7 @@ def write_inference(graph: Graph, prefix: str, plan: MemoryPlan, param_symbols: 
                 "op": node.kind,
                 "function": entry,
                 "lines": [start, w.line_number],
+                "inputs": [producers.get(tensor) for tensor in node.inputs],
                 "input_shapes": [list(shape) for shape in node.input_shapes],
                 "output_shape": list(node.output_shape),
                 "loops": [loop.record() for loop in w.loops[first_loop:]],

@@ -38,7 +38,7 @@ def _layer(record: dict, c_file: str) -> dict:
     keys = ("index", "name", "op", "function")
     out = {key: record[key] for key in keys}
     out["file"] = c_file
-    out.update({key: record[key] for key in ("lines", "input_shapes", "output_shape", "loops")})
+    out.update({key: record[key] for key in ("lines", "inputs", "input_shapes", "output_shape", "loops")})
     return out
 
 

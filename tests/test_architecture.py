@@ -6,6 +6,7 @@
 - a stage (``harness.stages.<name>``) never imports another stage;
 - the core, the registries and the CLI never import a stage (data flows from
   the stages to the core, not back), except the CLI's discovery of commands.
+- ``harness.scheduling`` imports nothing of Assay but itself.
 """
 
 from __future__ import annotations
@@ -91,3 +92,11 @@ def test_the_rules_catch_every_kind_of_import(tmp_path):
         "harness/core/plan.py:1: imports harness.stages.met.run"]
     assert violations("wcet", lambda _p, name: top(name) == "harness", tmp_path) == [
         "wcet/bound.py:1: imports harness.errors.AssayError"]
+
+
+def test_the_scheduling_library_imports_nothing_of_assay_but_itself():
+    """``harness.scheduling`` is plain data in and out, for the stage, the benchmark and a future generator."""
+    def outside(_path: Path, name: str) -> bool:
+        return top(name) in {"harness", "codegen", "wcet"} and not name.startswith("harness.scheduling")
+
+    assert violations("harness/scheduling", outside) == []

@@ -263,3 +263,17 @@ def test_large_model_with_incbin_writes_no_large_c(tmp_path):
                for name in manifest["sources"] + manifest["headers"])
     x = np.random.default_rng(0).uniform(-1, 1, (2, 1000)).astype(np.float32)
     np.testing.assert_allclose(run_c(tmp_path / "gen", x), x @ weight.T, atol=1e-5)
+
+
+def test_layer_inputs_name_the_producing_layers(lenet):
+    """``inputs`` gives the DAG the scheduler uses: the residual branch joins at 'add', fused layers have none."""
+    manifest, _, _ = lenet
+    index = {layer["name"]: layer["index"] for layer in manifest["layers"]}
+    inputs = {layer["name"]: layer["inputs"] for layer in manifest["layers"]}
+    assert inputs["conv1"] == [None]  # the inference's input
+    assert inputs["pool1"] == [index["conv1"]]
+    assert inputs["shortcut"] == [index["pool1"]] and inputs["conv2"] == [index["pool1"]]
+    assert inputs["add"] == [index["conv2"], index["shortcut"]]
+    assert inputs["relu2"] == []  # computed by 'add'
+    assert inputs["pool2"] == [index["add"]]  # reads add's output, where relu2's went
+    assert inputs["dense"] == [index["flatten"]]
