@@ -13,7 +13,7 @@ from codegen.ir import Graph, fuse_activations
 GENERATOR_NAME = "assay-v2"
 __version__ = "0.1.0"
 
-SUFFIXES = {".keras": "keras", ".h5": "keras", ".hdf5": "keras", ".onnx": "onnx"}
+SUFFIXES = {".keras": "keras", ".h5": "keras", ".hdf5": "keras", ".onnx": "onnx", ".nnef": "nnef"}
 
 
 def _load(path: Path, fmt: str) -> Graph:
@@ -25,7 +25,11 @@ def _load(path: Path, fmt: str) -> Graph:
         from codegen import frontend_onnx
 
         return frontend_onnx.load(path)
-    raise ValueError(f"frontend must be 'keras' or 'onnx', not {fmt!r}")
+    if fmt == "nnef":
+        from codegen import frontend_nnef
+
+        return frontend_nnef.load(path)
+    raise ValueError(f"frontend must be 'keras', 'onnx' or 'nnef', not {fmt!r}")
 
 
 def _check_sizes(graph: Graph) -> None:
@@ -46,10 +50,14 @@ def _check_sizes(graph: Graph) -> None:
 
 
 def _sha256(path: Path) -> str:
+    """SHA-256 of a model file, or of the names and bytes of the files of a model folder (NNEF)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
+    for file in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]:
+        if path.is_dir():
+            digest.update(str(file.relative_to(path)).encode() + b"\0")
+        with open(file, "rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -57,12 +65,14 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
              frontend: str | None = None, weights: str = "auto") -> dict:
     """Generate V2 C code for ``model_path`` into ``out_dir``; return (and write) the manifest."""
     path = Path(model_path).resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"{model_path}: no such model file")
-    fmt = frontend or SUFFIXES.get(path.suffix.lower())
+    if path.name == "graph.nnef":
+        path = path.parent  # an NNEF model is its folder: the graph and its .dat tensors
+    if not path.is_file() and not (path / "graph.nnef").is_file():
+        raise FileNotFoundError(f"{model_path}: no such model file (or NNEF folder with graph.nnef)")
+    fmt = frontend or ("nnef" if path.is_dir() else SUFFIXES.get(path.suffix.lower()))
     if fmt is None:
         raise UnsupportedModel(f"{path.name}: cannot tell the format from the suffix '{path.suffix}'; "
-                               "pass frontend='keras' or 'onnx'")
+                               "pass frontend='keras', 'onnx' or 'nnef'")
     if weights not in ("auto", "c", "incbin"):
         raise ValueError(f"weights must be 'c', 'incbin' or 'auto', not {weights!r}")
     graph = _load(path, fmt)

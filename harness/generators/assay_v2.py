@@ -1,7 +1,7 @@
 """Our own ACETONE-style generator, strategy V2 (``codegen``), as an adapter.
 
-Its variants are the source formats it reads: ``keras`` (channels-last C) and
-``onnx`` (channels-first C), so one campaign checks both front ends.
+Its variants are the source formats it reads: ``keras`` (channels-last C),
+``onnx`` and ``nnef`` (channels-first C), so one campaign checks every front end.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 
-FORMATS = ("keras", "onnx")
+FORMATS = ("keras", "onnx", "nnef")
 
 
 @register("assay-v2")

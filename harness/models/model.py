@@ -94,10 +94,15 @@ class Model:
 
 
 def file_sha256(path: Path) -> str:
+    """SHA-256 of a model file, or of the names and bytes of the files of a model folder (NNEF)."""
+    path = Path(path)
     digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
+    for file in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]:
+        if path.is_dir():
+            digest.update(str(file.relative_to(path)).encode() + b"\0")
+        with open(file, "rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -1,8 +1,10 @@
-"""User model files: ``.keras``/``.h5`` (Keras), ``.onnx``, ``.nnet`` (ACAS-Xu text format), ``.json`` (ACETONE).
+"""User model files: ``.keras``/``.h5`` (Keras), ``.onnx``, ``.nnet`` (ACAS-Xu text format), ``.json`` (ACETONE),
+and NNEF folders (``graph.nnef`` and its ``.dat`` files).
 
 Each becomes a ``Model``. A Keras file keeps its own path and gains an ONNX
 export (the second reference); an ``.nnet`` or ACETONE ``.json`` file is
-converted to both formats.
+converted to both formats; an NNEF folder is copied into the cache and
+converted to ONNX (``harness.models.nnef``), the generator reading the NNEF.
 Conversions go to ``<cache_dir>/user/<stem>-<sha256[:12]>/`` and are reused
 while the source file is unchanged. The canonical layout is channels-last when
 a Keras file exists, otherwise the ONNX file's own (``CHW`` for NCHW inputs).
@@ -20,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ModelError
-from harness.models import sidecar
+from harness.models import nnef, sidecar
 from harness.models.model import Model, file_sha256
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
-SUFFIXES = (*KERAS_SUFFIXES, ".onnx", ".nnet", ".json")
+SUFFIXES = (*KERAS_SUFFIXES, ".onnx", ".nnet", ".json", ".nnef")
 CONVERTER_VERSION = 1
 _MAX_CAUSE = 400
 
@@ -36,8 +38,10 @@ def load(path: Path, cache_dir: Path) -> Model:
     gave it) and the cause; nothing in the cache is ever named.
     """
     path = Path(path)
-    _check_readable(path)
-    suffix = path.suffix.lower()
+    folder = nnef.is_folder(path)  # an NNEF model is a folder (graph.nnef and its .dat tensors)
+    if not folder:
+        _check_readable(path)
+    suffix = ".nnef" if folder else path.suffix.lower()
     if suffix not in SUFFIXES:
         raise ModelError(f"{path}: unsupported file type '{suffix or path.name}' (expected {', '.join(SUFFIXES)})")
     settings = sidecar.read(path)
@@ -119,7 +123,7 @@ def cause(error: BaseException) -> str:
     return text if len(text) <= _MAX_CAUSE else text[: _MAX_CAUSE - 3] + "..."
 
 
-# --- Keras and NNet: converted into the cache --------------------------------
+# --- Keras, NNet, ACETONE JSON and NNEF: converted into the cache ------------
 
 
 def _load_converted(path: Path, cache_dir: Path, suffix: str, settings: sidecar.Sidecar | None = None) -> Model:
@@ -138,7 +142,7 @@ def _load_converted(path: Path, cache_dir: Path, suffix: str, settings: sidecar.
             return model
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "model.json").unlink(missing_ok=True)
-        converter = {".nnet": _convert_nnet, ".json": _convert_acetone_json}.get(suffix, _convert_keras)
+        converter = {".nnet": _convert_nnet, ".json": _convert_acetone_json, ".nnef": _convert_nnef}.get(suffix, _convert_keras)
         try:
             model = sidecar.apply(settings, converter(path, directory))
         except ModelError:
@@ -294,6 +298,29 @@ def _convert_acetone_json(path: Path, directory: Path) -> Model:
     model = _keras_model_record(path.stem, directory / "model.keras", directory / "model.onnx", keras_model,
                                 (-1.0, 1.0))
     return dataclasses.replace(model, description=f"ACETONE JSON file {path.name}")
+
+
+def _convert_nnef(path: Path, directory: Path) -> Model:
+    """An NNEF folder: copied into the cache (``model.nnef``) beside its ONNX conversion (``model.onnx``)."""
+    import shutil
+
+
+    graph = nnef.read(path)
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise ModelError(f"{path}: expected one input and one output, found {len(graph.inputs)} and "
+                         f"{len(graph.outputs)}")
+    shapes = [tuple(int(d) for d in graph.tensors[name].shape) for name in (graph.inputs[0], graph.outputs[0])]
+    for name, shape in zip((graph.inputs[0], graph.outputs[0]), shapes):
+        if len(shape) not in (2, 4) or shape[0] != 1:
+            raise ModelError(f"{path}: {name} has shape {list(shape)}; [1, F] or [1, C, H, W] is supported")
+    shutil.rmtree(directory / "model.nnef", ignore_errors=True)
+    shutil.copytree(path, directory / "model.nnef")
+    nnef.convert_to_onnx(directory / "model.nnef", directory / "model.onnx")
+    in_shape, out_shape = (shape[1:] for shape in shapes)
+    layouts = (_channels_first(len(in_shape)), _channels_first(len(out_shape)))
+    return Model(name=path.stem, files={"nnef": directory / "model.nnef", "onnx": directory / "model.onnx"},
+                 input_shape=in_shape, output_shape=out_shape, layout=layouts[0], output_layout=layouts[1],
+                 file_layouts={"nnef": layouts, "onnx": layouts}, tier="user", description=f"NNEF folder {path.name}")
 
 
 # --- ONNX: used as it is ------------------------------------------------------

@@ -95,7 +95,7 @@ def load(name_or_path: str | Path, cache_dir: Path = DEFAULT_CACHE_DIR, seed: in
     if path.suffix.lower() in user_files.SUFFIXES or path.exists() or os.sep in key:
         return user_files.load(path, cache_dir)
     raise ModelError(f"unknown zoo model '{key}' (known: {', '.join(names())}); "
-                     f"model files end in {', '.join(user_files.SUFFIXES)}")
+                     f"model files end in {', '.join(user_files.SUFFIXES)} (or are NNEF folders)")
 
 
 def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
@@ -156,7 +156,7 @@ def read_cached(directory: Path, fingerprint: str) -> Model | None:
         model = model_from_dict(record["model"], directory)
     except (KeyError, TypeError, ValueError):
         return None
-    if not all(path.is_file() for path in model.files.values()):
+    if not all(path.exists() for path in model.files.values()):  # a file, or a folder (NNEF)
         return None
     return model
 

@@ -36,10 +36,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def add_command(subparsers) -> None:
     gen = subparsers.add_parser("generate", help="generate C for one model and write it with its manifest")
     gen.add_argument("--model", required=True,
-                     help="zoo name or model file (.keras, .h5, .onnx, .nnet, ACETONE .json)")
+                     help="zoo name or model file (.keras, .h5, .onnx, .nnet, ACETONE .json, NNEF folder)")
     gen.add_argument("--out", type=Path, required=True, help="output directory for the C and manifest.json")
     gen.add_argument("--generator", default="assay-v2", help="generator name (default assay-v2)")
-    gen.add_argument("--variant", help="generator variant; for assay-v2 the source format read: keras or onnx "
+    gen.add_argument("--variant", help="generator variant; for assay-v2 the source format read: keras, onnx or nnef "
                                        "(default: the first the model has)")
     add_common_options(gen)
     gen.set_defaults(func=cmd_generate)
