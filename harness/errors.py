@@ -22,5 +22,13 @@ class ConfigError(AssayError):
     """A profile or option is invalid."""
 
 
+class NotSupported(AssayError):
+    """A generator refuses the model (a layer or option it does not implement): the ``not supported`` verdict.
+
+    Distinct from a failure (wrong outputs) and an error (a crash, a build failure): the message is the
+    generator's own.
+    """
+
+
 # What a stage or the CLI reports as one line (an item's error, or exit 2) rather than a traceback.
 USER_ERRORS: tuple[type[Exception], ...] = (AssayError, WcetError)

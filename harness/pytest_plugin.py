@@ -39,16 +39,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--wcet", action="store_true",
                     help="run the WCET checks (tests marked wcet): flow facts, the static analyzer on the zoo, "
                          "soundness against measured cycles")
+    group.addoption("--peers", action="store_true",
+                    help="run the tests that drive external generators in their own environments (tests marked "
+                         "peers; the first run builds the environments: several minutes, ~4 GB from PyPI)")
 
 
 # marker -> (option that enables it, reason shown when skipped)
 _GATED = {"slow": ("run_slow", "slow: run with --run-slow"),
-          "wcet": ("wcet", "WCET check: run with pytest --wcet")}
+          "wcet": ("wcet", "WCET check: run with pytest --wcet"),
+          "peers": ("peers", "external generator in its own environment: run with pytest --peers")}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running test, run only with --run-slow")
     config.addinivalue_line("markers", "wcet: WCET check, run only with --wcet")
+    config.addinivalue_line("markers", "peers: drives an external generator in its own venv, run only with --peers")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

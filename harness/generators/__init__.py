@@ -32,7 +32,8 @@ class Generator(Protocol):
         ...
 
 
-_MODULES = ("harness.generators.assay_v2", "harness.generators.prebuilt")
+_MODULES = ("harness.generators.assay_v2", "harness.generators.prebuilt", "harness.generators.acetone_nnet",
+            "harness.generators.keras2c", "harness.generators.emlearn")
 _REGISTRY: dict[str, type] = {}
 PREBUILT_PREFIX = "dir:"
 

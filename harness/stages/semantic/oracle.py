@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
+# The generator refused the model with its own message (harness.errors.NotSupported): neither wrong
+# outputs nor a fault, so it is counted apart from both.
+NOT_SUPPORTED = "not supported"
 
 
 @dataclass(frozen=True)

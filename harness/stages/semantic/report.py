@@ -23,6 +23,8 @@ def _cell(record: dict | None) -> str:
         return "–"
     if record["verdict"] == "error":
         return "ERROR"
+    if record["verdict"] == "not supported":
+        return "NOT SUPPORTED"
     text = f"{record['max_abs_error']:.4e}"
     return text if record["verdict"] == "pass" else f"{text} FAIL"
 
@@ -117,7 +119,7 @@ def plot(records: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(models) + 2), 4.5))
     series: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in records:
-        if r["verdict"] != "error" and r["max_abs_error"] is not None:
+        if r["verdict"] not in ("error", "not supported") and r["max_abs_error"] is not None:
             series[tuple(r[f] for f in ROW_FIELDS)][r["model"]] = max(r["max_abs_error"], 1e-12)
     markers = "osD^v<>ph*"
     for i, (key, values) in enumerate(sorted(series.items())):

@@ -27,7 +27,7 @@ from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
 from harness.digests import digest
-from harness.errors import USER_ERRORS
+from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.stages.semantic import arbiter, bitcompare, oracle
@@ -85,6 +85,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     model: Model | None = None
     fingerprint = bits = None
     warnings: list[str] = []
+    failure = oracle.ERROR  # the verdict when no outputs exist
     try:
         model = load_model(item.model, settings)
         fingerprint = _fingerprint(item, model, settings)
@@ -100,6 +101,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         cause = None
         if item.target != HOST:
             bits = _bits_vs_host(item, model, code, outputs, settings)
+    except NotSupported as exc:  # the generator's own refusal: not supported, not an error
+        outputs, cause, failure = None, str(exc), oracle.NOT_SUPPORTED
     except (runners.RunError, *USER_ERRORS) as exc:
         outputs, cause = None, str(exc)
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
@@ -111,7 +114,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         record.update(timings=dict(timings), provenance=provenance, bits_vs_host=bits, fingerprint=fingerprint,
                       warnings=warnings, arbiter=None)
         if outputs is None:
-            record.update(verdict=oracle.ERROR, cause=cause, max_abs_error=None,
+            record.update(verdict=failure, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)
         else:
             record.update(_compare_with(ref_name, model, outputs, exact, settings, record["timings"]))

@@ -1,0 +1,47 @@
+"""keras2c (PyPI 2.0) as an adapter, run in its own TensorFlow 2.15 (Keras 2) environment.
+
+Variants: ``stack`` (keras2c's default: every weight and activation array a local of the generated function)
+and ``malloc`` (``malloc=True``: large arrays allocated at initialisation). keras2c's C code includes its
+backend library (``./include/k2c_include.h`` and its ``.c`` files), which neither the PyPI wheel nor the
+sdist of keras2c 2.0 contain (docs/peers.md, finding K2): the code cannot be compiled. The adapter says so
+in one line, with what the generated source itself shows: the bytes of arrays the entry function declares
+on the stack, and whether it calls ``malloc``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harness.errors import AssayError
+from harness.generators import register
+from harness.generators.generated import GeneratedCode
+from harness.generators.peers import PeerEnv, PeerGenerator
+from harness.generators.peers.keras_chain import write
+from harness.models.model import Model
+
+PEER = PeerEnv("keras2c")
+VARIANTS = ("stack", "malloc")
+BACKEND = "include/k2c_include.h"
+LOCAL_ARRAY = re.compile(r"^\s{0,4}float\s+\w+\[(\d+)\]", re.MULTILINE)
+
+
+@register("keras2c")
+class Keras2c(PeerGenerator):
+    peer = PEER
+
+    def variants(self, model: Model) -> list[str]:
+        return list(VARIANTS) if "keras" in model.files else []
+
+    def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "chain")
+        function = "k2c_" + "".join(c if c.isalnum() else "_" for c in model.name)
+        PEER.run({"spec": str(spec), "weights": str(weights), "out_dir": str(out_dir), "function_name": function,
+                  "malloc": variant == "malloc"})
+        source = (out_dir / f"{function}.c").read_text()
+        floats = sum(int(n) for n in LOCAL_ARRAY.findall(source))
+        raise AssayError(f"keras2c {self.version()} wrote {function}.c, which includes ./{BACKEND}: the PyPI "
+                         f"package ships no C backend, so the code cannot be compiled (docs/peers.md K2); "
+                         f"the source declares {floats * 4} bytes of float arrays as locals of {function} and "
+                         f"calls malloc {source.count('malloc(')} times")

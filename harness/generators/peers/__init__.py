@@ -1,0 +1,210 @@
+"""Isolated environments for other people's generators ("peers"), and the JSON interface that drives them.
+
+A peer such as ``acetone-nnet`` needs Keras 2 (TensorFlow <= 2.12), which
+cannot live beside Assay's own Keras 3. Each peer therefore gets a virtual
+environment that Assay creates and caches itself under
+``$XDG_CACHE_HOME/assay/peers/<name>/`` (``~/.cache`` by default; ``ASSAY_PEERS_DIR``
+overrides the root), from the exact pins in ``<name>.txt`` beside this file,
+with packages from PyPI only. The environment is built on first use or by
+``assay peers setup [NAME]``; its stamp (``assay-peer-env.json``) records the
+pins' hash, the Python version, the set-up time and ``pip freeze``, and a
+changed pin file rebuilds it.
+
+A peer is driven by a small driver script (``drivers/<name>.py``) run by the
+environment's Python, never importing ``harness``: Assay writes a request
+JSON, the driver writes a response JSON (``drivers/_protocol.py``). We use the
+standard library's ``venv`` and pip's own command line rather than a
+environment manager library: they are what every machine with Python has, and
+a stamp file is all the bookkeeping needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.digests import digest
+from harness.errors import AssayError, ConfigError, NotSupported
+
+HERE = Path(__file__).resolve().parent
+DRIVERS = HERE / "drivers"
+STAMP = "assay-peer-env.json"
+STAMP_SCHEMA = "assay-peer-env/1"
+RESPONSE_SCHEMA = "assay-peer-response/1"
+OK, NOT_SUPPORTED, ERROR = "ok", "not supported", "error"
+SETUP_TIMEOUT_S = 3600.0
+# The peers' TensorFlow releases have wheels for CPython <= 3.11: the environments use this interpreter.
+PYTHON_CANDIDATES = ("python3.11", "python3.10")
+
+
+class PeerEnvError(AssayError):
+    """A peer environment could not be built or its driver misbehaved (not a verdict about the model)."""
+
+
+def cache_root() -> Path:
+    """Where peer environments live: ``$ASSAY_PEERS_DIR``, else ``$XDG_CACHE_HOME/assay/peers``."""
+    if os.environ.get("ASSAY_PEERS_DIR"):
+        return Path(os.environ["ASSAY_PEERS_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "assay" / "peers"
+
+
+def names() -> list[str]:
+    """The peers that have a pin file."""
+    return sorted(path.stem for path in HERE.glob("*.txt"))
+
+
+@dataclass(frozen=True)
+class PeerEnv:
+    """One peer's environment: its pins, its directory, its driver."""
+
+    name: str
+
+    @property
+    def requirements(self) -> Path:
+        return HERE / f"{self.name}.txt"
+
+    @property
+    def directory(self) -> Path:
+        return cache_root() / self.name
+
+    @property
+    def python(self) -> Path:
+        return self.directory / "bin" / "python"
+
+    @property
+    def driver(self) -> Path:
+        return DRIVERS / f"drive_{self.name.replace('-', '_')}.py"  # never the peer package name itself
+
+    def pins(self) -> dict[str, str]:
+        """package -> exact version, from the pin file (``name==version`` lines)."""
+        if not self.requirements.is_file():
+            raise ConfigError(f"peer '{self.name}': no pin file {self.requirements}")
+        pins = {}
+        for line in self.requirements.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                package, _, version = line.partition("==")
+                pins[package.strip().lower()] = version.strip()
+        return pins
+
+    def stamp(self) -> dict | None:
+        """The environment's stamp when it is built from the current pins, else None."""
+        path = self.directory / STAMP
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if data.get("pins_sha256") != digest(self.pins()) or not self.python.is_file():
+            return None
+        return data
+
+    def identity(self) -> dict:
+        """What code from this peer depends on besides the model: its pins and its driver (content-keyed resume)."""
+        return {"peer": self.name, "pins": self.pins(), "driver": digest(self.driver.read_text())}
+
+    def ensure(self, log=None) -> dict:
+        """Build the environment unless a stamp for the current pins exists; return the stamp."""
+        return self.stamp() or self.setup(log)
+
+    def setup(self, log=None) -> dict:
+        """Create the venv afresh and install the pins from PyPI; record the time it took."""
+        python = _base_python()
+        pins = self.pins()
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        _call([python, "-m", "venv", str(self.directory)], f"peer '{self.name}': creating the venv", log)
+        # --no-deps: the pin file is the whole closure (pip freeze of a working environment), so nothing
+        # is resolved at set-up time and two machines get the same versions.
+        _call([str(self.python), "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q",
+               "-r", str(self.requirements)], f"peer '{self.name}': installing {self.requirements.name}", log)
+        seconds = time.perf_counter() - start
+        freeze = subprocess.run([str(self.python), "-m", "pip", "freeze"], capture_output=True, text=True,
+                                check=False).stdout.split()
+        stamp = {"schema": STAMP_SCHEMA, "peer": self.name, "pins_sha256": digest(pins), "pins": pins,
+                 "python": _python_version(self.python), "base_python": python, "setup_s": round(seconds, 1),
+                 "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "freeze": freeze,
+                 "host": platform.platform()}
+        (self.directory / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
+        return stamp
+
+    def run(self, request: dict, timeout: float = 900.0) -> dict:
+        """Run the driver on ``request``; the peer's result, NotSupported for its refusal, else PeerEnvError."""
+        stamp = self.ensure()
+        with tempfile.TemporaryDirectory(prefix=f"assay-{self.name}-") as tmp:
+            response = call_driver(self.python, self.driver, request, Path(tmp), timeout, self.name)
+        response["environment"] = {key: stamp[key] for key in ("python", "pins", "setup_s", "created_at")}
+        return response
+
+
+class PeerGenerator:
+    """What every peer adapter shares: its version is its pinned release, its identity the environment's."""
+
+    name: str
+    peer: PeerEnv
+
+    def version(self) -> str:
+        return self.peer.pins()[self.peer.name]
+
+    def identity(self, model, variant: str) -> dict:
+        return {"name": self.name, **self.peer.identity()}
+
+
+def call_driver(python: Path | str, driver: Path, request: dict, scratch: Path, timeout: float, who: str) -> dict:
+    """One driver run: request file in, response file out; stdout/stderr kept only to explain a crash."""
+    request_path, response_path = scratch / "request.json", scratch / "response.json"
+    request_path.write_text(json.dumps(request))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONNOUSERSITE": "1", "PYTHONPATH": ""}
+    try:
+        proc = subprocess.run([str(python), str(driver), str(request_path), str(response_path)], capture_output=True,
+                              text=True, timeout=timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise PeerEnvError(f"{who}: driver timed out after {timeout:g} s") from None
+    try:
+        response = json.loads(response_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise PeerEnvError(f"{who}: driver exited {proc.returncode} without a response: {tail[0]}") from None
+    if response.get("schema") != RESPONSE_SCHEMA:
+        raise PeerEnvError(f"{who}: driver response has schema {response.get('schema')!r}, not {RESPONSE_SCHEMA}")
+    status, message = response.get("status"), response.get("message") or ""
+    if status == NOT_SUPPORTED:
+        raise NotSupported(f"{who}: {message}")
+    if status != OK:
+        raise PeerEnvError(f"{who}: {message}")
+    return response
+
+
+def _base_python() -> str:
+    """A CPython the peers' pinned wheels exist for (3.11 or 3.10), found on PATH."""
+    for name in PYTHON_CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    if sys.version_info[:2] in ((3, 11), (3, 10)):
+        return sys.executable
+    raise PeerEnvError(f"peer environments need one of {', '.join(PYTHON_CANDIDATES)} on PATH")
+
+
+def _python_version(python: Path) -> str:
+    return subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True, check=False).stdout.strip()
+
+
+def _call(command: list[str], what: str, log) -> None:
+    if log:
+        log(f"{what} ...")
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S, check=False)
+    if proc.returncode != 0:
+        lines = [line for line in (proc.stderr or proc.stdout).splitlines() if not line.startswith("WARNING")]
+        raise PeerEnvError(f"{what} failed (exit {proc.returncode}): {(lines or ['no output'])[-1]}")

@@ -1,0 +1,1 @@
+"""``assay peers``: the isolated environments of other people's generators (docs/peers.md)."""
