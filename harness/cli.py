@@ -42,7 +42,7 @@ def add_selection_options(parser: argparse.ArgumentParser, default_targets: str)
     parser.add_argument("--models", action="append",
                         help="comma-separated zoo names or model files (default: the --tier); repeatable, and a "
                              "value that names an existing file is taken whole, commas included")
-    parser.add_argument("--tier", default="default", choices=["default", "full"],
+    parser.add_argument("--tier", default="default", choices=["default", "full", "trained"],
                         help="zoo tier used when --models is not given (default: default)")
     parser.add_argument("--generators", default="assay-v2",
                         help="comma-separated generators; dir:PATH takes already generated C with an assay.json "

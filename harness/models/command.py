@@ -20,5 +20,5 @@ def add_command(subparsers) -> None:
     zoo_parser = subparsers.add_parser("zoo", help="the model zoo (paper benchmarks)")
     zoo_sub = zoo_parser.add_subparsers(dest="zoo_command", required=True, metavar="ZOO_COMMAND")
     listing = zoo_sub.add_parser("list", help="list the zoo's models, tiers, input domains and tolerances")
-    listing.add_argument("--tier", choices=["default", "full"], help="only this tier")
+    listing.add_argument("--tier", choices=["default", "full", "trained"], help="only this tier")
     listing.set_defaults(func=cmd_zoo_list)

@@ -1,7 +1,8 @@
 """The model zoo: the ACETONE benchmarks by name, and user model files.
 
 ``load("lenet5")`` builds a named benchmark once (seeded random weights, see
-``harness.models.benchmarks``) into ``<cache_dir>/<name>-s<seed>/`` as
+``harness.models.benchmarks``; the ``trained`` tier is trained on bundled data,
+``harness.models.trained``) into ``<cache_dir>/<name>-s<seed>/`` as
 ``model.keras``, ``model.onnx`` and ``model.json``; later loads read
 ``model.json`` only and do not import TensorFlow. ``load("net.onnx")`` (or a
 ``.keras``, ``.h5``, ``.nnet`` path) describes a user file, converting it
@@ -24,7 +25,7 @@ from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environm
 
 DEFAULT_CACHE_DIR = Path("generated/zoo")
 CACHE_SCHEMA = "assay-zoo/3"  # 2: models carry rtol; 3: input domain bounds per element ([low, high], nested lists)
-TIERS = ("default", "full")
+TIERS = ("default", "full", "trained")
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ZooEntry:
     """A named benchmark: what it is, where its inputs live, how close outputs must be."""
 
     name: str
-    tier: str  # "default" (built by tests and campaigns) or "full" (large, on request)
+    tier: str  # "default" (built by tests and campaigns), "full" (large, on request) or "trained" (real data)
     description: str
     input_domain: tuple[float, float]
     tolerance: float = DEFAULT_TOLERANCE
@@ -61,6 +62,13 @@ _ENTRIES: tuple[ZooEntry, ...] = (
              "4096/4096 ReLU, 1000 softmax", _IMAGE_DOMAIN),
     ZooEntry("vgg16", "full", "VGG-16 (configuration D): 224x224x3, thirteen 3x3 ReLU conv, five max pooling, Dense "
              "4096/4096 ReLU, 1000 softmax", _IMAGE_DOMAIN),
+    # Trained on scikit-learn's bundled data (harness.models.trained): for design-space exploration.
+    ZooEntry("digits-cnn", "trained", "digits 8x8x1 (scikit-learn), two 3x3 ReLU conv + max pooling, Dense 64 ReLU, "
+             "10 softmax; quality: error rate", _IMAGE_DOMAIN),
+    ZooEntry("digits-mlp", "trained", "digits 64 (scikit-learn), Dense 64/32 ReLU, 10 softmax; quality: error rate",
+             _IMAGE_DOMAIN),
+    ZooEntry("tabular-ae", "trained", "autoencoder on breast_cancer 30 standardised features (scikit-learn), Dense "
+             "64/32/8/32/64 ReLU, 30 linear; quality: 1 - AUC of the reconstruction error", (-3.0, 3.0)),
 )
 _BY_NAME = {entry.name: entry for entry in _ENTRIES}
 
@@ -98,11 +106,16 @@ def load(name_or_path: str | Path, cache_dir: Path = DEFAULT_CACHE_DIR, seed: in
                      f"model files end in {', '.join(user_files.SUFFIXES)} (or are NNEF folders)")
 
 
-def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
-    from harness.models import benchmarks
+def _builder(zoo_entry: ZooEntry):
+    """The module that builds an entry: ``fingerprint(name, seed)`` and ``build(name, seed)``."""
+    from harness.models import benchmarks, trained
 
+    return trained if zoo_entry.tier == "trained" else benchmarks
+
+
+def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
     directory = cache_dir / f"{zoo_entry.name}-s{seed}"
-    fingerprint = benchmarks.fingerprint(zoo_entry.name, seed)
+    fingerprint = _builder(zoo_entry).fingerprint(zoo_entry.name, seed)
     model = read_cached(directory, fingerprint)
     if model is not None:
         return model
@@ -114,12 +127,12 @@ def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
 
 
 def _build_benchmark(zoo_entry: ZooEntry, directory: Path, fingerprint: str, seed: int) -> Model:
-    from harness.models import benchmarks, onnx_export
+    from harness.models import onnx_export
     from harness.models.tf_runtime import save_keras
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "model.json").unlink(missing_ok=True)
-    keras_model = benchmarks.build(zoo_entry.name, seed)
+    keras_model = _builder(zoo_entry).build(zoo_entry.name, seed)
     save_keras(keras_model, directory / "model.keras")
     onnx_export.export(keras_model, directory / "model.onnx")
     image = len(keras_model.inputs[0].shape) == 4

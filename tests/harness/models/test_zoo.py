@@ -20,6 +20,7 @@ from harness.models.tf_runtime import keras, save_keras
 
 PAPER_ORDER = ["acas-reg50", "acas-reg100", "acas-reg200", "acas-decr128", "acas-decr256", "lenet5", "cifarnet",
                "alexnet", "vgg16"]
+TRAINED = ["digits-cnn", "digits-mlp", "tabular-ae"]  # harness.models.trained, after the paper's
 ACAS = [name for name in PAPER_ORDER if name.startswith("acas-")]
 HIDDEN = {"acas-reg50": (50,) * 7, "acas-reg100": (100,) * 7, "acas-reg200": (200,) * 7,
           "acas-decr128": (128, 128, 64, 32, 16), "acas-decr256": (256, 256, 128, 64, 32, 16)}
@@ -44,8 +45,9 @@ def _inputs(model, n=64, seed=0):
 
 
 def test_entries_in_paper_order():
-    assert [entry.name for entry in zoo.entries()] == PAPER_ORDER
-    assert zoo.names() == PAPER_ORDER
+    assert [entry.name for entry in zoo.entries()] == PAPER_ORDER + TRAINED
+    assert zoo.names() == PAPER_ORDER + TRAINED
+    assert zoo.names("trained") == TRAINED
     assert zoo.names("default") == PAPER_ORDER[:7]
     assert zoo.names("full") == ["alexnet", "vgg16"]
     assert all(entry.tolerance == 1e-5 for entry in zoo.entries() if entry.tier == "default")
