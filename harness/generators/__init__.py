@@ -32,7 +32,8 @@ class Generator(Protocol):
         ...
 
 
-_MODULES = ("harness.generators.assay_v2", "harness.generators.prebuilt")
+_MODULES = ("harness.generators.assay_v1", "harness.generators.assay_v2", "harness.generators.assay_v3",
+            "harness.generators.prebuilt")
 _REGISTRY: dict[str, type] = {}
 PREBUILT_PREFIX = "dir:"
 
