@@ -1,13 +1,19 @@
-"""Assay's own ACETONE-style predictable C code generator, strategy V2 (inlined inference).
+"""Assay's own ACETONE-style predictable C code generator, strategies V1, V2 and V3.
 
-``generate(model, out_dir)`` reads a Keras (``.keras``/``.h5``) or ONNX model and
-writes one C99 inference function whose layers are inlined as counted loops
-with literal bounds, static buffers only, plus ``manifest.json``
-(docs/manifest.md). It never imports the harness: it is the tool under test.
-See docs/codegen.md.
+``generate(model, out_dir, strategy="v2")`` reads a Keras (``.keras``/``.h5``)
+or ONNX model and writes C99 with static memory only, plus ``manifest.json``
+(docs/manifest.md): V1 a generic loop over layer structs calling through
+function pointers, V2 one function with every layer inlined as counted loops
+with literal bounds, V3 no loops at all. ``transforms`` selects the
+semantics-preserving transformations of §2.2. It never imports the harness:
+it is the tool under test. See docs/codegen.md.
 """
 
 from codegen.errors import UnsupportedModel
-from codegen.pipeline import GENERATOR_NAME, __version__, generate
+from codegen.pipeline import GENERATOR_NAME, STRATEGIES, __version__, applicable_transforms, generate
+from codegen.transforms import DEFAULT as DEFAULT_TRANSFORMS
+from codegen.transforms import ORDER as TRANSFORMS
+from codegen.transforms import parse as parse_transforms
 
-__all__ = ["GENERATOR_NAME", "UnsupportedModel", "__version__", "generate"]
+__all__ = ["DEFAULT_TRANSFORMS", "GENERATOR_NAME", "STRATEGIES", "TRANSFORMS", "UnsupportedModel", "__version__",
+           "applicable_transforms", "generate", "parse_transforms"]

@@ -19,7 +19,7 @@ INT_MAX = 2**31 - 1  # loop counters and indices are C ``int``s (at least 32 bit
 class Loop:
     id: str
     var: str
-    bound: int
+    bound: int | str  # a literal trip count, or (V1's library) the C expression of a run-time bound
     line: int
     parent: str | None
 
@@ -62,11 +62,16 @@ class CWriter:
             self.line("}")
 
     @contextmanager
-    def loop(self, var: str, bound: int):
-        """``for (int var = 0; var < bound; ++var) {`` with ``bound`` a literal constant."""
-        bound = int(bound)
-        if not 1 <= bound <= INT_MAX:
-            raise ValueError(f"loop over {var} with bound {bound}")
+    def loop(self, var: str, bound: int | str):
+        """``for (int var = 0; var < bound; ++var) {`` with ``bound`` a literal constant.
+
+        A ``str`` bound is a C expression evaluated at run time; only V1's
+        generic library writes those, and its manifest gives each call's value.
+        """
+        if not isinstance(bound, str):
+            bound = int(bound)
+            if not 1 <= bound <= INT_MAX:
+                raise ValueError(f"loop over {var} with bound {bound}")
         parent = self._open_loops[-1].id if self._open_loops else None
         line = self.line(f"for (int {var} = 0; {var} < {bound}; ++{var}) {{")
         record = Loop(f"L{self._next_loop}", var, bound, line, parent)

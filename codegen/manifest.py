@@ -18,8 +18,8 @@ def tensor_record(graph: Graph, tensor: str, name: str) -> dict:
 
 def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: str, c_file: str,
           graph: Graph, sources: list[str], headers: list[str], code_symbols: list[str],
-          data_symbols: list[str], layers: list[dict]) -> dict:
-    return {
+          data_symbols: list[str], layers: list[dict], indirect_calls: list[dict] | None = None) -> dict:
+    result = {
         "schema": SCHEMA,
         "generator": generator,
         "model": model,
@@ -32,13 +32,19 @@ def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: s
         "symbols": {"code": code_symbols, "data": data_symbols},
         "layers": [_layer(record, c_file) for record in layers],
     }
+    if indirect_calls:
+        result["indirect_calls"] = indirect_calls
+    return result
 
 
 def _layer(record: dict, c_file: str) -> dict:
+    """The record in the documented key order; ``file`` defaults to the entry's file, extra keys follow."""
     keys = ("index", "name", "op", "function")
     out = {key: record[key] for key in keys}
-    out["file"] = c_file
-    out.update({key: record[key] for key in ("lines", "inputs", "input_shapes", "output_shape", "loops")})
+    out["file"] = record.get("file", c_file)
+    fixed = ("lines", "input_shapes", "output_shape", "loops")
+    out.update({key: record[key] for key in fixed})
+    out.update({key: value for key, value in record.items() if key not in out})
     return out
 
 

@@ -32,8 +32,9 @@ class Generator(Protocol):
         ...
 
 
-_MODULES = ("harness.generators.assay_v2", "harness.generators.prebuilt", "harness.generators.acetone_nnet",
-            "harness.generators.keras2c", "harness.generators.emlearn")
+_MODULES = ("harness.generators.assay_v1", "harness.generators.assay_v2", "harness.generators.assay_v3",
+            "harness.generators.prebuilt", "harness.generators.acetone_nnet", "harness.generators.keras2c",
+            "harness.generators.emlearn")
 _REGISTRY: dict[str, type] = {}
 PREBUILT_PREFIX = "dir:"
 

@@ -1,5 +1,11 @@
 """Fixtures for the code generator's tests: generate, compile strictly, run, compare with the framework.
 
+``check_keras`` and ``check_onnx`` check every strategy: the V2 code they
+return, and V1 and V3 generated from the same file and compared with the same
+reference outputs (``check_strategies``). V1 may refuse a model that is not a
+chain of layers (its inference loop passes one tensor on); ``V1_REFUSALS``
+records which, so a test can check that only such models were refused.
+
 Every directory ``codegen.generate`` writes during these tests is compiled
 with ``STRICT_FLAGS`` (-Wall -Wextra -Werror -std=c99 -pedantic) when the test
 ends, so generated code with a warning (an ``int`` loop counter compared with
@@ -18,6 +24,8 @@ import codegen
 from codegen_support import TOLERANCE, Generated, compile_strict, draw_inputs, onnx_reference, run_c, seed_weights
 
 _generated: list[Path] = []  # directories written since the last strict compile
+OTHER_STRATEGIES = ("v1", "v3")
+V1_REFUSALS: list[str] = []  # messages of V1's refusals in this session (per worker)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -68,6 +76,7 @@ def check_keras(tmp_path):
         outputs = run_c(out, x)
         error = float(np.max(np.abs(outputs - reference)))
         assert error <= tol, f"max abs error {error:.3g} > {tol:g} against Keras"
+        check_strategies(path, out, "keras", weights, x, reference, tol)
         return Generated(manifest, out, error, outputs)
 
     return check
@@ -90,6 +99,26 @@ def check_onnx(tmp_path):
         outputs = run_c(out, x)
         error = float(np.max(np.abs(outputs - reference)))
         assert error <= tol, f"max abs error {error:.3g} > {tol:g} against onnxruntime"
+        check_strategies(path, out, "onnx", weights, x, reference, tol)
         return Generated(manifest, out, error, outputs)
 
     return check
+
+
+def check_strategies(path: Path, v2_dir: Path, frontend: str, weights: str, x: np.ndarray, reference: np.ndarray,
+                     tol: float, transforms=None) -> dict[str, float]:
+    """Generate V1 and V3 from ``path``, run them on ``x`` and compare with ``reference``; return the errors."""
+    errors = {}
+    for strategy in OTHER_STRATEGIES:
+        out = v2_dir.with_name(f"{v2_dir.name}_{strategy}")
+        try:
+            codegen.generate(path, out, frontend=frontend, weights=weights, strategy=strategy, transforms=transforms)
+        except codegen.UnsupportedModel as exc:
+            if strategy == "v1" and "assay-v1" in str(exc):
+                V1_REFUSALS.append(str(exc))
+                continue
+            raise
+        error = float(np.max(np.abs(run_c(out, x) - reference)))
+        assert error <= tol, f"{strategy}: max abs error {error:.3g} > {tol:g} against {frontend}"
+        errors[strategy] = error
+    return errors

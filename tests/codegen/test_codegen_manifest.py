@@ -70,7 +70,9 @@ def test_manifest_has_every_documented_key_and_is_written(lenet):
     assert json.loads((out / "manifest.json").read_text()) == manifest
     assert manifest["schema"] == "assay-manifest/1"
     assert manifest["generator"] == {"name": "assay-v2", "version": codegen.__version__,
-                                     "options": {"frontend": "keras", "weights": "c"}}
+                                     "options": {"frontend": "keras", "weights": "c", "strategy": "v2",
+                                                 "transforms": ["fuse-activation"],
+                                                 "transformed": {"fuse-activation": 1}}}
     assert manifest["prefix"] == "lenet_5_"
     assert manifest["entry"]["signature"] == "void lenet_5_inference(const float *input, float *output)"
     assert manifest["inputs"] == [{"name": "image", "shape": [14, 14, 1], "layout": "HWC", "size": 196,

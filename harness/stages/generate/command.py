@@ -16,10 +16,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     model = load_model(args.model, Settings(n_inputs=1, model_seed=args.model_seed, work_dir=args.work))
     generator = generators.get(args.generator)
-    variant = args.variant or generator.variants(model)[0]
-    if variant not in generator.variants(model):
+    variants = generator.variants(model)
+    variant = args.variant or variants[0]
+    if args.transform is not None:
+        if not getattr(generator, "transformable", False):
+            raise AssayError(f"{args.generator} takes no --transform; the assay-v1, assay-v2 and assay-v3 "
+                             "generators do")
+        # the format part of the variant, then exactly the named transformations (docs/codegen.md)
+        names = [t.strip() for t in args.transform.split(",") if t.strip()]
+        variant = "+".join([variant.split("+")[0], *(names or ["none"])])
+        if variant.split("+")[0] not in {v.split("+")[0] for v in variants}:
+            raise AssayError(f"{args.generator} has no variant '{variant}' for {model.name}; "
+                             f"choose from {', '.join(variants)}")
+    elif variant not in variants:
         raise AssayError(f"{args.generator} has no variant '{variant}' for {model.name}; "
-                         f"choose from {', '.join(generator.variants(model))}")
+                         f"choose from {', '.join(variants)}")
     try:
         code = generator.generate(model, variant, args.out)
     except USER_ERRORS:
@@ -38,8 +49,13 @@ def add_command(subparsers) -> None:
     gen.add_argument("--model", required=True,
                      help="zoo name or model file (.keras, .h5, .onnx, .nnet, ACETONE .json, NNEF folder)")
     gen.add_argument("--out", type=Path, required=True, help="output directory for the C and manifest.json")
-    gen.add_argument("--generator", default="assay-v2", help="generator name (default assay-v2)")
-    gen.add_argument("--variant", help="generator variant; for assay-v2 the source format read: keras, onnx or nnef "
+    gen.add_argument("--generator", default="assay-v2",
+                     help="generator name: assay-v1, assay-v2 (default) or assay-v3 (ACETONE's strategies)")
+    gen.add_argument("--variant", help="generator variant; for assay-v1/v2/v3 the source format read, keras, onnx or nnef, "
+                                       "optionally with transformations (keras+fold-bn+fuse-activation) "
                                        "(default: the first the model has)")
+    gen.add_argument("--transform", help="comma-separated semantics-preserving transformations to apply, exactly: "
+                                         "fold-bn, relu-after-pool, fuse-activation, or none (default: the "
+                                         "generator's, fuse-activation)")
     add_common_options(gen)
     gen.set_defaults(func=cmd_generate)

@@ -1,0 +1,432 @@
+"""Strategy V3 (§3.4, Listing 4): no loops, weights as literals, one statement per multiply-accumulate.
+
+Every layer is written out element by element, in the same order of
+operations as V2 (so V2 and V3 compute the same floats): ``acc = 0.0f;``,
+then ``acc += x[i] * <weight literal>;`` for each product, the bias added as
+a literal, the activation applied on the store. Intermediate tensors live in
+the same static arena as V2 (``memory.plan``); there is no layer struct and no
+parameter array.
+
+The code grows with the number of multiply-accumulates (MACs: the products of
+Dense and Conv2D layers, padded window cells included), so generation is
+refused above ``DEFAULT_MAX_MACS`` with one line naming the count, unless the
+caller raises the limit. The file is streamed to disk layer by layer
+(``Stream``); no string of the whole program is ever built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codegen.activations import expression
+from codegen.cwriter import INDENT, c_float
+from codegen.errors import UnsupportedModel
+from codegen.ir import CONTRACTED, Graph, Node, Tensor, row_major_strides
+from codegen.layers import _reach, broadcast_strides
+from codegen.memory import MemoryPlan
+
+DEFAULT_MAX_MACS = 2_000_000
+
+
+PART_LINES = 2000  # statements per part function: gcc's time and memory grow faster than linearly with size
+
+
+class Stream:
+    """Writes C lines straight to a file and counts them (for the manifest's line spans).
+
+    The straight-line code is cut into ``static void <prefix>part<N>`` functions
+    of about ``PART_LINES`` lines, called in order by the entry: one function of
+    millions of statements takes gcc -O0 minutes and gigabytes (lenet5: 308 s,
+    3 GB), parts keep compilation linear. Cuts fall between the statement
+    groups of two output elements, never inside one.
+    """
+
+    def __init__(self, handle, prefix: str = "") -> None:
+        self.handle = handle
+        self.line_number = 0
+        self.depth = 0
+        self.prefix = prefix
+        self.parts: list[str] = []
+        self._in_part = 0
+        self._open = False  # inside a part function (cuts allowed)
+
+    def line(self, text: str = "") -> int:
+        self.handle.write(f"{INDENT * self.depth}{text}\n" if text else "\n")
+        self.line_number += 1
+        return self.line_number
+
+    def lines(self, texts: list[str]) -> None:
+        if texts:
+            pad = INDENT * self.depth
+            self.handle.write("".join(f"{pad}{t}\n" for t in texts))
+            self.line_number += len(texts)
+            self._in_part += len(texts)
+            if self._open and self._in_part >= PART_LINES:
+                self.close_part()
+                self.open_part()
+
+    def open_part(self) -> None:
+        name = f"{self.prefix}part{len(self.parts)}"
+        self.parts.append(name)
+        self.line(f"static void {name}(const float *input, float *output) {{")
+        self.depth += 1
+        self._in_part, self._open = 0, True
+        self.lines(["float acc = 0.0f;", "(void)input;", "(void)output;", "(void)acc;"])
+
+    def close_part(self) -> None:
+        self._open = False
+        self.depth -= 1
+        self.line("}")
+        self.line()
+
+    @property
+    def part(self) -> str:
+        return self.parts[-1]
+
+    def comment(self, text: str) -> int:
+        text = " ".join(str(text).split()).replace("*/", "* /").replace("/*", "/ *")
+        return self.line(f"/* {text} */")
+
+
+def macs(graph: Graph) -> int:
+    """Multiply-accumulate statements V3 writes: Dense and Conv2D products, padded cells included."""
+    total = 0
+    for node in graph.nodes:
+        if node.op == "Dense":
+            kernel = node.params["kernel"]
+            total += graph.tensors[node.output].size * kernel.shape[node.attrs["w_axes"].index(CONTRACTED)]
+        elif node.op == "Conv2D":
+            x = graph.tensors[node.inputs[0]]
+            total += graph.tensors[node.output].size * node.attrs["kernel"][0] * node.attrs["kernel"][1] * x.dim("C")
+    return total
+
+
+def literals(values: np.ndarray) -> np.ndarray:
+    """``c_float`` of every value, vectorised (the same text ``c_float`` gives)."""
+    flat = np.asarray(values, dtype=np.float32).reshape(-1)
+    text = np.char.mod("%.9g", flat.astype(np.float64))
+    plain = ~(np.char.find(text, ".") >= 0) & ~(np.char.find(text, "e") >= 0)
+    text = np.where(plain, np.char.add(text, ".0"), text)
+    text = np.char.add(text, "f")
+    if not np.all(np.isfinite(flat)):
+        text = np.where(np.isnan(flat), "NAN", text)
+        text = np.where(np.isposinf(flat), "INFINITY", text)
+        text = np.where(np.isneginf(flat), "-INFINITY", text)
+    return text
+
+
+@dataclass
+class _Ctx:
+    out: Stream
+    graph: Graph
+    plan: MemoryPlan
+
+    def ref(self, tensor: str):
+        """A function from a flat element index to the C lvalue of that element of ``tensor``."""
+        buffer = self.plan.buffers[tensor]
+        return lambda index: f"{buffer.symbol}[{buffer.offset + int(index)}]"
+
+    def store(self, node: Node, target: str, value: str) -> list[str]:
+        """Statements that write ``act(value)`` to ``target`` (softmax is applied afterwards, as a layer)."""
+        act = node.act
+        if act is None or act.kind in ("linear", "softmax"):
+            return [f"{target} = {value};"]
+        if value.isidentifier():
+            return [f"{target} = {expression(act.kind, act.params, value)};"]
+        return [f"{{ const float v = {value}; {target} = {expression(act.kind, act.params, 'v')}; }}"]
+
+
+def _grid(shape: tuple[int, ...]) -> np.ndarray:
+    """Every multi-index of ``shape`` in row-major order, one row each."""
+    return np.indices(shape).reshape(len(shape), -1).T if shape else np.zeros((1, 0), dtype=int)
+
+
+def _dense(ctx: _Ctx, node: Node) -> None:
+    x, y = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.output]
+    kernel = np.asarray(node.params["kernel"])
+    x_axes, w_axes = node.attrs["x_axes"], node.attrs["w_axes"]
+    k_in = kernel.shape[w_axes.index(CONTRACTED)]
+    weights = literals(kernel)
+    w_strides = row_major_strides(kernel.shape)
+    alpha, beta = node.attrs.get("alpha", 1.0), node.attrs.get("beta", 1.0)
+    bias = bias_strides = None
+    if "bias" in node.params:
+        bias = literals(node.params["bias"])
+        bias_strides = np.array(broadcast_strides(node.params["bias"].shape, y.shape))
+
+    def base(axes, strides) -> tuple[np.ndarray, int]:
+        per_out, contracted = np.zeros(len(y.shape), dtype=np.int64), 0
+        for axis, stride in zip(axes, strides):
+            if axis == CONTRACTED:
+                contracted = stride
+            elif axis is not None:
+                per_out[axis] += stride
+        return per_out, contracted
+
+    x_out, x_k = base(x_axes, x.strides)
+    w_out, w_k = base(w_axes, w_strides)
+    read, write, k = ctx.ref(x.name), ctx.ref(y.name), np.arange(k_in)
+    for flat, index in enumerate(_grid(y.shape)):
+        xs, ws = int(index @ x_out) + k * x_k, int(index @ w_out) + k * w_k
+        lines = ["acc = 0.0f;"] + [f"acc += {read(a)} * {weights[b]};" for a, b in zip(xs, ws)]
+        value = "acc" if alpha == 1.0 else f"{c_float(alpha)} * acc"
+        if bias is not None:
+            term = bias[int(index @ bias_strides)]
+            value = f"{value} + {term if beta == 1.0 else f'{c_float(beta)} * {term}'}"
+        if value != "acc":
+            lines.append(f"acc = {value};")
+        lines += ctx.store(node, write(flat), "acc")
+        ctx.out.lines(lines)
+
+
+def _window_cells(node: Node, x: Tensor, oh: int, ow: int, order: str) -> list[dict[str, int]]:
+    """The input cells of output (oh, ow) inside the input, in ``order`` (letters H, W, I) like V2's loops."""
+    a = node.attrs
+    ranges = {"H": range(a["kernel"][0]), "W": range(a["kernel"][1]), "I": range(x.dim("C"))}
+    cells = []
+    for combo in np.ndindex(*(len(ranges[letter]) for letter in order)):
+        cell = dict(zip(order, combo))
+        ih = oh * a["strides"][0] + cell["H"] * a["dilations"][0] - a["pads"][0]
+        iw = ow * a["strides"][1] + cell["W"] * a["dilations"][1] - a["pads"][1]
+        if 0 <= ih < x.dim("H") and 0 <= iw < x.dim("W"):
+            cells.append({**cell, "ih": ih, "iw": iw})
+    return cells
+
+
+def _x_index(x: Tensor, ih: int, iw: int, c: int) -> int:
+    return ih * x.strides[x.axis("H")] + iw * x.strides[x.axis("W")] + c * x.strides[x.axis("C")]
+
+
+def _y_index(y: Tensor, oh: int, ow: int, oc: int) -> int:
+    return oh * y.strides[y.axis("H")] + ow * y.strides[y.axis("W")] + oc * y.strides[y.axis("C")]
+
+
+def _conv(ctx: _Ctx, node: Node) -> None:
+    x, y = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.output]
+    layout = node.attrs["kernel_layout"]
+    dims = {"H": node.attrs["kernel"][0], "W": node.attrs["kernel"][1], "I": x.dim("C"), "O": y.dim("C")}
+    k_strides = dict(zip(layout, row_major_strides(tuple(dims[letter] for letter in layout))))
+    weights = literals(node.params["kernel"])
+    bias = literals(node.params["bias"]) if "bias" in node.params else None
+    read, write = ctx.ref(x.name), ctx.ref(y.name)
+    for oh in range(y.dim("H")):
+        for ow in range(y.dim("W")):
+            cells = _window_cells(node, x, oh, ow, layout.replace("O", ""))
+            reads = [read(_x_index(x, c["ih"], c["iw"], c["I"])) for c in cells]
+            k_base = [c["H"] * k_strides["H"] + c["W"] * k_strides["W"] + c["I"] * k_strides["I"] for c in cells]
+            for oc in range(y.dim("C")):
+                k_off = oc * k_strides["O"]
+                lines = ["acc = 0.0f;"] + [f"acc += {r} * {weights[b + k_off]};" for r, b in zip(reads, k_base)]
+                if bias is not None:
+                    lines.append(f"acc = acc + {bias[oc]};")
+                lines += ctx.store(node, write(_y_index(y, oh, ow, oc)), "acc")
+                ctx.out.lines(lines)
+
+
+def _pool(ctx: _Ctx, node: Node) -> None:
+    x, y = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.output]
+    kind = node.attrs["kind"]
+    kh, kw = node.attrs["kernel"]
+    guarded = any(low or high for low, high in _reach(node, x, y).values())
+    count = kind == "avg" and guarded and not node.attrs.get("count_include_pad", False)
+    read, write = ctx.ref(x.name), ctx.ref(y.name)
+    for oh in range(y.dim("H")):
+        for ow in range(y.dim("W")):
+            cells = _window_cells(node, x, oh, ow, "HW")
+            for oc in range(y.dim("C")):
+                reads = [read(_x_index(x, c["ih"], c["iw"], oc)) for c in cells]
+                if kind == "max":
+                    lines = ["acc = -INFINITY;"] + [f"acc = {r} > acc ? {r} : acc;" for r in reads]
+                    value = "acc"
+                else:
+                    lines = ["acc = 0.0f;"] + [f"acc += {r};" for r in reads]
+                    value = f"acc / {c_float(len(cells) if count else kh * kw)}"
+                lines += ctx.store(node, write(_y_index(y, oh, ow, oc)), value)
+                ctx.out.lines(lines)
+
+
+def _global_pool(ctx: _Ctx, node: Node) -> None:
+    x = ctx.graph.tensors[node.inputs[0]]
+    kind = node.attrs["kind"]
+    read, write = ctx.ref(x.name), ctx.ref(node.output)
+    for c in range(x.dim("C")):
+        reads = [read(_x_index(x, h, w, c)) for h in range(x.dim("H")) for w in range(x.dim("W"))]
+        if kind == "max":
+            lines = ["acc = -INFINITY;"] + [f"acc = {r} > acc ? {r} : acc;" for r in reads]
+            value = "acc"
+        else:
+            lines = ["acc = 0.0f;"] + [f"acc += {r};" for r in reads]
+            value = f"acc / {c_float(x.dim('H') * x.dim('W'))}"
+        lines += ctx.store(node, write(c), value)
+        ctx.out.lines(lines)
+
+
+def _batch_norm(ctx: _Ctx, node: Node) -> None:
+    y = ctx.graph.tensors[node.output]
+    scale, shift = literals(node.params["scale"]), literals(node.params["shift"])
+    read, write = ctx.ref(node.inputs[0]), ctx.ref(y.name)
+    channel = y.axis("C")
+    for flat, index in enumerate(_grid(y.shape)):
+        c = int(index[channel])
+        ctx.out.lines(ctx.store(node, write(flat), f"{read(flat)} * {scale[c]} + {shift[c]}"))
+
+
+def _activation(ctx: _Ctx, node: Node) -> None:
+    act = node.attrs["act"]
+    read, write = ctx.ref(node.inputs[0]), ctx.ref(node.output)
+    for flat in range(ctx.graph.tensors[node.output].size):
+        ctx.out.line(f"{{ const float v = {read(flat)}; {write(flat)} = {expression(act.kind, act.params, 'v')}; }}")
+
+
+def softmax(ctx: _Ctx, tensor: str, inner: int, source: str | None = None) -> None:
+    """Numerically stable softmax over consecutive blocks of ``inner`` values, unrolled (V2's order)."""
+    read, write = ctx.ref(source or tensor), ctx.ref(tensor)
+    for start in range(0, ctx.graph.tensors[tensor].size, inner):
+        block = range(start, start + inner)
+        lines = ["{", f"{INDENT}float m = -INFINITY;", f"{INDENT}float s = 0.0f;", f"{INDENT}float e;"]
+        lines += [f"{INDENT}m = {read(k)} > m ? {read(k)} : m;" for k in block]
+        for k in block:
+            lines += [f"{INDENT}e = expf({read(k)} - m);", f"{INDENT}{write(k)} = e;", f"{INDENT}s += e;"]
+        lines += [f"{INDENT}{write(k)} = {write(k)} / s;" for k in block] + ["}"]
+        ctx.out.lines(lines)
+
+
+def _softmax(ctx: _Ctx, node: Node) -> None:
+    softmax(ctx, node.output, node.attrs["inner"], source=node.inputs[0])
+
+
+def _copy_map(ctx: _Ctx, node: Node, sources) -> None:
+    """``y[e] = source(e)`` for every output element; ``sources`` gives a C expression per multi-index."""
+    y = ctx.graph.tensors[node.output]
+    write = ctx.ref(y.name)
+    for flat, index in enumerate(_grid(y.shape)):
+        ctx.out.lines(ctx.store(node, write(flat), sources(index)))
+
+
+def _transpose(ctx: _Ctx, node: Node) -> None:
+    x = ctx.graph.tensors[node.inputs[0]]
+    strides, read = np.array([x.strides[p] for p in node.attrs["perm"]]), ctx.ref(x.name)
+    _copy_map(ctx, node, lambda index: read(index @ strides))
+
+
+def _pad(ctx: _Ctx, node: Node) -> None:
+    x = ctx.graph.tensors[node.inputs[0]]
+    begins = np.array([begin for begin, _ in node.attrs["pads"]])
+    read, fill = ctx.ref(x.name), c_float(node.attrs["value"])
+
+    def source(index: np.ndarray) -> str:
+        at = index - begins
+        inside = np.all(at >= 0) and np.all(at < np.array(x.shape))
+        return read(at @ np.array(x.strides)) if inside else fill
+
+    _copy_map(ctx, node, source)
+
+
+def _gather(ctx: _Ctx, node: Node) -> None:
+    x, axis = ctx.graph.tensors[node.inputs[0]], node.attrs["axis"]
+    read, strides = ctx.ref(x.name), np.array(x.strides)
+    table = np.asarray(node.params["indices"]).reshape(-1) if "indices" in node.params else None
+
+    def source(index: np.ndarray) -> str:
+        if table is not None:
+            at = index.copy()
+            at[axis] = table[index[axis]]
+        else:
+            at = np.concatenate([index[:axis], [node.attrs["index"]], index[axis:]])
+        return read(at @ strides)
+
+    _copy_map(ctx, node, source)
+
+
+def _elementwise(ctx: _Ctx, node: Node) -> None:
+    y = ctx.graph.tensors[node.output]
+    operands = []
+    for operand in node.attrs["operands"]:
+        if "tensor" in operand:
+            tensor = ctx.graph.tensors[operand["tensor"]]
+            operands.append((ctx.ref(tensor.name), np.array(broadcast_strides(tensor.shape, y.shape))))
+        else:
+            values = literals(node.params[operand["param"]])
+            strides = np.array(broadcast_strides(operand["shape"], y.shape))
+            operands.append((lambda i, values=values: values[int(i)], strides))
+    joiner = f" {node.attrs['operator']} "
+    _copy_map(ctx, node, lambda index: joiner.join(get(index @ strides) for get, strides in operands))
+
+
+def _concat(ctx: _Ctx, node: Node) -> None:
+    y, axis, offset = ctx.graph.tensors[node.output], node.attrs["axis"], 0
+    write = ctx.ref(y.name)
+    for name in node.inputs:
+        x = ctx.graph.tensors[name]
+        read = ctx.ref(name)
+        shift = np.zeros(len(y.shape), dtype=np.int64)
+        shift[axis] = offset
+        for flat, index in enumerate(_grid(x.shape)):
+            ctx.out.lines(ctx.store(node, write((index + shift) @ np.array(y.strides)), read(flat)))
+        offset += x.shape[axis]
+
+
+def _view(ctx: _Ctx, node: Node) -> None:
+    if node.attrs.get("copy"):
+        read, write = ctx.ref(node.inputs[0]), ctx.ref(node.output)
+        ctx.out.lines([f"{write(i)} = {read(i)};" for i in range(ctx.graph.tensors[node.output].size)])
+
+
+WRITERS = {"Dense": _dense, "Conv2D": _conv, "Pool2D": _pool, "GlobalPool2D": _global_pool,
+           "BatchNorm": _batch_norm, "Activation": _activation, "Softmax": _softmax, "Transpose": _transpose,
+           "Pad": _pad, "Gather": _gather, "Elementwise": _elementwise, "Concat": _concat, "View": _view,
+           "Fused": lambda ctx, node: None}
+
+
+def check_size(graph: Graph, max_macs: int) -> int:
+    count = macs(graph)
+    if count > max_macs:
+        raise UnsupportedModel(f"{graph.source}: assay-v3 would write {count:,} multiply-accumulate statements, "
+                               f"above its limit of {max_macs:,}; raise the limit (max_macs, --max-macs) to "
+                               "generate it anyway")
+    return count
+
+
+def write_inference(path: Path, graph: Graph, prefix: str, plan: MemoryPlan, headers: list[str],
+                    banner: str) -> tuple[list[dict], str, str, list[str]]:
+    """Stream the unrolled code to ``path``; return (manifest layer records, entry, signature, part functions)."""
+    entry = f"{prefix}inference"
+    signature = f"void {entry}(const float *input, float *output)"
+    layers = []
+    with open(path, "w") as handle:
+        out = Stream(handle, prefix)
+        out.comment(banner)
+        out.line("#include <math.h>")
+        for header in headers:
+            out.line(f'#include "{header}"')
+        out.line()
+        if plan.arena_size:
+            out.comment("intermediate tensors; offsets assigned by liveness (see manifest layers)")
+            out.line(f"static float {plan.arena_symbol}[{plan.arena_size}];")
+            out.line()
+        ctx = _Ctx(out, graph, plan)
+        out.open_part()
+        for number, node in enumerate(graph.nodes):
+            if number:
+                out.line()
+            note = f": {node.note}" if node.note else ""
+            if node.op == "View":
+                note = ": copy of the input" if node.attrs.get("copy") else ": reinterpretation of its input, no code"
+            start, first_part = out.comment(f"layer {number}: {node.name} ({node.kind}) from {graph.source}{note}"), \
+                out.part
+            WRITERS[node.op](ctx, node)
+            if node.act is not None and node.act.kind == "softmax":
+                softmax(ctx, node.output, graph.tensors[node.output].shape[-1])
+            layers.append({"index": number, "name": node.name, "op": node.kind, "function": first_part,
+                           "lines": [start, out.line_number], "input_shapes": [list(s) for s in node.input_shapes],
+                           "output_shape": list(node.output_shape), "loops": []})
+        out.close_part()
+        out.line(f"{signature} {{")
+        out.depth += 1
+        out.lines([f"{part}(input, output);" for part in out.parts])
+        out.depth -= 1
+        out.line("}")
+    return layers, entry, signature, out.parts
