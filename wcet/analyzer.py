@@ -24,7 +24,18 @@ Method (docs/wcet.md):
    solved once for all its call sites (context-insensitive) unless the facts
    give a bound in a call context under it, in which case it is solved once
    per such context.
-4. Regions: for each named set of address ranges, the same ILPs maximise the
+4. Indirect calls with a per-execution target sequence (``FlowFacts.sequences``,
+   from the generator's manifest): besides the context-insensitive WCET, in
+   which every execution of the call is charged its dearest target (all OTAWA
+   can do with ``multicall``), a *precise* WCET of the analysed function:
+   its ILP again, with those call edges charged no callee and capped at the
+   sequence's length (``x_site <= len(sequence)``), plus the sum of the WCETs
+   of the sequence's targets, one per execution (the loop around the call,
+   virtually unrolled). Sound: an execution makes at most that many calls,
+   the k-th to the k-th target. The smaller of the two figures is the precise
+   one. Only call sites in the analysed function's own code count (a site in
+   a callee runs once per call of that callee; its sequence is ignored, noted).
+5. Regions: for each named set of address ranges, the same ILPs maximise the
    cycles of the instructions in the region plus the whole WCET of the
    callees called from inside it plus the region's share of the callees
    called from outside it.
@@ -89,9 +100,12 @@ class WcetResult:
     certified: bool = True  # every optimum proved in exact arithmetic (else some only by HiGHS's tolerances)
     notes: list[str] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=dict)  # worst-case execution count of each root block
+    # the bound using the per-execution targets of indirect calls (None: no such facts apply)
+    wcet_cycles_precise: int | None = None
 
     def as_dict(self) -> dict:
-        return {"function": self.function, "wcet_cycles": self.wcet_cycles, "regions": self.regions,
+        return {"function": self.function, "wcet_cycles": self.wcet_cycles,
+                "wcet_cycles_precise": self.wcet_cycles_precise, "regions": self.regions,
                 "loops": [loop.as_dict() for loop in self.loops], "functions": self.functions, "ilp": self.ilp,
                 "seconds": round(self.seconds, 3), "timing": self.timing, "exact": self.exact,
                 "certified": self.certified, "notes": self.notes}
@@ -236,8 +250,12 @@ class _Analysis:
                 if item not in unresolved:
                     unresolved.append(item)
         if unresolved:
+            calls = any(item.startswith("indirect call") for item in unresolved)
+            jumps = any(not item.startswith("indirect call") for item in unresolved)
+            fact = "a multicall flow fact" if not jumps else "a multibranch flow fact" if not calls else \
+                "multicall (calls) and multibranch (jumps) flow facts"
             raise AnalysisError(f"unresolved indirect branch{'es' if len(unresolved) > 1 else ''}: "
-                                f"{'; '.join(unresolved)} (give the targets with a multicall flow fact)")
+                                f"{'; '.join(unresolved)} (give the targets with {fact})")
         missing = self.unbounded()
         if missing:
             described = []
@@ -295,8 +313,8 @@ class _Analysis:
             problem = self._problem(node)
             solver = ipet.Solver(problem, time_limit)
             sizes["problems"] += 1
-            sizes["variables"] += problem.n
-            sizes["constraints"] += problem.rows
+            sizes["variables"] += solver.problem.n  # after merging straight-line chains (ipet.reduce)
+            sizes["constraints"] += solver.problem.rows
             solution = solver.maximise(total_costs)
             sizes["solves"] += 1
             exact = exact and solution.exact
@@ -315,6 +333,7 @@ class _Analysis:
                 else:
                     shares[key][name] = 0
         root = self.order[-1]
+        precise = self._precise(model, wcet, prices, time_limit, sizes)
         notes = list(self.notes)
         for key in self.order:
             cfg = self.nodes[key].cfg
@@ -340,7 +359,56 @@ class _Analysis:
         functions = list(dict.fromkeys(self.nodes[key].cfg.name for key in reversed(self.order)))
         return WcetResult(function=self.function, wcet_cycles=wcet[root], regions=dict(shares[root]), loops=loops,
                           functions=functions, ilp=sizes, seconds=0.0, timing=model.describe(), exact=exact,
-                          certified=not self.uncertified, notes=notes, counts=root_counts)
+                          certified=not self.uncertified, notes=notes, counts=root_counts,
+                          wcet_cycles_precise=precise)
+
+    def _precise(self, model: timing_models.TimingModel, wcet: dict[Key, int], prices: dict[int, tuple],
+                 time_limit: float, sizes: dict) -> int | None:
+        """The root's WCET with each sequenced call site charged its targets' WCETs one execution at a time
+        (module docstring, step 4); None if no sequence applies."""
+        if not self.facts.sequences:
+            return None
+        key = self.order[-1]
+        node = self.nodes[key]
+        cfg = node.cfg
+        own = {edge.site for edge in cfg.edges if edge.callees}
+        for site in sorted(set(self.facts.sequences) - own):
+            if any(site in {e.site for e in self.nodes[k].cfg.edges if e.callees} for k in self.order):
+                self.notes.append(f"the target sequence of the call at {site:#x} is not used: the call is not in "
+                                  f"{self.function}'s own code")
+        sites = {site: targets for site, targets in self.facts.sequences.items() if site in own}
+        if not sites:
+            return None
+        base, _, term, _ = prices[cfg.entry]
+        costs, fixed = [], 0
+        by_site: dict[int, list[int]] = {site: [] for site in sites}
+        for index, edge in enumerate(cfg.edges):
+            cost = base[edge.target] if edge.target != EXIT else 0
+            if edge.site is not None and edge.source != ENTRY:
+                cost += term[(edge.source, True if edge.executed is None else edge.executed)]
+            if edge.callees and edge.site in sites:
+                by_site[edge.site].append(index)
+            elif edge.callees:
+                cost += max(wcet[node.children[(index, callee)]] for callee in edge.callees)
+            costs.append(cost)
+        problem = self._problem(node)
+        for site, sequence in sites.items():
+            edges = by_site[site]
+            children = {callee: node.children[(index, callee)] for index in edges
+                        for callee in cfg.edges[index].callees}
+            missing = sorted({t for t in sequence if t not in children})
+            if missing:
+                raise AnalysisError(f"the target sequence of the call at {site:#x} names "
+                                    f"{', '.join(self.program.name(t) for t in missing)}, which the call's "
+                                    f"multicall targets do not include", site)
+            problem.totals.append((edges, len(sequence)))
+            fixed += sum(wcet[children[target]] for target in sequence)
+        solution = ipet.Solver(problem, time_limit).maximise(costs)
+        sizes["solves"] += 1
+        self._uncertified(cfg.name, "precise WCET", solution)
+        if not solution.exact:
+            self.notes.append("the precise bound's ILP stopped before proving its optimum: it is an upper bound")
+        return min(wcet[key], solution.value + fixed)
 
     def _uncertified(self, routine: str, what: str, solution: ipet.Solution) -> None:
         if solution.exact and not solution.certified:

@@ -173,12 +173,16 @@ class ArmCode:
     def word(self, address: int) -> int:
         """The little-endian 32-bit word at ``address`` of any loaded section (read from the file: the
         data sections, a large model's weights, are not kept in memory)."""
-        for start, size, offset in self._data:
-            if start <= address and address + 4 <= start + size:
+        return self.read(address, 4)
+
+    def read(self, address: int, size: int) -> int:
+        """The little-endian unsigned integer of ``size`` bytes at ``address`` of any loaded section."""
+        for start, length, offset in self._data:
+            if start <= address and address + size <= start + length:
                 with self.path.open("rb") as stream:
                     stream.seek(offset + address - start)
-                    return int.from_bytes(stream.read(4), "little")
-        raise AnalysisError(f"{self.path}: no data at {address:#x} to read a literal from", address)
+                    return int.from_bytes(stream.read(size), "little")
+        raise AnalysisError(f"{self.path}: no data at {address:#x} to read a literal or table entry from", address)
 
     def line(self, address: int) -> tuple[str, int] | None:
         """(source file base name, line) of ``address`` in the DWARF line table, or None."""

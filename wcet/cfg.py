@@ -19,8 +19,20 @@ the decoded instructions from the entry (``wcet.armcode.ArmCode``):
   no execution that returns goes through it; it is not analysed), one to a
   function in ``FlowFacts.nocall`` is an ordinary instruction (the callee is
   not analysed: the user vouches that its time does not matter);
-- indirect calls and jumps take their targets from ``FlowFacts.multicalls``
-  (keyed by the address of the branch, or of the ``mov lr, pc`` before it);
+- indirect calls take their targets from ``FlowFacts.multicalls`` (keyed by
+  the address of the call, or of the ``mov lr, pc`` before it), indirect
+  jumps from ``FlowFacts.multibranches`` (OTAWA's ``multicall`` and
+  ``multibranch``);
+- gcc's jump tables (``switch``) are resolved without help, as OTAWA does,
+  from the table itself, its size given by the range check before it: ARM
+  ``cmp rI, #N; ldrls pc, [pc, rI, lsl #2]`` (a table of addresses after the
+  ``b default``) and ``cmp rI, #N; addls pc, pc, rI, lsl #2`` (a table of
+  branches), Thumb-2 ``cmp rI, #N; bhi default`` followed by ``tbb [pc, rI]``,
+  ``tbh [pc, rI, lsl #1]`` or ``adr rB, T; ldr pc, [rB, rI, lsl #2]``. The
+  index is at most N (unsigned) because the check's ``ls`` predicate or its
+  ``bhi`` guards the table branch, and no branch target lies between the check
+  and the table branch (else the check could be bypassed: refused). A table
+  branch without such a check stays unresolved (an error naming its address);
   linker veneers are resolved without help: ``ldr pc, [pc, #k]`` and ``ldr rN,
   [pc, #k]; bx rN`` jump to the literal they load, Thumb ``bx pc`` goes to the
   ARM code that follows it. An indirect branch with no known target is kept in
@@ -186,6 +198,9 @@ class _Builder:
         self.code, self.facts, self.cfg = code, facts, cfg
         self.steps: dict[int, _Step] = {}
         self.insns: dict[int, capstone.CsInsn] = {}
+        self._table_sites: set[int] = set()  # jump tables whose targets' states were checked when read
+        self.targets: set[int] = set()  # branch targets, to check that no jump bypasses a table's range check
+        self.guards: list[tuple[int, int]] = []  # (range check, table branch) addresses of resolved jump tables
 
     # -- walking the instructions
 
@@ -203,7 +218,9 @@ class _Builder:
                 step = self._step(insn)
                 self.steps[address] = step
                 for target in step.branches:
-                    self._check_state(insn, target, exchange=False)
+                    if address not in self._table_sites:
+                        self._check_state(insn, target, exchange=False)
+                    self.targets.add(target)
                     leaders.add(target)
                     todo.append(target)
                 following = address + insn.size
@@ -214,6 +231,11 @@ class _Builder:
                 if following == cfg.home[1] and cfg.home[0] < cfg.home[1]:
                     cfg.shared.add(following)  # runs on into the next function's code
                 address = following
+        for check, site in self.guards:
+            bypass = sorted(t for t in self.targets if check < t <= site)
+            if bypass:
+                raise AnalysisError(f"{self.code.path}: the jump table at {site:#x} in {cfg.name}: a branch to "
+                                    f"{bypass[0]:#x} bypasses its range check at {check:#x}", site)
         self._blocks(leaders)
 
     def _decode(self, address: int) -> capstone.CsInsn:
@@ -264,7 +286,7 @@ class _Builder:
                 edges.append(Edge(block.start, EXIT, "return", taken, site=site))
             if step.unresolved is not None:
                 cfg.unresolved.append((site, step.unresolved))
-            if step.fall:
+            if step.fall and (step.conditional or not step.calls):  # an unconditional call comes back: its call edge
                 edges.append(Edge(block.start, following, "fall", False if step.conditional else None, site=site))
         counts: dict[tuple, int] = {}
         for edge in edges:
@@ -303,14 +325,15 @@ class _Builder:
                 if targets is None:
                     return _Step(fall=True, conditional=conditional, unresolved="indirect call")
                 return self._call(insn, targets, conditional)
-            targets = self._multicall(insn) or self._veneer(insn)
+            targets = self._multibranch(insn) or self._jump_table(insn) or self._veneer(insn)
             if targets is None:
                 return _Step(fall=fall, conditional=conditional, unresolved="indirect jump")
             return self._jump(insn, targets, conditional, fall)
         if effect.kind == "jump-table":
-            targets = self._multicall(insn)
+            targets = self._multibranch(insn) or self._jump_table(insn)
             if targets is None:
-                return _Step(fall=fall, conditional=conditional, unresolved="jump table")
+                return _Step(fall=fall, conditional=conditional,
+                             unresolved="jump table without a range check (cmp rN, #K; bhi or ls) before it")
             return self._jump(insn, targets, conditional, fall)
         raise AssertionError(effect)
 
@@ -364,6 +387,99 @@ class _Builder:
             targets = self.facts.multicalls.get(key) if key is not None else None
             if targets:
                 return tuple(t & ~1 for t in targets)
+        return None
+
+    def _multibranch(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+        targets = self.facts.multibranches.get(insn.address)
+        return tuple(t & ~1 for t in targets) if targets else None
+
+    def _jump_table(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+        """The targets of one of gcc's jump tables (module docstring), or None if ``insn`` is not one."""
+        thumb = self.code.kind(insn.address) == "t"
+        ops = insn.operands
+        pc = (insn.address + 4) & ~3 if thumb else insn.address + 8
+        if insn.id in (A.ARM_INS_TBB, A.ARM_INS_TBH):
+            memory = ops[0].mem
+            if memory.base != A.ARM_REG_PC:
+                return None
+            index, width, table, branches = memory.index, 1 if insn.id == A.ARM_INS_TBB else 2, insn.address + 4, False
+        elif insn.id == A.ARM_INS_LDR and len(ops) == 2 and ops[1].type == A.ARM_OP_MEM and not insn.writeback \
+                and ops[1].mem.index != 0 and ops[1].mem.disp == 0 and _lsl(ops[1], 2):
+            memory = ops[1].mem
+            index, width, branches = memory.index, 4, False
+            if memory.base == A.ARM_REG_PC:
+                table = pc
+            else:
+                table = self._adr_before(insn, memory.base)
+                if table is None:
+                    return None
+        elif insn.id == A.ARM_INS_ADD and not thumb and len(ops) == 3 and ops[1].type == A.ARM_OP_REG \
+                and ops[1].reg == A.ARM_REG_PC and ops[2].type == A.ARM_OP_REG and _lsl(ops[2], 2):
+            index, width, table, branches = ops[2].reg, 4, pc, True
+        else:
+            return None
+        check = self._range_check(insn, index)
+        if check is None:
+            return None
+        address, bound = check
+        self.guards.append((address, insn.address))
+        self._table_sites.add(insn.address)
+        targets = []
+        for n in range(bound + 1):
+            if branches:  # a table of branch instructions, each reached in the current state
+                target, state = table + 4 * n, thumb
+            elif width == 4:
+                value = self.code.read(table + 4 * n, 4)
+                target, state = value & ~1, bool(value & 1) if (thumb or self.code.mclass) else False
+            else:
+                target, state = insn.address + 4 + 2 * self.code.read(table + width * n, width), True
+            self._check_target_state(insn, target, state)
+            targets.append(target)
+        return tuple(dict.fromkeys(targets))
+
+    def _range_check(self, insn: capstone.CsInsn, index: int) -> tuple[int, int] | None:
+        """(address, N) of the ``cmp index, #N`` that bounds a table branch's index to 0..N (unsigned): the
+        table branch is predicated ``ls`` on it, or a ``bhi`` on it lies between them; only an ``adr`` of the
+        table base may come in between too."""
+        guarded = insn.cc == A.ARM_CC_LS
+        address = insn.address
+        for _ in range(4):
+            previous = self._before(address)
+            if previous is None:
+                return None
+            if previous.id == A.ARM_INS_CMP and previous.cc in (A.ARM_CC_AL, A.ARM_CC_INVALID) \
+                    and len(previous.operands) == 2 and previous.operands[0].type == A.ARM_OP_REG \
+                    and previous.operands[0].reg == index and previous.operands[1].type == A.ARM_OP_IMM:
+                return (previous.address, previous.operands[1].imm) if guarded else None
+            if previous.id == A.ARM_INS_B and previous.cc == A.ARM_CC_HI and not guarded:
+                guarded = True
+            elif not (previous.id in (A.ARM_INS_ADR, A.ARM_INS_ADD) and previous.operands[0].reg != index
+                      and not previous.update_flags):
+                return None
+            address = previous.address
+        return None
+
+    def _adr_before(self, insn: capstone.CsInsn, register: int) -> int | None:
+        """The address an ``adr register, T`` (or ``add register, pc, #k``) right before ``insn`` computes."""
+        previous = self._before(insn.address)
+        if previous is None or previous.operands[0].type != A.ARM_OP_REG or previous.operands[0].reg != register:
+            return None
+        thumb = self.code.kind(previous.address) == "t"
+        pc = (previous.address + 4) & ~3 if thumb else previous.address + 8
+        ops = previous.operands
+        if previous.id == A.ARM_INS_ADR and ops[1].type == A.ARM_OP_IMM:
+            return pc + ops[1].imm
+        if previous.id == A.ARM_INS_ADD and len(ops) == 3 and ops[1].type == A.ARM_OP_REG \
+                and ops[1].reg == A.ARM_REG_PC and ops[2].type == A.ARM_OP_IMM:
+            return pc + ops[2].imm
+        return None
+
+    def _before(self, address: int) -> capstone.CsInsn | None:
+        """The instruction that ends right at ``address`` in the walk, whatever it is."""
+        for size in (4, 2):
+            previous = self.insns.get(address - size)
+            if previous is not None and previous.address + previous.size == address:
+                return previous
         return None
 
     def _mov_lr_pc_before(self, insn: capstone.CsInsn) -> int | None:
@@ -440,6 +556,14 @@ class _Builder:
             raise AnalysisError(f"Thumb/ARM mismatch at {insn.address:#x}: it enters {target:#x} in "
                                 f"{_state(thumb)} state, the mapping symbols say {_state(kind == 't')}",
                                 insn.address)
+
+
+def _lsl(operand, amount: int) -> bool:
+    """Whether a register or memory-index operand is shifted left by ``amount`` (0: not shifted)."""
+    shift = operand.shift
+    if amount == 0:
+        return shift.type == A.ARM_SFT_INVALID or shift.value == 0
+    return shift.type in (A.ARM_SFT_LSL, A.ARM_SFT_LSL_REG) and shift.value == amount
 
 
 def _is_mov_lr_pc(insn: capstone.CsInsn | None) -> bool:

@@ -46,6 +46,10 @@ class FlowFacts:
 
     loops: tuple[LoopBound, ...] = ()
     multicalls: dict[int, tuple[int, ...]] = field(default_factory=dict)  # call site -> possible targets
+    multibranches: dict[int, tuple[int, ...]] = field(default_factory=dict)  # indirect jump -> possible targets
+    # call site -> the target of its 1st, 2nd, ... execution during one call of the analysed function (V1's
+    # layer loop, virtually unrolled); only Assay's precise bound uses it (OTAWA has no such fact)
+    sequences: dict[int, tuple[int, ...]] = field(default_factory=dict)
     noreturn: frozenset[str] = frozenset()  # functions that never return
     nocall: frozenset[str] = frozenset()  # functions whose calls the analysis ignores
     ignorecontrol: frozenset[int] = frozenset()  # control instructions to treat as plain instructions
@@ -59,6 +63,8 @@ class FlowFacts:
             if key not in best or loop.max < best[key].max:
                 best[key] = loop
         return FlowFacts(loops=tuple(best.values()), multicalls={**self.multicalls, **other.multicalls},
+                         multibranches={**self.multibranches, **other.multibranches},
+                         sequences={**self.sequences, **other.sequences},
                          noreturn=self.noreturn | other.noreturn, nocall=self.nocall | other.nocall,
                          ignorecontrol=self.ignorecontrol | other.ignorecontrol,
                          checksum=self.checksum or other.checksum)

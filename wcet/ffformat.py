@@ -16,25 +16,34 @@ newlines only)::
     loop 0x80dc max 8 total 64;             // absolute header address; total per run of the root
     loop "layer" + 0x52 ?;                  // unknown bound (mkff's template): an error here
     multicall 0x8114 to 0x803c, 0x8000;     // targets of an indirect call
+    multibranch 0x8018 to 0x8040, 0x804c;   // targets of an indirect jump (a jump table)
     noreturn "abort";   nocall "trace";   ignorecontrol 0x8040;
 
 Integers are decimal, ``0`` octal, ``0x`` hex or ``0b`` binary and must fit
 OTAWA's C ``int``. Addresses are an integer, ``"label"``, ``"label" + N`` or
 ``"label" - N``; forms that need the ELF's symbols (a label where an absolute
 address is needed, ``"label" - N``) are resolved with ``symbols`` if given and
-are otherwise an error. Contextual F4 bounds (``loop ... in "f" / "g";``) name
+are otherwise an error. ``multicall`` is for calls only and ``multibranch`` for
+jumps only, as OTAWA applies them (``CALL_TARGET``, ``BRANCH_TARGET``).
+Contextual F4 bounds (``loop ... in "f" / "g";``) name
 calling *functions*, which ``FlowFacts`` cannot represent exactly (its
 contexts are call sites), so they are rejected; FFX ``<call>`` nesting gives
-call-site contexts. ``multibranch``, ``return``, ``preserve`` and OTAWA's other
-statements are rejected as outside the subset.
+call-site contexts. ``return``, ``preserve`` and OTAWA's other statements are
+rejected as outside the subset.
 
 FFX: XML rooted at ``<flowfacts>``; ``<function label=...>`` holds ``<loop
 label=... offset=... maxcount=... totalcount=...>`` (loops may nest; nesting
 does not change a bound's meaning) and ``<call address=CALL_SITE>``, which
 holds the callee's ``<function>``: a loop inside calls is bounded only in that
 call context (``LoopBound.context``: the call sites from the outermost
-``<function>``, the analysis root, down). ``<noreturn label=...>`` and ``<nocall
-label=...>`` may appear at top level.
+``<function>``, the analysis root, down). ``<noreturn label=...>``, ``<nocall
+label=...>``, ``<ignorecontrol address=...>`` and ``<multicall address=SITE>`` /
+``<multibranch address=SITE>`` holding ``<target address=.../>`` elements may
+appear at top level (OTAWA's ``FlowFactLoader::scanMultiCall`` and
+``scanMultiBranch``, statinf-otawa/otawa master).
+
+Per-execution target sequences (``FlowFacts.sequences``) have no form in
+either format: OTAWA cannot use them. ``write_f4`` lists them in comments.
 
 ``otawa_checksum(elf)`` is the value mkff writes on the ``checksum`` line:
 elm's Fletcher checksum (``elm/checksum/Fletcher.h``) of the whole file.
@@ -109,7 +118,8 @@ def content(facts: FlowFacts) -> tuple:
     """
     loops = frozenset((l.function, l.offset, l.max, l.total, l.context) for l in facts.loops)
     multicalls = frozenset((site, tuple(targets)) for site, targets in facts.multicalls.items())
-    return loops, multicalls, facts.noreturn, facts.nocall, facts.ignorecontrol, facts.checksum
+    multibranches = frozenset((site, tuple(targets)) for site, targets in facts.multibranches.items())
+    return loops, multicalls, multibranches, facts.noreturn, facts.nocall, facts.ignorecontrol, facts.checksum
 
 
 # ---------------------------------------------------------------- F4 writer
@@ -140,12 +150,17 @@ def write_f4(facts: FlowFacts, elf: Path | None = None, entry: str | None = None
         lines.append(f"nocall {_f4_string(name, problems)};")
     for address in sorted(facts.ignorecontrol):
         lines.append(f"ignorecontrol {_f4_int(address, problems)};")
-    for site in sorted(facts.multicalls):
-        targets = facts.multicalls[site]
-        if not targets:
-            problems.append(f"multicall at {site:#x} has no target")
-            continue
-        lines.append(f"multicall {_f4_int(site, problems)} to {', '.join(_f4_int(t, problems) for t in targets)};")
+    for keyword, table in (("multicall", facts.multicalls), ("multibranch", facts.multibranches)):
+        for site in sorted(table):
+            targets = table[site]
+            if not targets:
+                problems.append(f"{keyword} at {site:#x} has no target")
+                continue
+            lines.append(f"{keyword} {_f4_int(site, problems)} to "
+                         f"{', '.join(_f4_int(t, problems) for t in targets)};")
+    for site in sorted(facts.sequences):
+        lines.append(f"// sequence at {site:#x} (one target per execution, Assay's precise bound only): "
+                     + ", ".join(f"{t:#x}" for t in facts.sequences[site]))
     current = object()
     for loop in sorted(facts.loops, key=lambda l: (l.function or "", l.offset)):
         if loop.context:
@@ -318,7 +333,7 @@ class F4Address:
 
 @dataclass(frozen=True)
 class F4Statement:
-    """One F4 statement: ``kind`` is loop, checksum, noreturn, nocall, ignorecontrol or multicall."""
+    """One F4 statement: ``kind`` is loop, checksum, noreturn, nocall, ignorecontrol, multicall or multibranch."""
 
     kind: str
     line: int
@@ -378,8 +393,8 @@ class _Parser:
     def statement(self) -> None:
         token = self.peek()
         if token.kind != "kw" or token.value not in ("loop", "checksum", "noreturn", "nocall", "no",
-                                                          "ignorecontrol", "ignore", "multicall"):
-            expected = "a statement (loop, checksum, noreturn, nocall, ignorecontrol, multicall)"
+                                                          "ignorecontrol", "ignore", "multicall", "multibranch"):
+            expected = "a statement (loop, checksum, noreturn, nocall, ignorecontrol, multicall, multibranch)"
             if token.kind == "kw":
                 raise _Syntax(token, expected + f"; '{token.value}' is OTAWA syntax outside Assay's subset")
             raise _Syntax(token, expected)
@@ -403,7 +418,7 @@ class _Parser:
             second = self.expect("kw", "control", "'control' after 'ignore'")
             self.simple("ignorecontrol", token.line)
         else:
-            self.multicall(token.line)
+            self.multicall(token.line, keyword)
 
     def simple(self, kind: str, line: int) -> None:
         address = self.address()
@@ -455,20 +470,20 @@ class _Parser:
             return "@" + str(self.address())
         return str(self.address())
 
-    def multicall(self, line: int) -> None:
+    def multicall(self, line: int, keyword: str) -> None:
         site = self.address()
         self.expect("kw", "to", "'to'")
         if self.is_("sym", "?"):
             self.take()
             self.expect("sym", ";", "';'")
-            self.statements.append(F4Statement("multicall", line, address=site, unknown=True))
+            self.statements.append(F4Statement(keyword, line, address=site, unknown=True))
             return
         targets = [self.address()]
         while self.is_("sym", ","):
             self.take()
             targets.append(self.address())
         self.expect("sym", ";", "';'")
-        self.statements.append(F4Statement("multicall", line, address=site, targets=tuple(targets)))
+        self.statements.append(F4Statement(keyword, line, address=site, targets=tuple(targets)))
 
     def address(self) -> F4Address:
         if self.is_("int"):
@@ -533,6 +548,7 @@ def parse_f4(text: str | Path, source: str | None = None, symbols: Mapping[str, 
     problems: list[str] = []
     loops: list[LoopBound] = []
     multicalls: dict[int, tuple[int, ...]] = {}
+    multibranches: dict[int, tuple[int, ...]] = {}
     noreturn, nocall, ignorecontrol = set(), set(), set()
     checksum = None
     origin = f"user:{name}"
@@ -576,14 +592,15 @@ def parse_f4(text: str | Path, source: str | None = None, symbols: Mapping[str, 
                     continue
             loops.append(LoopBound(function=function, offset=offset, max=statement.max, total=statement.total,
                                    origin=origin))
-        elif statement.kind == "multicall":
+        elif statement.kind in ("multicall", "multibranch"):
             site = absolute(address, line)
+            what = "indirect call" if statement.kind == "multicall" else "indirect jump"
             if statement.unknown:
-                problems.append(f"{name}:{line}: indirect call at {address} has unknown targets ('to ?')")
+                problems.append(f"{name}:{line}: {what} at {address} has unknown targets ('to ?')")
                 continue
             targets = tuple(absolute(t, line) for t in statement.targets)
             if site is not None and None not in targets:
-                multicalls[site] = targets
+                (multicalls if statement.kind == "multicall" else multibranches)[site] = targets
         elif statement.kind == "ignorecontrol":
             value = absolute(address, line)
             if value is not None:
@@ -594,8 +611,9 @@ def parse_f4(text: str | Path, source: str | None = None, symbols: Mapping[str, 
                 (noreturn if statement.kind == "noreturn" else nocall).add(function)
     if problems:
         raise FlowFactFormatError(problems, f"{name}: unusable flow facts")
-    return FlowFacts(loops=tuple(loops), multicalls=multicalls, noreturn=frozenset(noreturn),
-                     nocall=frozenset(nocall), ignorecontrol=frozenset(ignorecontrol), checksum=checksum)
+    return FlowFacts(loops=tuple(loops), multicalls=multicalls, multibranches=multibranches,
+                     noreturn=frozenset(noreturn), nocall=frozenset(nocall), ignorecontrol=frozenset(ignorecontrol),
+                     checksum=checksum)
 
 
 def _read(source: Path | str, name: str | None) -> tuple[str, str]:
@@ -625,9 +643,10 @@ def write_ffx(facts: FlowFacts, elf: Path | None = None, entry: str | None = Non
     (shared/otawa/arm7tdmi/dense-context.ffx): ``entry`` names the analysed
     function; the function each call site calls comes from ``call_targets`` or,
     failing that, from decoding the call in ``elf`` (the last site's callee is
-    the loop's function). ``multicall`` and ``ignorecontrol`` facts have no FFX
-    form in OTAWA 1.2 and raise ``FlowFactFormatError``; so does a contextual
-    bound without ``entry``.
+    the loop's function).
+    ``multicall``, ``multibranch`` and ``ignorecontrol`` facts are top-level
+    elements (module docstring). A contextual bound without ``entry`` raises
+    ``FlowFactFormatError``.
     """
     root = entry
     header = [*_header(elf, entry), *header]
@@ -635,10 +654,6 @@ def write_ffx(facts: FlowFacts, elf: Path | None = None, entry: str | None = Non
         call_targets = {**_call_targets(elf, {site for loop in facts.loops for site in loop.context[:-1]}),
                         **(call_targets or {})}
     problems: list[str] = []
-    if facts.multicalls:
-        problems.append("multicall facts have no FFX form; write F4")
-    if facts.ignorecontrol:
-        problems.append("ignorecontrol facts have no FFX form; write F4")
     out = ['<?xml version="1.0" encoding="UTF-8"?>']
     out += [f"<!-- {_one_line(text).replace('--', '- -')} -->" for text in header]
     out.append("<flowfacts>")
@@ -646,6 +661,15 @@ def write_ffx(facts: FlowFacts, elf: Path | None = None, entry: str | None = Non
         out.append(f"\t<noreturn label={quoteattr(name)}/>")
     for name in sorted(facts.nocall):
         out.append(f"\t<nocall label={quoteattr(name)}/>")
+    for address in sorted(facts.ignorecontrol):
+        out.append(f'\t<ignorecontrol address="{address:#x}"/>')
+    for tag, table in (("multicall", facts.multicalls), ("multibranch", facts.multibranches)):
+        for site in sorted(table):
+            if not table[site]:
+                problems.append(f"{tag} at {site:#x} has no target")
+            out.append(f'\t<{tag} address="{site:#x}">')
+            out += [f'\t\t<target address="{target:#x}"/>' for target in table[site]]
+            out.append(f"\t</{tag}>")
     # tree: function name -> {"loops": [...], "calls": {site: (callee, subtree)}}
     free: dict[str | None, list[LoopBound]] = {}
     contextual = {"loops": [], "calls": {}}
@@ -775,8 +799,9 @@ def _xml_tree(text: str, name: str) -> _Element:
 def parse_ffx(text: str | Path, source: str | None = None, root: str | None = None) -> FlowFacts:
     """Read FFX ``text`` (or the file, given a ``Path``) into ``FlowFacts``, strictly; ``source`` names it.
 
-    Accepted: ``<flowfacts>`` holding ``<function>``, ``<loop>``, ``<noreturn>``
-    and ``<nocall>``; a ``<function>`` or ``<loop>`` holding ``<loop>`` and
+    Accepted: ``<flowfacts>`` holding ``<function>``, ``<loop>``, ``<noreturn>``,
+    ``<nocall>``, ``<ignorecontrol address>`` and ``<multicall address>`` /
+    ``<multibranch address>`` holding ``<target address>`` elements; a ``<function>`` or ``<loop>`` holding ``<loop>`` and
     ``<call address=...>``; a ``<call>`` holding exactly one ``<function>``.
     Locations are ``label`` (or ``name``) with an optional ``offset``, or
     ``address``; a loop needs ``maxcount`` (``totalcount`` optional). If
@@ -786,7 +811,8 @@ def parse_ffx(text: str | Path, source: str | None = None, root: str | None = No
     document = _xml_tree(text, name)
     problems: list[str] = []
     loops: list[LoopBound] = []
-    noreturn, nocall = set(), set()
+    noreturn, nocall, ignorecontrol = set(), set(), set()
+    multi: dict[str, dict[int, tuple[int, ...]]] = {"multicall": {}, "multibranch": {}}
     origin = f"user:{name}"
     if document.tag != "flowfacts":
         raise FlowFactFormatError([f"{name}:{document.line}: the root element is <{document.tag}>, not <flowfacts>"],
@@ -891,6 +917,30 @@ def parse_ffx(text: str | Path, source: str | None = None, root: str | None = No
             function_body(child, label, (), top=True)
         elif child.tag == "loop":
             loop(child, None, ())
+        elif child.tag == "ignorecontrol":
+            check_attributes(child, {"address"})
+            address = integer(child, "address")
+            if address is None or child.children:
+                problems.append(f"{name}:{child.line}: <ignorecontrol> takes an address and no content")
+            else:
+                ignorecontrol.add(address)
+        elif child.tag in multi:
+            check_attributes(child, {"address"})
+            site = integer(child, "address")
+            targets = []
+            for target in child.children:
+                check_attributes(target, {"address"})
+                value = integer(target, "address") if target.tag == "target" else None
+                if target.tag != "target" or value is None or target.children:
+                    problems.append(f"{name}:{target.line}: <{child.tag}> holds only <target address=.../>")
+                else:
+                    targets.append(value)
+            if site is None:
+                problems.append(f"{name}:{child.line}: <{child.tag}> needs address= (the branch)")
+            elif not targets:
+                problems.append(f"{name}:{child.line}: <{child.tag}> at {site:#x} has no target")
+            else:
+                multi[child.tag][site] = tuple(targets)
         elif child.tag in ("noreturn", "nocall"):
             check_attributes(child, {"label", "name"})
             label = child.attributes.get("label", child.attributes.get("name"))
@@ -902,7 +952,8 @@ def parse_ffx(text: str | Path, source: str | None = None, root: str | None = No
             problems.append(f"{name}:{child.line}: <{child.tag}> is outside Assay's FFX subset")
     if problems:
         raise FlowFactFormatError(problems, f"{name}: not FFX as Assay reads it")
-    return FlowFacts(loops=tuple(loops), noreturn=frozenset(noreturn), nocall=frozenset(nocall))
+    return FlowFacts(loops=tuple(loops), multicalls=multi["multicall"], multibranches=multi["multibranch"],
+                     noreturn=frozenset(noreturn), nocall=frozenset(nocall), ignorecontrol=frozenset(ignorecontrol))
 
 
 def _ffx_integer(raw: str, signed: bool) -> int | None:

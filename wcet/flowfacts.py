@@ -21,9 +21,11 @@ Where the bounds come from:
 - **Library code** reached from the entry (libgcc soft float, libm):
   ``wcet.annotations`` (per-toolchain file, checked by the function's bytes).
 - **Indirect calls**: targets from the manifest's ``indirect_calls`` (``[{"function":
-  F, "file": FILE, "line": N, "targets": [NAMES]}]``: every unresolved indirect
-  call of F whose DWARF line is FILE:N may call those functions); one that
-  stays unresolved is an error.
+  F, "file": FILE, "line": N, "targets": [NAMES], "sequence": [NAMES]}]``: every
+  unresolved indirect call of F whose DWARF line is FILE:N may call those
+  functions; the optional ``sequence`` names the function its k-th execution
+  calls during one call of the entry, for the analyzer's precise bound); one
+  that stays unresolved is an error.
 - Recursion among the reachable functions is an error (no bound on depth).
 
 Every problem is collected and ``FlowFactError`` lists them all, each naming
@@ -89,7 +91,7 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
     problems: list[str] = []
     source_names = {s.name for s in sources}
 
-    multicalls = _indirect_calls(program, entry, manifest, problems)
+    multicalls, sequences = _indirect_calls(program, entry, manifest, problems)
     base = FlowFacts(multicalls=multicalls)
     graph = program.call_graph(entry, base)
     problems += _recursion(program, graph)
@@ -122,7 +124,8 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
     problems += library_problems
     if problems:
         raise FlowFactError(problems, f"flow facts for {entry} in {elf.name}")
-    return FlowFacts(loops=tuple(loops), multicalls=multicalls, checksum=(elf.name, otawa_checksum(elf)))
+    return FlowFacts(loops=tuple(loops), multicalls=multicalls, sequences=sequences,
+                     checksum=(elf.name, otawa_checksum(elf)))
 
 
 def manifest_entry(manifest: dict) -> str:
@@ -235,19 +238,27 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
     return bounds
 
 
-def _indirect_calls(program: Program, entry: str, manifest: dict, problems: list[str]) -> dict[int, tuple[int, ...]]:
-    """Targets of indirect calls from the manifest's ``indirect_calls``, keyed by call-site address."""
+def _indirect_calls(program: Program, entry: str, manifest: dict,
+                    problems: list[str]) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
+    """Targets of indirect calls from the manifest's ``indirect_calls``, keyed by call-site address, and the
+    per-execution target ``sequence`` of the entries that give one (the function the k-th execution of the
+    call calls during one call of the entry)."""
     declared = manifest.get("indirect_calls", [])
     if not declared:
-        return {}
+        return {}, {}
     multicalls: dict[int, tuple[int, ...]] = {}
+    sequences: dict[int, tuple[int, ...]] = {}
     graph = program.call_graph(entry)
     unresolved = [(address, what) for routine in graph for address, what in program.cfg(routine).unresolved]
     for item in declared:
         try:
             file, line = PurePosixPath(item["file"]).name, int(item["line"])
             targets = tuple(program.function(name).start for name in item["targets"])
-        except (KeyError, TypeError, ValueError, WcetError) as exc:
+            sequence = item.get("sequence")
+            if sequence is not None and (not isinstance(sequence, list) or
+                                         not all(isinstance(name, str) for name in sequence)):
+                raise ValueError("sequence must be a list of function names")
+        except (KeyError, TypeError, ValueError, AttributeError, WcetError) as exc:
             problems.append(f"manifest indirect_calls entry {item!r}: {exc}")
             continue
         sites = [a for a, _ in unresolved if program.code.line(a) == (file, line)]
@@ -255,7 +266,19 @@ def _indirect_calls(program: Program, entry: str, manifest: dict, problems: list
             problems.append(f"manifest indirect call at {file}:{line}: no unresolved indirect call on that line")
         for site in sites:
             multicalls[site] = targets
-    return multicalls
+        if sequence is None:
+            continue
+        strangers = sorted(set(sequence) - set(item["targets"]))
+        if strangers:
+            problems.append(f"manifest indirect call at {file}:{line}: its sequence names {', '.join(strangers)}, "
+                            "not among its targets")
+        elif len(sites) > 1:
+            problems.append(f"manifest indirect call at {file}:{line}: a sequence for {len(sites)} indirect calls "
+                            "on one line cannot say which call it describes")
+        else:
+            for site in sites:
+                sequences[site] = tuple(program.function(name).start for name in sequence)
+    return multicalls, sequences
 
 
 def _recursion(program: Program, graph: dict[int, list[int]]) -> list[str]:

@@ -35,6 +35,16 @@ optimality is accepted (its dual bound below ``P + 1`` within a relative
 kept in ``upper``). Failing both, the answer is the smaller of ``floor(U)``
 and HiGHS's dual bound plus a relative margin of 1e-9, an upper bound
 flagged ``exact=False``.
+
+Size: straight-line code (a fully unrolled V3 network: hundreds of thousands
+of blocks, one per call of a soft-float routine) would give an ILP as large as
+the code. A block with exactly one in-edge and one out-edge forces the two
+counts to be equal, so ``Solver`` first merges such chains into one variable
+(union-find, linear time) and solves the reduced problem; costs are summed per
+merged variable and counts are mapped back, so callers see the full problem.
+The certificate's shortest distances are computed in reverse depth-first
+postorder of the reduced graph, so an acyclic part settles in one sweep (a
+sweep per loop nesting level otherwise) instead of one per block.
 """
 
 from __future__ import annotations
@@ -74,10 +84,43 @@ class Solution:
     upper: int | None = None  # the exact certified upper bound (floor), when one was formed
 
 
+def reduce(problem: Problem) -> tuple[Problem, list[int]]:
+    """``problem`` with every chain of edges through one-in, one-out blocks merged into one variable, and
+    the reduced variable of each original one."""
+    parent = list(range(problem.n))
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    kept = []
+    for into, out in problem.blocks:
+        if len(into) == 1 and len(out) == 1 and find(into[0]) != find(out[0]):
+            parent[find(out[0])] = find(into[0])
+        else:
+            kept.append((into, out))
+    roots = sorted({find(v) for v in range(problem.n)})
+    number = {root: n for n, root in enumerate(roots)}
+    mapping = [number[find(v)] for v in range(problem.n)]
+
+    def mapped(variables: list[int]) -> list[int]:
+        return [mapping[v] for v in variables]
+
+    reduced = Problem(n=len(roots), entry=mapping[problem.entry], name=problem.name,
+                      blocks=[(mapped(into), mapped(out)) for into, out in kept],
+                      loops=[(mapped(back), mapped(entries), bound) for back, entries, bound in problem.loops],
+                      totals=[(mapped(back), total) for back, total in problem.totals])
+    return reduced, mapping
+
+
 class Solver:
-    """One HiGHS model of ``problem``; ``maximise(costs)`` for each objective."""
+    """One HiGHS model of ``problem`` (reduced, see ``reduce``); ``maximise(costs)`` for each objective."""
 
     def __init__(self, problem: Problem, time_limit: float = 300.0):
+        self.full = problem
+        problem, self.mapping = reduce(problem)
         self.problem = problem
         self.highs = highspy.Highs()
         self.highs.setOptionValue("output_flag", False)
@@ -88,12 +131,24 @@ class Solver:
         self.highs.setOptionValue("time_limit", float(time_limit))
         self.rows = _rows(problem)
         self.ends = _ends(problem)
+        self.order = _sweep_order(problem, self.ends)
         self.highs.passModel(_model(problem, self.rows))
 
     def maximise(self, costs: list[int]) -> Solution:
-        problem = self.problem
-        if len(costs) != problem.n:
+        """The maximum of ``costs`` (one per variable of the full problem) over the problem's paths."""
+        if len(costs) != self.full.n:
             raise ValueError("one cost per edge variable")
+        reduced = [0] * self.problem.n
+        for v, cost in enumerate(costs):
+            reduced[self.mapping[v]] += cost
+        solution = self._maximise(reduced)
+        if not solution.counts:
+            return solution
+        counts = tuple(solution.counts[self.mapping[v]] for v in range(self.full.n))
+        return Solution(solution.value, counts, solution.exact, solution.certified, solution.upper)
+
+    def _maximise(self, costs: list[int]) -> Solution:
+        problem = self.problem
         columns = np.arange(problem.n, dtype=np.int32)
         self.highs.changeColsCost(problem.n, columns, np.asarray(costs, dtype=np.float64))
         # 1. the LP relaxation: a certified upper bound, and often an integral optimum
@@ -183,7 +238,7 @@ class Solver:
         distance: list[Fraction | None] = [None] * len(problem.blocks)  # None: no path to the exit yet
         for _ in range(len(problem.blocks) + 1):
             changed = False
-            for j in range(problem.n):
+            for j in self.order:
                 u = source[j]
                 if u is None:
                     continue
@@ -222,6 +277,36 @@ def _ends(problem: Problem) -> tuple[list[int | None], list[int | None]]:
         for v in out:
             source[v] = block
     return source, target
+
+
+def _sweep_order(problem: Problem, ends: tuple[list[int | None], list[int | None]]) -> list[int]:
+    """Every variable, those leaving a block ordered by a depth-first postorder of their source blocks from
+    the entry (successors before predecessors, so distances to the exit propagate in one sweep where the
+    graph has no cycle)."""
+    source, target = ends
+    leaving: list[list[int]] = [[] for _ in problem.blocks]
+    for j in range(problem.n):
+        if source[j] is not None:
+            leaving[source[j]].append(j)
+    order: list[int] = []
+    seen = [False] * len(problem.blocks)
+    start = target[problem.entry]
+    stack = [(start, 0)] if start is not None else []
+    if start is not None:
+        seen[start] = True
+    while stack:
+        block, index = stack[-1]
+        if index < len(leaving[block]):
+            stack[-1] = (block, index + 1)
+            following = target[leaving[block][index]]
+            if following is not None and not seen[following]:
+                seen[following] = True
+                stack.append((following, 0))
+        else:
+            stack.pop()
+            order.extend(leaving[block])
+    order += [j for block in range(len(problem.blocks)) if not seen[block] for j in leaving[block]]
+    return order
 
 
 def _rows(problem: Problem) -> list[tuple[dict[int, int], float, float]]:

@@ -107,5 +107,6 @@ def load_program(elf: Path | str, mclass: bool | None = None) -> Program:
 def _facts_key(facts: FlowFacts | None) -> tuple:
     if facts is None:
         return ()
-    return (tuple(sorted((k, tuple(v)) for k, v in facts.multicalls.items())), tuple(sorted(facts.noreturn)),
+    return (tuple(sorted((k, tuple(v)) for k, v in facts.multicalls.items())),
+            tuple(sorted((k, tuple(v)) for k, v in facts.multibranches.items())), tuple(sorted(facts.noreturn)),
             tuple(sorted(facts.nocall)), tuple(sorted(facts.ignorecontrol)))

@@ -181,12 +181,13 @@ def test_thumb_tail_call_and_shared_tail(thumb):
 
 
 @needs_gcc
-def test_multicall_facts_resolve_an_indirect_jump(tmp_path):
+def test_multibranch_facts_resolve_an_indirect_jump_and_multicall_does_not(tmp_path):
     program = load_program(programs.build("bad.S", "arm7tdmi", tmp_path))
     site = program.functions["indirect"].start + 4
     assert program.cfg("indirect").unresolved == [(site, "indirect jump")]
     target = program.functions["armv5"].start
-    resolved = program.cfg("indirect", FlowFacts(multicalls={site: (target,)}))
+    assert program.cfg("indirect", FlowFacts(multicalls={site: (target,)})).unresolved  # a jump is no call
+    resolved = program.cfg("indirect", FlowFacts(multibranches={site: (target,)}))
     assert not resolved.unresolved and [e.callees for e in resolved.calls()] == [(target,)]  # a tail call
 
 

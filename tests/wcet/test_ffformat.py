@@ -94,7 +94,8 @@ RICH = FlowFacts(
            LoopBound("dense", 0x74, 16, total=128),
            LoopBound(None, 0x8000, 3),
            LoopBound("__aeabi_fmul", 0xE0, 22, justification="23-bit mantissa -- shifted */ left")),
-    multicalls={0x8114: (0x803C, 0x8000)},
+    multicalls={0x8114: (0x803C, 0x8000)}, multibranches={0x8018: (0x8040, 0x804C, 0x80E8)},
+    sequences={0x8114: (0x803C, 0x8000, 0x803C)},
     noreturn=frozenset({"abort"}), nocall=frozenset({"trace"}), ignorecontrol=frozenset({0x8040}),
     checksum=("net.elf", 0xDEADBEEF))
 
@@ -103,6 +104,9 @@ def test_f4_round_trip():
     text = write_f4(RICH, entry="net")
     assert content(parse_f4(text)) == content(RICH)
     assert "multicall 0x8114 to 0x803c, 0x8000;" in text
+    assert "multibranch 0x8018 to 0x8040, 0x804c, 0x80e8;" in text
+    assert "// sequence at 0x8114 (one target per execution, Assay's precise bound only): 0x803c, 0x8000, 0x803c" \
+        in text  # OTAWA has no such fact: a comment, not read back
     assert 'loop "dense" + 0x74 max 16 total 128;' in text
     assert "checksum \"net.elf\" 0xdeadbeef;" in text
 
@@ -115,11 +119,36 @@ def test_ffx_round_trip_with_call_contexts():
     assert content(parse_ffx(text, root="main")) == content(facts)
 
 
+def test_ffx_round_trip_with_multicall_multibranch_and_ignorecontrol():
+    # the form of OTAWA's FlowFactLoader::scanMultiCall / scanMultiBranch: <target> children of the branch
+    text = write_ffx(RICH, entry="net")
+    assert '<multicall address="0x8114">\n\t\t<target address="0x803c"/>\n\t\t<target address="0x8000"/>\n' \
+           '\t</multicall>' in text
+    assert '<multibranch address="0x8018">' in text and '<ignorecontrol address="0x8040"/>' in text
+    back = parse_ffx(text)
+    assert back.multicalls == RICH.multicalls and back.multibranches == RICH.multibranches
+    assert back.ignorecontrol == RICH.ignorecontrol and not back.sequences
+
+
+@pytest.mark.parametrize("text, message", [
+    ('<multicall address="0x10"/>', "has no target"),
+    ('<multicall><target address="0x20"/></multicall>', "needs address="),
+    ('<multibranch address="0x10"><call address="0x20"/></multibranch>', "holds only <target"),
+    ('<multibranch address="0x10"><target label="f"/></multibranch>', "does not take label"),
+    ('<ignorecontrol label="f"/>', "does not take label"),
+])
+def test_ffx_multi_targets_are_parsed_strictly(text, message):
+    with pytest.raises(FlowFactFormatError, match=message):
+        parse_ffx(f"<flowfacts>{text}</flowfacts>")
+
+
 def test_formats_refuse_what_they_cannot_express():
     with pytest.raises(FlowFactFormatError, match="call-context bound cannot be written in F4"):
         write_f4(FlowFacts(loops=(LoopBound("f", 4, 2, context=(0x100,)),)))
-    with pytest.raises(FlowFactFormatError, match="multicall"):
-        write_ffx(FlowFacts(multicalls={1: (2,)}))
+    with pytest.raises(FlowFactFormatError, match="multicall at 0x1 has no target"):
+        write_ffx(FlowFacts(multicalls={1: ()}))
+    with pytest.raises(FlowFactFormatError, match="multibranch at 0x1 has no target"):
+        write_f4(FlowFacts(multibranches={1: ()}))
     with pytest.raises(FlowFactFormatError, match="analysed function"):
         write_ffx(FlowFacts(loops=(LoopBound("f", 4, 2, context=(0x100,)),)))
     with pytest.raises(FlowFactFormatError, match="F4 integers"):
@@ -135,7 +164,10 @@ def test_formats_refuse_what_they_cannot_express():
     ('loop "f" + 08 3;', "expected ';'"),  # OTAWA's lexer reads 08 as 0 then 8
     ('loop "f" + 4 3 in "f" / "main";', "names calling functions"),
     ('return 0x100;', "outside Assay's subset"),
-    ('multibranch 0x10 to 0x20;', "outside Assay's subset"),
+    ('preserve 0x10;', "outside Assay's subset"),
+    ('multibranch 0x10 to ?;', "indirect jump at 0x10 has unknown targets"),
+    ('multibranch 0x10 0x20;', "expected 'to'"),
+    ('multicall 0x10 to 0x20,;', "expected an address"),
     ('loop "f" + 2 max 3 max 4;', "one 'max'"),
     ('loop "f.c" : 3 4;', "file:line"),
     ('loop "f" + 4 total 10;', "only a 'total'"),

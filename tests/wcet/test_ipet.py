@@ -169,3 +169,22 @@ def test_ilp_equals_enumeration_on_hand_written_flow(tmp_path, source, target, m
     model = timing.get(model)
     for function in ("entry", "condret", "tailer", "sharer", "pool"):
         assert analyze(program, function, facts, model).wcet_cycles == brute_force(program, function, facts, model)
+
+
+def test_straight_line_chains_are_merged_before_the_ilp():
+    # V3-like code: 20000 blocks in a row (one per soft-float call), a diamond in the middle
+    n = 20000
+    blocks = [([v], [v + 1]) for v in range(n)]  # block v: in-edge v, out-edge v + 1
+    blocks[n // 2] = ([n // 2], [n // 2 + 1, n + 1])  # a branch around the next block ...
+    blocks.append(([n // 2 + 1 + 1, n + 1], [n + 2]))  # ... joining here
+    blocks[n // 2 + 1] = ([n // 2 + 1], [n // 2 + 2])
+    blocks[n // 2 + 2] = ([n + 2], [n // 2 + 3])
+    problem = ipet.Problem(n=n + 3, entry=0, blocks=blocks)
+    costs = [1] * (n + 3)
+    costs[n + 1] = 10  # the branch's other arm is dearer
+    solver = ipet.Solver(problem)
+    assert solver.problem.n <= 4 and solver.problem.rows <= 2
+    solution = solver.maximise(costs)
+    assert solution.exact and solution.certified
+    assert solution.value == sum(costs) - costs[n // 2 + 1] - costs[n // 2 + 2]  # the cheaper arm left out
+    assert len(solution.counts) == n + 3 and solution.counts[n + 1] == 1 and solution.counts[n // 2 + 1] == 0
