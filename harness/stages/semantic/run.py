@@ -21,6 +21,7 @@ import numpy as np
 from harness import references, runners, targets
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import build_code, from_code_layout, generate_code, item_dir, slug, to_code_layout
+from harness.core import oracle
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
@@ -30,7 +31,7 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.stages.semantic import arbiter, bitcompare, oracle
+from harness.stages.semantic import arbiter, bitcompare
 
 HOST = "host"  # the target every other target is compared with bit for bit
 ARBITER = "float64"  # the reference every record's C and float32 reference are measured against
