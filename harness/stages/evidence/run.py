@@ -32,6 +32,7 @@ STAGES = (("semantic", "results.json", "assay-results/1", ("table1.md", "bitcomp
           ("memory", "memory.json", "assay-memory/1", ("table5.md",)),
           ("met", "met.json", "assay-met/1", ("table2.md",)),
           ("wcet", "wcet.json", "assay-wcet/1", ("table4.md", "layers.md")))
+SANITIZED_INPUTS = 100  # test inputs of each host item also run under ASan and UBSan (semantic --sanitize)
 PASSING = {"semantic": {"pass"}, "memory": {"pass"}, "met": {"ok"}, "wcet": {"pass"}}
 
 
@@ -71,7 +72,8 @@ def build(settings: Settings, progress=print) -> Built:
     common = [*(arg for m in settings.models for arg in ("--models", m)), "--generators", ",".join(settings.generators),
               "--seed", str(settings.seed), "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
     plan = [("semantic", [*common, "--targets", ",".join(dict.fromkeys([HOST, *settings.targets])),
-                          "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout)])]
+                          "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
+                          "--sanitize", str(min(SANITIZED_INPUTS, settings.n_inputs))])]
     if arm:
         plan += [("memory", [*common, "--targets", ",".join(arm)]),
                  ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)]),
