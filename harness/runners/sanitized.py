@@ -73,7 +73,8 @@ def build(code: GeneratedCode, build_dir: Path, opt: str = "-O0") -> SanitizedBu
     command = (compiler, *flags, *FLAGS, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources),
                str(DRIVER), "-o", str(executable), *profile.libs)
     compile_once(command, code, executable, lambda stderr: RunError(f"compile error: {first_diagnostic(stderr)}"))
-    return SanitizedBuild(executable=executable, code=code, command=command, compiler_version=compiler_version(compiler))
+    return SanitizedBuild(executable=executable, code=code, command=command,
+                          compiler_version=compiler_version(compiler))
 
 
 def run(built: SanitizedBuild, inputs: np.ndarray, timeout: float = 300.0) -> np.ndarray:

@@ -31,9 +31,10 @@ VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c
 STAGES = (("semantic", "results.json", "assay-results/1", ("table1.md", "bitcompare.md", "error_per_model.png")),
           ("memory", "memory.json", "assay-memory/1", ("table5.md",)),
           ("met", "met.json", "assay-met/1", ("table2.md",)),
-          ("wcet", "wcet.json", "assay-wcet/1", ("table4.md", "layers.md")))
+          ("wcet", "wcet.json", "assay-wcet/1", ("table4.md", "layers.md")),
+          ("mutate", "mutation.json", "assay-mutation/1", ("mutation.md",)))
 SANITIZED_INPUTS = 100  # test inputs of each host item also run under ASan and UBSan (semantic --sanitize)
-PASSING = {"semantic": {"pass"}, "memory": {"pass"}, "met": {"ok"}, "wcet": {"pass"}}
+PASSING = {"semantic": {"pass"}, "memory": {"pass"}, "met": {"ok"}, "wcet": {"pass"}, "mutate": {"pass"}}
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Settings:
     model_seed: int = 0
     wcet_inputs: int = 20
     timeout: float = 600.0
+    mutants: int | None = None  # assay mutate --max-mutants: None for all, 0 to leave the analysis out
 
 
 @dataclass
@@ -79,6 +81,11 @@ def build(settings: Settings, progress=print) -> Built:
                  ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)]),
                  ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
+    if settings.mutants is None or settings.mutants > 0:
+        plan.append(("mutate", [*common, "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
+                                *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
+    else:
+        built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
     volatile: dict = {"started_at": _now(), "stages": {}}
     records: dict[str, list[dict]] = {}
     commands = []

@@ -29,19 +29,6 @@ void dense(const float *input, float *output) {
 """
 
 
-@pytest.fixture(scope="module")
-def dense_model(tmp_path_factory):
-    import keras
-    import numpy as np
-
-    path = tmp_path_factory.mktemp("model") / "tiny.keras"
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    model.set_weights([np.array([[0.5, -1.0], [0.25, 2.0], [-0.75, 0.125]], np.float32),
-                       np.array([0.1, -0.2], np.float32)])
-    model.save(path)
-    return str(path)
-
-
 def prebuilt(root, name, extent):
     directory = root / name
     directory.mkdir()
@@ -59,17 +46,17 @@ def records(tmp_path, models, generator, sanitize, n_inputs=20):
     return store.records()
 
 
-def test_a_write_past_a_buffer_passes_the_oracle_and_fails_under_the_sanitizers(tmp_path, dense_model):
+def test_a_write_past_a_buffer_passes_the_oracle_and_fails_under_the_sanitizers(tmp_path, dense_keras_model):
     generator = prebuilt(tmp_path, "overflow", 4)
-    (plain,) = records(tmp_path, [dense_model], generator, sanitize=0)
+    (plain,) = records(tmp_path, [dense_keras_model], generator, sanitize=0)
     assert plain["verdict"] == "pass" and "sanitizer" not in plain["provenance"]
-    (checked,) = records(tmp_path, [dense_model], generator, sanitize=5)
+    (checked,) = records(tmp_path, [dense_keras_model], generator, sanitize=5)
     assert checked["verdict"] == "error"
     assert checked["cause"].startswith("AddressSanitizer: global-buffer-overflow, READ of size 4 in dense at net.c:")
 
 
-def test_the_same_code_in_bounds_passes_under_the_sanitizers(tmp_path, dense_model):
-    (record,) = records(tmp_path, [dense_model], prebuilt(tmp_path, "inbounds", 3), sanitize=5)
+def test_the_same_code_in_bounds_passes_under_the_sanitizers(tmp_path, dense_keras_model):
+    (record,) = records(tmp_path, [dense_keras_model], prebuilt(tmp_path, "inbounds", 3), sanitize=5)
     assert record["verdict"] == "pass", record["cause"]
     assert record["provenance"]["sanitizer"]["inputs"] == 5
 
