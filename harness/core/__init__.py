@@ -1,7 +1,7 @@
 """What every stage shares, one place for each: the plan of items (``plan``), the
 model -> generator -> build steps and the work-directory layout (``pipeline``),
 the result store and resume (``results``), progress and the summary line
-(``progress``), provenance (``provenance``), seeded inputs (``inputs``), tensor
+(``progress``), the test oracle's verdict (``oracle``), provenance (``provenance``), seeded inputs (``inputs``), tensor
 layouts (``tensors``) and report helpers (``report``).
 
 A stage (``harness.stages.<name>``) imports from here and from the registries

@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 from harness.generators.generated import GeneratedCode
 
 STAMP_SUFFIX = ".key"
+DRIVERS_DIR = Path(__file__).parent  # the drivers' C sources and headers, compiled into every build
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,12 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
                  failure: Callable[[str], Exception]) -> None:
     """Run ``command`` in the code's directory unless ``output`` came from this very command and sources.
 
-    The stamp beside ``output`` holds a hash of the command and of every source
-    file, so an identical rebuild (a resumed campaign) costs nothing; a failed
-    build raises ``failure(stderr)``.
+    The stamp beside ``output`` holds a hash of the command, of every source
+    file and of the drivers' code (a changed driver must not leave an old build
+    in use), so an identical rebuild (a resumed campaign) costs nothing; a
+    failed build raises ``failure(stderr)``.
     """
-    key = hashlib.sha256(json.dumps([list(command), code.source_hashes()]).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([list(command), code.source_hashes(), driver_hashes()]).encode()).hexdigest()
     stamp = stamp_path(output)
     if output.is_file() and stamp.is_file() and stamp.read_text() == key:
         return
@@ -47,6 +49,12 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
     if result.returncode != 0:
         raise failure(result.stderr)
     stamp.write_text(key)
+
+
+def driver_hashes() -> dict[str, str]:
+    """SHA-256 of each driver source and header beside this module."""
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted([*DRIVERS_DIR.glob("*.c"), *DRIVERS_DIR.glob("*.h")])}
 
 
 def stamp_path(output: Path) -> Path:

@@ -2,7 +2,9 @@
 
 The library is built from the generated sources plus ``batch_driver.c``; one
 worker process runs a whole batch of inputs, under a timeout. A crash, a hang
-or a failed build becomes a ``RunError`` whose message is the verdict's cause.
+or a failed build becomes a ``RunError`` whose message is the verdict's cause,
+and so does a guard word around the input or output buffer that the code
+overwrote (``assay_guards.h``): "guard word after output overwritten at call #k".
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from harness.targets import TargetProfile
 from harness import targets
 
 DRIVER = Path(__file__).with_name("batch_driver.c")
+# assay_batch's return value (ASSAY_GUARD_* in assay_guards.h) -> the guard it found damaged.
+GUARDS = {1: "before input", 2: "after input", 3: "before output", 4: "after output"}
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,10 @@ def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
         tail = (result.stderr.strip().splitlines() or ["no message"])[-1]
         raise RunError(f"worker failed (exit {result.returncode}): {tail}")
     outputs = np.fromfile(out_path, dtype="<f4").astype(np.float32).reshape(len(inputs), built.code.output_size)
-    c_seconds = json.loads(result.stdout.strip().splitlines()[-1])["c_seconds"]
-    return RunOutcome(outputs=outputs, c_seconds=c_seconds, wall_seconds=wall)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if report["guard"]:
+        raise RunError(f"guard word {GUARDS[report['guard']]} overwritten at call #{report['call']}")
+    return RunOutcome(outputs=outputs, c_seconds=report["c_seconds"], wall_seconds=wall)
 
 
 def signal_name(number: int) -> str:

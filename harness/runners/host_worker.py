@@ -6,7 +6,8 @@ import would cost more than a LeNet-5 batch's harness budget): inputs and
 outputs are raw little-endian float32 files handed to C as cffi buffers.
 Usage:
     python -m harness.runners.host_worker LIB IN_SIZE OUT_SIZE INPUTS.f32 OUTPUTS.f32
-It prints one JSON line with the time spent inside the C call.
+It prints one JSON line with the time spent inside the C call and, when the
+driver found a guard word damaged (batch_driver.c), which one and at which call.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ FLOAT32_NAN = b"\x00\x00\xc0\x7f"  # outputs the C never writes stay NaN, which 
 def main(argv: list[str]) -> int:
     lib_path, in_size, out_size, inputs_path, outputs_path = argv
     ffi = FFI()
-    ffi.cdef("void assay_batch(const float *inputs, float *outputs, int n);")
+    ffi.cdef("int assay_batch(const float *inputs, float *outputs, int n, int *call);")
     lib = ffi.dlopen(lib_path)
     with open(inputs_path, "rb") as stream:
         inputs = bytearray(stream.read())
@@ -32,12 +33,13 @@ def main(argv: list[str]) -> int:
         print(f"inputs file has {len(inputs)} bytes, not a multiple of {in_size} floats", file=sys.stderr)
         return 3
     outputs = bytearray(FLOAT32_NAN * (count * int(out_size)))
+    call = ffi.new("int *")
     start = time.perf_counter()
-    lib.assay_batch(ffi.from_buffer("float[]", inputs), ffi.from_buffer("float[]", outputs), count)
+    guard = lib.assay_batch(ffi.from_buffer("float[]", inputs), ffi.from_buffer("float[]", outputs), count, call)
     c_seconds = time.perf_counter() - start
     with open(outputs_path, "wb") as stream:
         stream.write(outputs)
-    print(json.dumps({"c_seconds": c_seconds}))
+    print(json.dumps({"c_seconds": c_seconds, "guard": guard, "call": call[0]}))
     return 0
 
 

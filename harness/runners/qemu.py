@@ -50,6 +50,7 @@ EXIT_CAUSES = {
     74: "driver could not write the outputs file",
     75: "driver could not write the stack measurement file",
     76: "driver found main's stack pointer moved across the call (stack measurement)",
+    77: "driver found a guard word around the input or output buffer overwritten",
     134: "crashed with SIGABRT (abort() called)",
 }
 
@@ -59,6 +60,7 @@ _MISSING_RUNTIME = re.compile(r"cannot read spec file|cannot find -l(rdimon|semi
 _OVERFLOW = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")
 _FAULT = re.compile(r"ARM fault: (\w+)")  # printed by picolibc's semihost crt0 fault handlers
 _FAULT_PC = re.compile(r"\bPC:\s*(0x[0-9a-fA-F]+)")
+_GUARD = re.compile(r"guard word [a-z ]+ overwritten at call #\d+")  # printed by target_driver.c before exit 77
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,9 @@ def exit_cause(returncode: int, output: str) -> str:
     if fault:
         pc = _FAULT_PC.search(output[fault.end():])
         return f"crashed with {fault.group(1)}" + (f" (PC {pc.group(1)})" if pc else "")
+    guard = _GUARD.search(output) if returncode == 77 else None
+    if guard:
+        return guard.group(0)
     if returncode in EXIT_CAUSES:
         return EXIT_CAUSES[returncode]
     tail = (output.strip().splitlines() or ["no message"])[-1].strip()

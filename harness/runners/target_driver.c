@@ -15,7 +15,13 @@
  *     mode has no argv). Files are opened through semihosting (newlib rdimon or
  *     picolibc semihost), i.e. on the build machine.
  *   - exit status: 0 when every output was written; the ASSAY_EXIT_* codes
- *     below for I/O errors; 134 when the generated code calls abort().
+ *     below for I/O errors; 134 when the generated code calls abort();
+ *     ASSAY_EXIT_GUARD when a guard word around the input or output buffer was
+ *     overwritten (assay_guards.h), after printing "assay: guard word <where>
+ *     overwritten at call #<k>".
+ *
+ * Built for the host with -fsanitize=address,undefined, the same main is the
+ * sanitized executable of harness/runners/sanitized.py.
  *
  * Stack measurement (docs/memory.md): compiled with -DASSAY_STACK_PAINT=<bytes>,
  * main fills that many bytes below its stack pointer with a pattern before
@@ -30,9 +36,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#ifdef ASSAY_STACK_PAINT
 #include <stdint.h>
-#endif
+
+#include "assay_guards.h"
 
 #define ASSAY_INPUTS_FILE "assay_inputs.f32"
 #define ASSAY_OUTPUTS_FILE "assay_outputs.f32"
@@ -46,6 +52,7 @@
 #define ASSAY_EXIT_ABORT 134 /* 128 + SIGABRT, as a shell reports it */
 #define ASSAY_EXIT_STACK_FILE 75 /* could not write ASSAY_STACK_FILE */
 #define ASSAY_EXIT_STACK_MOVED 76 /* main's sp differs after the call: the depth would be wrong */
+#define ASSAY_EXIT_GUARD 77 /* a guard word around the input or output buffer was overwritten */
 
 #ifdef ASSAY_STACK_PAINT
 #define ASSAY_STACK_FILE "assay_stack.u32"
@@ -55,8 +62,7 @@
 
 void ASSAY_ENTRY(const float *input, float *output);
 
-static float assay_input[ASSAY_IN];
-static float assay_output[ASSAY_OUT];
+static const char *const assay_guard_names[] = {"", "before input", "after input", "before output", "after output"};
 
 static void assay_on_abort(int sig)
 {
@@ -69,11 +75,13 @@ int main(int argc, char **argv)
     const char *in_path = argc > 2 ? argv[1] : ASSAY_INPUTS_FILE;
     const char *out_path = argc > 2 ? argv[2] : ASSAY_OUTPUTS_FILE;
     FILE *in, *out;
+    unsigned long call = 0;
 #ifdef ASSAY_STACK_PAINT
     uint32_t stack_record[3] = {0, ASSAY_STACK_PAINT, 0}; /* depth, painted bytes, calls */
 #endif
 
     signal(SIGABRT, assay_on_abort);
+    assay_guards_arm();
     in = fopen(in_path, "rb");
     if (in == NULL) {
         return ASSAY_EXIT_OPEN_INPUTS;
@@ -83,7 +91,7 @@ int main(int argc, char **argv)
         return ASSAY_EXIT_OPEN_OUTPUTS;
     }
     for (;;) {
-        size_t got = fread(assay_input, sizeof(float), ASSAY_IN, in);
+        size_t got = fread(assay_input.data, sizeof(float), ASSAY_IN, in);
         if (got == 0 && feof(in)) {
             break;
         }
@@ -92,7 +100,7 @@ int main(int argc, char **argv)
         }
         /* NaN in every output the entry does not write, as the host driver does. */
         for (size_t i = 0; i < ASSAY_OUT; ++i) {
-            assay_output[i] = __builtin_nanf("");
+            assay_output.data[i] = __builtin_nanf("");
         }
 #ifdef ASSAY_STACK_PAINT
         {
@@ -102,7 +110,7 @@ int main(int argc, char **argv)
             for (word = (volatile uint32_t *)(sp_before - ASSAY_STACK_PAINT); (uintptr_t)word < sp_before; ++word) {
                 *word = ASSAY_STACK_PATTERN;
             }
-            ASSAY_ENTRY(assay_input, assay_output);
+            ASSAY_ENTRY(assay_input.data, assay_output.data);
             ASSAY_READ_SP(sp_after);
             if (sp_after != sp_before) {
                 return ASSAY_EXIT_STACK_MOVED;
@@ -116,9 +124,17 @@ int main(int argc, char **argv)
             ++stack_record[2];
         }
 #else
-        ASSAY_ENTRY(assay_input, assay_output);
+        ASSAY_ENTRY(assay_input.data, assay_output.data);
 #endif
-        if (fwrite(assay_output, sizeof(float), ASSAY_OUT, out) != ASSAY_OUT) {
+        {
+            int damaged = assay_guards_damaged();
+            if (damaged != ASSAY_GUARD_INTACT) {
+                printf("assay: guard word %s overwritten at call #%lu\n", assay_guard_names[damaged], call);
+                return ASSAY_EXIT_GUARD;
+            }
+        }
+        ++call;
+        if (fwrite(assay_output.data, sizeof(float), ASSAY_OUT, out) != ASSAY_OUT) {
             return ASSAY_EXIT_WRITE;
         }
     }

@@ -21,7 +21,7 @@ def cmd_evidence(args: argparse.Namespace) -> int:
     settings = run.Settings(models=selected_models(args), generators=csv_list(args.generators),
                             targets=csv_list(args.targets), out=args.out, work_dir=args.work, n_inputs=args.inputs,
                             seed=args.seed, model_seed=args.model_seed, wcet_inputs=args.wcet_inputs,
-                            timeout=args.timeout)
+                            timeout=args.timeout, mutants=args.mutants)
     built = run.build(settings, progress=lambda line: print(line, file=sys.stderr))
     for part, verdict in sorted(built.verdicts.items()):
         print(f"{part}: {verdict}")
@@ -60,6 +60,9 @@ def add_command(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for the test inputs (default 0)")
     parser.add_argument("--model-seed", type=int, default=0, help="seed for zoo weights (default 0)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for one batch (default 600)")
+    parser.add_argument("--mutants", type=int,
+                        help="mutation analysis (assay mutate) on a seeded sample of this many mutants per code "
+                             "(default: all of them; 0: not run)")
     parser.add_argument("--out", type=Path, default=Path("reports/evidence"),
                         help="the package folder; OUT.zip is written beside it (default reports/evidence)")
     parser.add_argument("--work", type=Path, default=Path("generated"),

@@ -31,8 +31,10 @@ VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c
 STAGES = (("semantic", "results.json", "assay-results/1", ("table1.md", "bitcompare.md", "error_per_model.png")),
           ("memory", "memory.json", "assay-memory/1", ("table5.md",)),
           ("met", "met.json", "assay-met/1", ("table2.md",)),
-          ("wcet", "wcet.json", "assay-wcet/1", ("table4.md", "layers.md")))
-PASSING = {"semantic": {"pass"}, "memory": {"pass"}, "met": {"ok"}, "wcet": {"pass"}}
+          ("wcet", "wcet.json", "assay-wcet/1", ("table4.md", "layers.md")),
+          ("mutate", "mutation.json", "assay-mutation/1", ("mutation.md",)))
+SANITIZED_INPUTS = 100  # test inputs of each host item also run under ASan and UBSan (semantic --sanitize)
+PASSING = {"semantic": {"pass"}, "memory": {"pass"}, "met": {"ok"}, "wcet": {"pass"}, "mutate": {"pass"}}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Settings:
     model_seed: int = 0
     wcet_inputs: int = 20
     timeout: float = 600.0
+    mutants: int | None = None  # assay mutate --max-mutants: None for all, 0 to leave the analysis out
 
 
 @dataclass
@@ -71,12 +74,18 @@ def build(settings: Settings, progress=print) -> Built:
     common = [*(arg for m in settings.models for arg in ("--models", m)), "--generators", ",".join(settings.generators),
               "--seed", str(settings.seed), "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
     plan = [("semantic", [*common, "--targets", ",".join(dict.fromkeys([HOST, *settings.targets])),
-                          "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout)])]
+                          "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
+                          "--sanitize", str(min(SANITIZED_INPUTS, settings.n_inputs))])]
     if arm:
         plan += [("memory", [*common, "--targets", ",".join(arm)]),
                  ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)]),
                  ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
+    if settings.mutants is None or settings.mutants > 0:
+        plan.append(("mutate", [*common, "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
+                                *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
+    else:
+        built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
     volatile: dict = {"started_at": _now(), "stages": {}}
     records: dict[str, list[dict]] = {}
     commands = []

@@ -20,7 +20,7 @@ def cmd_semantic(args: argparse.Namespace) -> int:
 
     settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt,
                         work_dir=args.work, timeout=args.timeout, redo=args.redo, atol=args.atol, rtol=args.rtol,
-                        arbiter=not args.no_arbiter)
+                        arbiter=not args.no_arbiter, sanitize=args.sanitize)
     campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.references),
                     csv_list(args.targets), settings)
     store = ResultStore(args.out / "results.json")
@@ -76,6 +76,9 @@ def add_command(subparsers) -> None:
                           "when |C - reference| <= atol + rtol x |reference|")
     sem.add_argument("--no-arbiter", action="store_true",
                      help="do not evaluate the model in float64 to tell which of C and reference is closer")
+    sem.add_argument("--sanitize", type=int, default=0, metavar="N",
+                     help="also run N of the inputs (seeded sample) of each host item under AddressSanitizer and "
+                          "UndefinedBehaviorSanitizer; a report is an error verdict (default 0: not run)")
     sem.add_argument("--inputs", type=int, default=1000, help="number of test inputs per model (default 1000)")
     sem.add_argument("--timeout", type=float, default=600.0,
                      help="seconds allowed for one batch run before it counts as a hang (default 600)")

@@ -21,6 +21,7 @@ import numpy as np
 from harness import references, runners, targets
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import build_code, from_code_layout, generate_code, item_dir, slug, to_code_layout
+from harness.core import oracle
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
@@ -30,7 +31,7 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.stages.semantic import arbiter, bitcompare, oracle
+from harness.stages.semantic import arbiter, bitcompare, sanitize
 
 HOST = "host"  # the target every other target is compared with bit for bit
 ARBITER = "float64"  # the reference every record's C and float32 reference are measured against
@@ -43,6 +44,7 @@ class Settings(core_plan.Settings):
     atol: float | None = None
     rtol: float | None = None
     arbiter: bool = True
+    sanitize: int = 0  # inputs of the host item run again under ASan and UBSan (sanitize.py); 0: none
 
     def tolerances(self, model: Model) -> tuple[float, float]:
         """(atol, rtol) for ``model``: the command line's, else the model's (zoo entry or sidecar TOML)."""
@@ -71,7 +73,8 @@ def _base_record(item: Item, model: Model | None, reference: str, settings: Sett
 
 def _fingerprint(item: Item, model: Model, settings: Settings) -> str:
     return item_fingerprint(item, model, settings, references=sorted(item.checks),
-                            tolerances=settings.tolerances(model), arbiter=settings.arbiter)
+                            tolerances=settings.tolerances(model), arbiter=settings.arbiter,
+                            sanitize=settings.sanitize)
 
 
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
@@ -97,6 +100,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         code = generate_code(item, model, settings, timings, provenance)
         warnings += _model_mismatch(code, model)
         outputs = _build_and_run(item, item.target, code, model, settings, timings, provenance)
+        sanitize.check(item, code, model, settings, provenance)
         np.save(_outputs_path(item, item.target, code, settings), outputs)
         cause = None
         if item.target != HOST:

@@ -11,7 +11,7 @@ import pytest
 
 from harness.core.pipeline import from_code_layout, to_code_layout
 from harness.core.plan import Settings, load_model
-from harness.stages.semantic import oracle
+from harness.core import oracle
 from harness.stages.semantic.run import reference_outputs
 from harness.generators.generated import GeneratedCode
 from harness.generators import get as get_generator

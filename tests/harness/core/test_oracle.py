@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from harness.stages.semantic import oracle
+from harness.core import oracle
 
 
 def test_infinity_norm_is_the_largest_absolute_difference_per_input():

@@ -1,0 +1,121 @@
+"""Memory safety of generated code: a host build under AddressSanitizer and UndefinedBehaviorSanitizer.
+
+An output comparison cannot see an out-of-bounds read that happens to read a
+harmless value, or a write into unused arena padding; the sanitizers see both
+at the faulting instruction. ``build`` compiles the generated sources with
+``target_driver.c`` (the ARM targets' main, which reads an inputs file and
+writes an outputs file) into a standalone host executable with gcc
+``-fsanitize=address,undefined -fno-omit-frame-pointer``; ``run`` runs a
+batch through it and turns the first sanitizer report, or a damaged guard
+word, into a ``RunError`` whose message is one line: the report's first line
+and the first frame in the generated code.
+
+Why a standalone executable and not the host runner's shared library in its
+Python worker (both work on this machine): AddressSanitizer must be the first
+library of the process, so a sanitized ``.so`` in the worker needs gcc's
+libasan in ``LD_PRELOAD`` of the Python interpreter, of exactly the version the
+library was compiled against; its interceptors then serve every allocation of
+the interpreter and of cffi too, so a report (or a leak, which must be switched
+off) may be about Python rather than the code under test. The executable holds
+nothing but the generated code, the driver and the C library: every report is
+about the code under test, and the driver is the one the ARM targets run, with
+the same guard words (``assay_guards.h``), poisoned here, so that an access one
+past the input or output buffer is reported at the instruction.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness import targets
+from harness.generators.generated import GeneratedCode
+from harness.runners import RunError
+from harness.runners.compiling import compile_once, driver_defines
+from harness.runners.host import compiler_version, first_diagnostic, signal_name
+
+DRIVER = Path(__file__).with_name("target_driver.c")
+FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
+EXIT_STATUS = 66  # what the sanitizers exit with on a report (set in the environment below)
+ENVIRONMENT = {
+    "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode={EXIT_STATUS}:symbolize=1",
+    "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:exitcode={EXIT_STATUS}",
+}
+INPUTS_FILE, OUTPUTS_FILE = "inputs.f32", "outputs.f32"
+_ASAN = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
+_ACCESS = re.compile(r"^(READ|WRITE) of size (\d+)", re.MULTILINE)
+_UBSAN = re.compile(r"^(\S+?:\d+:\d+): runtime error: (.+)$", re.MULTILINE)
+_FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+) (\S+?:\d+)(:\d+)?$", re.MULTILINE)
+_GUARD = re.compile(r"guard word [a-z ]+ overwritten at call #\d+")
+
+
+@dataclass(frozen=True)
+class SanitizedBuild:
+    executable: Path
+    code: GeneratedCode
+    command: tuple[str, ...]
+    compiler_version: str
+
+
+def build(code: GeneratedCode, build_dir: Path, opt: str = "-O0") -> SanitizedBuild:
+    """Compile ``code`` with the driver into a sanitized executable in ``build_dir``; reuse an identical build."""
+    profile = targets.get("host")
+    compiler = profile.compiler_path()
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    executable = build_dir / "assay-sanitized"
+    flags = [flag for flag in profile.flags(opt) if flag != "-fPIC"]
+    command = (compiler, *flags, *FLAGS, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources),
+               str(DRIVER), "-o", str(executable), *profile.libs)
+    compile_once(command, code, executable, lambda stderr: RunError(f"compile error: {first_diagnostic(stderr)}"))
+    return SanitizedBuild(executable=executable, code=code, command=command,
+                          compiler_version=compiler_version(compiler))
+
+
+def run(built: SanitizedBuild, inputs: np.ndarray, timeout: float = 300.0) -> np.ndarray:
+    """The outputs (N, output_size) of ``inputs`` (N, input_size) under the sanitizers; RunError on a report."""
+    inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
+    if inputs.shape[1] != built.code.input_size:
+        raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
+    work = built.executable.parent
+    (work / INPUTS_FILE).write_bytes(inputs.astype("<f4").tobytes())
+    (work / OUTPUTS_FILE).unlink(missing_ok=True)
+    try:
+        done = subprocess.run([str(built.executable), INPUTS_FILE, OUTPUTS_FILE], cwd=work, capture_output=True,
+                              text=True, timeout=timeout, check=False, env={**os.environ, **ENVIRONMENT})
+    except subprocess.TimeoutExpired:
+        raise RunError(f"timed out after {timeout:g} s under the sanitizers ({len(inputs)} inputs)") from None
+    if done.returncode != 0:
+        raise RunError(report_line(done.stdout + done.stderr, done.returncode))
+    outputs = np.frombuffer((work / OUTPUTS_FILE).read_bytes(), dtype="<f4")
+    if outputs.size != len(inputs) * built.code.output_size:
+        raise RunError(f"sanitized run wrote {outputs.size} values, expected {len(inputs)} x {built.code.output_size}")
+    return outputs.astype(np.float32).reshape(len(inputs), built.code.output_size)
+
+
+def report_line(output: str, returncode: int) -> str:
+    """One line for a failed sanitized run: the sanitizer's first line, the access and where in the code."""
+    frame = _FRAME.search(output)
+    where = f" in {frame.group(1)} at {Path(frame.group(2)).name}" if frame else ""
+    asan = _ASAN.search(output)
+    if asan:
+        access = _ACCESS.search(output)
+        what = f", {access.group(1)} of size {access.group(2)}" if access else ""
+        kind = asan.group(1) + (" (a guard word around the input or output buffer)"
+                                if asan.group(1) == "use-after-poison" else "")
+        return f"AddressSanitizer: {kind}{what}{where}"
+    ubsan = _UBSAN.search(output)
+    if ubsan:
+        return f"UndefinedBehaviorSanitizer: {ubsan.group(2)} at {Path(ubsan.group(1)).name}"
+    guard = _GUARD.search(output)
+    if guard:
+        return guard.group(0)
+    if returncode < 0:
+        return f"crashed with {signal_name(-returncode)} under the sanitizers"
+    tail = (output.strip().splitlines() or ["no message"])[-1].strip()
+    return f"sanitized run exited with status {returncode}: {tail}"

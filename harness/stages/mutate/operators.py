@@ -1,0 +1,402 @@
+"""Mutation operators: where a C source can be changed, and each change as a text edit.
+
+``code_mutants(path)`` parses a generated source with pycparser (after blanking
+comments and preprocessor lines, which pycparser does not take, with spaces, so
+that every offset stays the same), lexes it with pycparser's own lexer to know
+the exact place of every token, and walks the syntax tree for mutation points:
+
+- ``arith``: a binary ``+ - * /`` replaced by its counterpart (+/-, *//);
+- ``assign-op``: ``+=`` / ``-=`` / ``*=`` / ``/=`` replaced (``+=`` by ``-=`` and ``=``);
+- ``relational``: ``< <= > >= == !=`` replaced by the others of its direction and its opposite;
+- ``loop-bound``: the constant bound of a ``for`` loop, +1 and -1 (its ``<`` is then not also
+  made ``<=``, which is the bound +1 again);
+- ``read-index`` / ``write-index``: an array subscript, +1 and -1 (a write one past an
+  array is the memory-safety mutant the guard words and the sanitizers are for);
+- ``delete``: an expression statement (assignment or call) removed;
+- ``activation``: ``tanhf(x)``, ``expf(x)``, a sigmoid or the ReLU select ``(x > 0 ? x : 0)``
+  swapped with the others and the identity.
+
+``weight_mutants(path, symbols, ...)`` perturbs seeded-chosen elements of the
+initialisers of the named constant arrays by a relative amount.
+
+Each mutant carries ``equivalent``: the rule that proves it equivalent to the
+original, or None. The rules are syntactic and sound for the code they match:
+a strict and a non-strict comparison in a select of the two compared values
+(``a > b ? a : b``, a ReLU or a max) give equal values (they differ only when
+``a == b``, when either value is returned; +0 and -0 are equal); ``<`` and
+``!=`` in a counting loop ``for (int i = C0; i < C1; ++i)`` with ``C0 <= C1``
+and no other write to ``i``; a weight whose perturbed value rounds to the same
+float32.
+
+Why pycparser and its lexer rather than regular expressions: a ``-`` may be
+binary or unary, a ``>`` may be a comparison in a select or a loop condition,
+a subscript may hold brackets and parentheses; the syntax tree says which, and
+the tokens say exactly where, so each mutant is one precise edit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pycparser import c_ast, c_lexer, c_parser
+
+from harness.errors import AssayError
+
+ARITH = {"+": "-", "-": "+", "*": "/", "/": "*"}
+ASSIGN_OPS = {"+=": ("-=", "="), "-=": ("+=", "="), "*=": ("/=", "="), "/=": ("*=", "=")}
+RELATIONAL = {"<": ("<=", ">", "!="), "<=": ("<", ">"), ">": (">=", "<"), ">=": (">", "<"),
+              "==": ("!=",), "!=": ("==",)}
+STRICTNESS = {frozenset({"<", "<="}), frozenset({">", ">="})}  # swapping within a pair is the select rule
+ACTIVATIONS = {  # kind -> the expression of x
+    "identity": "{x}",
+    "relu": "({x} > 0.0f ? {x} : 0.0f)",
+    "tanh": "tanhf({x})",
+    "sigmoid": "(1.0f / (1.0f + expf(-({x}))))",
+    "exp": "expf({x})",
+}
+FUNCTION_KINDS = {"tanhf": "tanh", "expf": "exp"}
+SWAPS = {"relu": ("identity", "tanh"), "tanh": ("identity", "relu"), "sigmoid": ("identity", "tanh"),
+         "exp": ("identity", "tanh")}
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
+_COMMENT_OR_DIRECTIVE = re.compile(r"/\*.*?\*/|//[^\n]*|^[ \t]*#[^\n]*", re.DOTALL | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One change of one file: ``text[start:end]`` becomes ``replacement``."""
+
+    operator: str
+    file: str
+    line: int
+    start: int
+    end: int
+    original: str
+    replacement: str
+    description: str
+    equivalent: str | None = None  # the rule that proves the mutant equivalent, if one does
+    relative: float | None = None  # weight mutants: the relative perturbation
+
+    def apply(self, text: str) -> str:
+        if text[self.start:self.end] != self.original:
+            raise AssayError(f"{self.file}:{self.line}: the source changed under the mutant ({self.description})")
+        return text[:self.start] + self.replacement + text[self.end:]
+
+
+@dataclass
+class _Source:
+    """A source file's text, its tokens with offsets, and where each token starts."""
+
+    name: str
+    text: str
+    tokens: list = field(default_factory=list)  # pycparser tokens
+    offsets: list[int] = field(default_factory=list)
+    at: dict[tuple[int, int], int] = field(default_factory=dict)  # (line, column) -> token index
+    match: dict[int, int] = field(default_factory=dict)  # bracket token index -> its partner
+
+    def token(self, node: c_ast.Node) -> int:
+        return self.at[(node.coord.line, node.coord.column)]
+
+    def line(self, index: int) -> int:
+        return self.tokens[index].lineno
+
+    def span_text(self, first: int, last: int) -> str:
+        return self.text[self.offsets[first]:self.end(last)]
+
+    def end(self, index: int) -> int:
+        return self.offsets[index] + len(self.tokens[index].value)
+
+    def last(self, node: c_ast.Node) -> int:
+        """The index of the last token of an expression (parentheses around it excluded)."""
+        if isinstance(node, (c_ast.ID, c_ast.Constant)):
+            return self.token(node)
+        if isinstance(node, c_ast.ArrayRef):
+            return self.match[self._after_parens(self.last(node.name))]
+        if isinstance(node, c_ast.FuncCall):
+            return self.match[self._after_parens(self.last(node.name))]
+        if isinstance(node, c_ast.BinaryOp):
+            return self.last(node.right)
+        if isinstance(node, c_ast.TernaryOp):
+            return self.last(node.iffalse)
+        if isinstance(node, c_ast.Assignment):
+            return self.last(node.rvalue)
+        if isinstance(node, c_ast.UnaryOp):
+            inner = self.last(node.expr)
+            return self._after_parens(inner) if node.op in ("p++", "p--") else inner
+        if isinstance(node, c_ast.Cast):
+            return self.last(node.expr)
+        raise AssayError(f"{self.name}:{node.coord.line}: no mutation support for {type(node).__name__}")
+
+    def _after_parens(self, index: int) -> int:
+        """The first token after ``index`` that is not a closing parenthesis."""
+        index += 1
+        while self.tokens[index].value == ")":
+            index += 1
+        return index
+
+    def operator_of(self, node: c_ast.BinaryOp) -> int:
+        index = self._after_parens(self.last(node.left))
+        if self.tokens[index].value != node.op:
+            raise AssayError(f"{self.name}:{node.coord.line}: operator {node.op} not found where expected")
+        return index
+
+    def statement_end(self, node: c_ast.Node) -> int:
+        """The index of the ``;`` that ends the expression statement ``node``."""
+        index = self._after_parens(self.last(node))
+        if self.tokens[index].value != ";":
+            raise AssayError(f"{self.name}:{node.coord.line}: statement end not found")
+        return index
+
+
+def blank(text: str) -> str:
+    """``text`` with comments and preprocessor lines replaced by spaces (newlines kept): same offsets."""
+    return _COMMENT_OR_DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def _load(path: Path) -> tuple[_Source, c_ast.FileAST]:
+    text = path.read_text()
+    plain = blank(text)
+    try:
+        tree = c_parser.CParser().parse(plain, filename=path.name)
+    except c_parser.ParseError as exc:
+        raise AssayError(f"{path.name}: cannot parse for mutation: {exc}") from None
+    source = _Source(path.name, text)
+    lexer = c_lexer.CLexer(lambda msg, line, column: None, lambda: None, lambda: None, lambda name: False)
+    lexer.input(plain)
+    line_starts = [0] + [m.end() for m in re.finditer("\n", plain)]
+    stack: list[int] = []
+    while (token := lexer.token()) is not None:
+        index = len(source.tokens)
+        source.tokens.append(token)
+        source.offsets.append(line_starts[token.lineno - 1] + token.column - 1)
+        source.at[(token.lineno, token.column)] = index
+        if token.value in "([{":
+            stack.append(index)
+        elif token.value in ")]}":
+            opened = stack.pop()
+            source.match[opened], source.match[index] = index, opened
+    return source, tree
+
+
+def code_mutants(path: Path) -> list[Mutant]:
+    """Every mutant of the function bodies in the C file ``path``, in source order."""
+    source, tree = _load(Path(path))
+    finder = _Finder(source)
+    for definition in tree.ext:
+        if isinstance(definition, c_ast.FuncDef):
+            finder.visit(definition.body)
+    return sorted(finder.mutants, key=lambda m: (m.start, m.operator, m.replacement))
+
+
+class _Finder(c_ast.NodeVisitor):
+    def __init__(self, source: _Source):
+        self.source = source
+        self.mutants: list[Mutant] = []
+        self.loop_conditions: dict[int, str | None] = {}  # id(cond node) -> the counting-loop rule, or None
+        self.selects: dict[int, bool] = {}  # id(cond node) -> it is the comparison of its select's values
+        self.bounded: set[int] = set()  # loop conditions with loop-bound mutants: i <= N is i < N + 1 again
+
+    def add(self, operator: str, first: int, last: int, replacement: str, description: str,
+            equivalent: str | None = None) -> None:
+        s = self.source
+        self.mutants.append(Mutant(operator, s.name, s.line(first), s.offsets[first], s.end(last),
+                                   s.span_text(first, last), replacement, description, equivalent))
+
+    # statements ---------------------------------------------------------------------------
+    def visit_Compound(self, node: c_ast.Compound) -> None:
+        for item in node.block_items or []:
+            self._maybe_delete(item)
+            self.visit(item)
+
+    def visit_For(self, node: c_ast.For) -> None:
+        rule = self._counting_loop(node)
+        cond = node.cond
+        if isinstance(cond, c_ast.BinaryOp) and isinstance(cond.right, c_ast.Constant) and \
+                cond.right.type == "int" and cond.op in ("<", "<="):
+            index = self.source.token(cond.right)
+            bound = int(cond.right.value)
+            for delta in (1, -1):
+                self.add("loop-bound", index, index, str(bound + delta),
+                         f"loop bound {bound} -> {bound + delta}")
+            self.bounded.add(id(cond))
+        if cond is not None:
+            self.loop_conditions[id(cond)] = rule
+        if not isinstance(node.stmt, c_ast.Compound):
+            self._maybe_delete(node.stmt)
+        for child in (node.init, node.cond, node.stmt):  # node.next (++i) is not mutated: a hang, not a fault
+            if child is not None:
+                self.visit(child)
+
+    def _counting_loop(self, node: c_ast.For) -> str | None:
+        """The rule that makes ``<`` and ``!=`` equivalent in this loop, or None if it does not hold."""
+        init, cond, step = node.init, node.cond, node.next
+        if not (isinstance(init, c_ast.DeclList) and len(init.decls) == 1 and
+                isinstance(init.decls[0].init, c_ast.Constant) and isinstance(cond, c_ast.BinaryOp) and
+                cond.op == "<" and isinstance(cond.left, c_ast.ID) and isinstance(cond.right, c_ast.Constant) and
+                isinstance(step, c_ast.UnaryOp) and step.op in ("++", "p++") and isinstance(step.expr, c_ast.ID)):
+            return None
+        var = init.decls[0].name
+        if cond.left.name != var or step.expr.name != var or _writes(node.stmt, var):
+            return None
+        try:
+            start, bound = int(init.decls[0].init.value), int(cond.right.value)
+        except ValueError:
+            return None
+        if start > bound:
+            return None
+        return f"counting loop: {var} steps by 1 from {start} up to {bound} and nothing else writes it, " \
+               f"so {var} < {bound} and {var} != {bound} end it at the same step"
+
+    def _maybe_delete(self, item: c_ast.Node) -> None:
+        if isinstance(item, (c_ast.Assignment, c_ast.FuncCall)):
+            first = self.source.token(item.lvalue if isinstance(item, c_ast.Assignment) else item.name)
+            last = self.source.statement_end(item)
+            self.add("delete", first, last, ";", f"statement deleted: {self.source.span_text(first, last)}")
+
+    # expressions --------------------------------------------------------------------------
+    def visit_Assignment(self, node: c_ast.Assignment) -> None:
+        if node.op in ASSIGN_OPS:
+            index = self._assign_token(node)
+            for other in ASSIGN_OPS[node.op]:
+                self.add("assign-op", index, index, other, f"{node.op} -> {other}")
+        if isinstance(node.lvalue, c_ast.ArrayRef):
+            self._index(node.lvalue, "write-index")
+            self.visit(node.lvalue.name)
+            self.visit(node.lvalue.subscript)
+        else:
+            self.visit(node.lvalue)
+        self.visit(node.rvalue)
+
+    def _assign_token(self, node: c_ast.Assignment) -> int:
+        index = self.source._after_parens(self.source.last(node.lvalue))
+        if self.source.tokens[index].value != node.op:
+            raise AssayError(f"{self.source.name}:{node.coord.line}: assignment operator not found")
+        return index
+
+    def visit_Decl(self, node: c_ast.Decl) -> None:
+        if node.init is not None and not isinstance(node.init, c_ast.InitList):
+            self.visit(node.init)
+
+    def visit_ArrayRef(self, node: c_ast.ArrayRef) -> None:
+        self._index(node, "read-index")
+        self.generic_visit(node)
+
+    def _index(self, node: c_ast.ArrayRef, operator: str) -> None:
+        s = self.source
+        close = s.last(node)
+        open_ = s.match[close]
+        first, last = open_ + 1, close - 1
+        subscript = s.span_text(first, last)
+        name = s.span_text(s.token(node), open_ - 1) if isinstance(node.name, c_ast.ID) else "array"
+        for delta, sign in ((1, "+"), (-1, "-")):
+            self.add(operator, first, last, f"({subscript}) {sign} 1", f"{name}[{subscript}] -> index {delta:+d}")
+
+    def visit_BinaryOp(self, node: c_ast.BinaryOp) -> None:
+        index = self.source.operator_of(node)
+        if node.op in ARITH:
+            self.add("arith", index, index, ARITH[node.op], f"{node.op} -> {ARITH[node.op]}")
+        elif node.op in RELATIONAL:
+            for other in RELATIONAL[node.op]:
+                if other == "<=" and id(node) in self.bounded:
+                    continue
+                self.add("relational", index, index, other, f"{node.op} -> {other}",
+                         self._relational_rule(node, other))
+        self.generic_visit(node)
+
+    def _relational_rule(self, node: c_ast.BinaryOp, other: str) -> str | None:
+        if other == "!=" and self.loop_conditions.get(id(node)):
+            return self.loop_conditions[id(node)]
+        if frozenset({node.op, other}) in STRICTNESS and self.selects.get(id(node)):
+            return f"select of the compared values: a {node.op} b ? a : b and a {other} b ? a : b differ only " \
+                   f"when a == b, where both give the same value (+0 and -0 are equal)"
+        return None
+
+    def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
+        self._activation(node)
+        self.generic_visit(node)
+
+    def visit_TernaryOp(self, node: c_ast.TernaryOp) -> None:
+        self._activation(node)
+        cond, s = node.cond, self.source
+        if isinstance(cond, c_ast.BinaryOp):
+            text = lambda n: re.sub(r"\s+", "", s.span_text(s.token(n), s.last(n)))  # noqa: E731
+            self.selects[id(cond)] = (text(cond.left), text(cond.right)) in (
+                (text(node.iftrue), text(node.iffalse)), (text(node.iffalse), text(node.iftrue)))
+        self.generic_visit(node)
+
+    def _activation(self, node: c_ast.Node) -> None:
+        """A swap of the activation computed by ``node`` (tanhf(x), expf(x), a ReLU select)."""
+        s = self.source
+        kind, argument = _activation_of(node, s)
+        if kind is None:
+            return
+        first, last = s.token(node.cond.left) if kind == "relu" else s.token(node), s.last(node)
+        x = s.span_text(s.token(argument), s.last(argument)) if not isinstance(argument, str) else argument
+        for other in SWAPS[kind]:
+            self.add("activation", first, last, ACTIVATIONS[other].format(x=x), f"{kind} -> {other}")
+
+
+def _activation_of(node: c_ast.Node, s: _Source) -> tuple[str | None, c_ast.Node | None]:
+    if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID) and node.name.name in FUNCTION_KINDS \
+            and node.args is not None and len(node.args.exprs) == 1:
+        return FUNCTION_KINDS[node.name.name], node.args.exprs[0]
+    if isinstance(node, c_ast.TernaryOp) and isinstance(node.cond, c_ast.BinaryOp) and node.cond.op in (">", ">=") \
+            and _is_zero(node.cond.right) and _is_zero(node.iffalse) and \
+            s.span_text(s.token(node.cond.left), s.last(node.cond.left)) == \
+            s.span_text(s.token(node.iftrue), s.last(node.iftrue)):
+        return "relu", node.cond.left
+    return None, None
+
+
+def _is_zero(node: c_ast.Node) -> bool:
+    return isinstance(node, c_ast.Constant) and node.type in ("float", "double", "int") and \
+        float(node.value.rstrip("fF")) == 0.0
+
+
+def _writes(node: c_ast.Node | None, var: str) -> bool:
+    """Whether ``node`` assigns, increments or takes the address of the variable ``var``."""
+    if node is None:
+        return False
+    for child in _walk(node):
+        if isinstance(child, c_ast.Assignment) and isinstance(child.lvalue, c_ast.ID) and child.lvalue.name == var:
+            return True
+        if isinstance(child, c_ast.UnaryOp) and child.op in ("++", "--", "p++", "p--", "&") and \
+                isinstance(child.expr, c_ast.ID) and child.expr.name == var:
+            return True
+    return False
+
+
+def _walk(node: c_ast.Node):
+    yield node
+    for child in node:
+        yield from _walk(child)
+
+
+def weight_mutants(path: Path, symbols: list[str], relatives: tuple[float, ...], per_array: int,
+                   rng: np.random.Generator) -> list[Mutant]:
+    """``per_array`` seeded-chosen elements of each array in ``symbols`` initialised in ``path``, each scaled by
+    1 + r for every r in ``relatives``; a value that rounds to the same float32 is judged equivalent."""
+    text = Path(path).read_text()
+    mutants = []
+    for symbol in symbols:
+        header = re.search(rf"\b{re.escape(symbol)}\s*\[[^\]]*\]\s*=\s*\{{", text)
+        if header is None:
+            continue
+        close = text.index("}", header.end())
+        numbers = list(_NUMBER.finditer(text, header.end(), close))
+        if not numbers:
+            continue
+        for position in sorted(rng.choice(len(numbers), size=min(per_array, len(numbers)), replace=False)):
+            number = numbers[position]
+            value = np.float32(float(number.group(0).rstrip("fF")))
+            line = text.count("\n", 0, number.start()) + 1
+            for relative in relatives:
+                changed = np.float32(float(value) * (1.0 + relative))
+                rule = "the perturbed value rounds to the same float32" if changed == value else None
+                mutants.append(Mutant(f"weight-{relative:.0e}", Path(path).name, line, number.start(), number.end(),
+                                      number.group(0), f"{float(changed):.9g}",
+                                      f"{symbol}[{position}] {float(value):.9g} x (1 + {relative:g})", rule,
+                                      relative))
+    return mutants

@@ -1,0 +1,83 @@
+"""``mutation.md``: the mutation analysis of each item, from ``mutation.json`` alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.stages.mutate.run import KILL_TARGET, open_store
+
+CLASSES = {"not_reached": "no output bit differs from the clean code's on any input (not reached by the "
+                          "input domain, or equivalent without a rule)",
+           "below_precision": "outputs differ, the error is no larger than the clean code's own",
+           "tolerance": "farther from the reference than the clean code, within the tolerance"}
+
+
+def _error(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2e}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def write_mutation_report(results: Path, out: Path) -> list[Path]:
+    records = open_store(results).records()
+    lines = ["# Mutation analysis: the oracle's power", "",
+             f"Seeded mutants of the generated C, each built with the host profile and judged by the oracle "
+             f"(and, when it survives, by AddressSanitizer and UBSan). Target: at least {KILL_TARGET:.0%} of the "
+             f"non-equivalent code mutants killed, every weight mutant above the tolerance killed, no false alarm "
+             f"on the unmutated code.", "",
+             "| model | generator | variant | inputs (seed) | reference | mutants | killed | survived | stillborn "
+             "| equivalent | code kill rate | weights above tol. killed | false alarms / seeds | verdict | s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        if "summary" not in r:
+            lines.append(f"| {r['model']} | {r['generator']} | {r['variant']} | {r['n_inputs']} ({r['seed']}) | - | "
+                         f"- | - | - | - | - | - | - | - | {r['verdict']}: {r['cause']} | - |")
+            continue
+        s = r["summary"]
+        lines.append(f"| {r['model']} | {r['generator']} | {r['variant']} | {r['n_inputs']} ({r['seed']}) | "
+                     f"{r['reference']} | {s['mutants']} | {s['killed']} | {s['survived']} | {s['stillborn']} | "
+                     f"{s['equivalent']} | {_rate(s['code']['kill_rate'])} | "
+                     f"{s['weights_above_tolerance']['killed']} of {s['weights_above_tolerance']['mutants']} | "
+                     f"{s['false_alarms']} / {r['seeds']} | {r['verdict']} | {r.get('seconds', 0):.0f} |")
+    for r in records:
+        if "summary" not in r:
+            continue
+        s = r["summary"]
+        lines += ["", f"## {r['model']} / {r['generator']} / {r['variant']}", "",
+                  f"{r['n_inputs']} inputs, seed {r['seed']}, reference {r['reference']}, tolerance atol "
+                  f"{r['tolerance']:g} + rtol {r['rtol']:g}; the clean code's largest error "
+                  f"{_error(r['clean']['max_abs_error'])}; under the sanitizers ({r['sanitized_inputs']} inputs): "
+                  f"{r['clean']['sanitizer'] or 'no report'}. Killed by the oracle {s['detected_by']['oracle']}, "
+                  f"by the runner (crash, hang, guard word) {s['detected_by']['runner']}, by the sanitizers "
+                  f"{s['detected_by']['sanitizer']}. Verdict: {r['verdict']}"
+                  + (f" ({r['cause']})" if r["cause"] else "") + ".", "",
+                  "| operator | killed | survived | stillborn | equivalent |", "|---|---|---|---|---|"]
+        lines += [f"| {op} | {c['killed']} | {c['survived']} | {c['stillborn']} | {c['equivalent']} |"
+                  for op, c in s["by_operator"].items()]
+        lines += ["", "Survivors by class: " + ", ".join(f"{name} {s['survivor_classes'][name]} ({text})"
+                                                         for name, text in CLASSES.items()) + ".", ""]
+        survivors = [m for m in r["mutants"] if m["status"] == "survived"]
+        if survivors:
+            lines += ["| mutant | operator | line | class | largest error | effect vs clean | change |",
+                      "|---|---|---|---|---|---|---|"]
+            lines += [f"| {m['id']} | {m['operator']} | {m['file']}:{m['line']} | {m['class']} | "
+                      f"{_error(m['max_abs_error'])} | {_error(m['effect'])} | {m['description']} |"
+                      for m in survivors]
+            lines += ["", "Diffs of the survivors:", ""]
+            for m in survivors:
+                lines += [f"{m['id']}:", "```diff", m["diff"].rstrip("\n"), "```"]
+        equivalent = [m for m in r["mutants"] if m["status"] == "equivalent"]
+        if equivalent:
+            lines += ["", "Judged equivalent (by rule; each also run, and it passed):", ""]
+            rules: dict[str, list[str]] = {}
+            for m in equivalent:
+                rules.setdefault(m["equivalent_rule"], []).append(f"{m['id']} ({m['file']}:{m['line']})")
+            lines += [f"- {rule}: {', '.join(ids)}" for rule, ids in rules.items()]
+        lines += ["", "False alarms on the unmutated code: " + ", ".join(
+            f"seed {a['seed']} {a['verdict']} ({_error(a['max_abs_error'])})" for a in r["false_alarms"]) + ".",
+                  "", "Times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items()) + "."]
+    path = Path(out) / "mutation.md"
+    path.write_text("\n".join(lines) + "\n")
+    return [path]

@@ -1,0 +1,376 @@
+"""Oracle adequacy by mutation: seeded mutants of the generated C, each built and judged like the real code.
+
+For one (model, generator, variant) item: the code is generated, every source
+is compiled once to an object, and the clean code runs on the inputs of each
+of ``seeds`` input seeds (a verdict other than pass is a false alarm). Then
+each mutant (``operators``) is one text edit of one file: only that file is
+compiled again (gcc -O0, ~50 ms) and linked with the clean objects, and the
+library runs in the host runner's worker, on the first ``FIRST_BATCH`` inputs
+and, unless that already kills it, on all of them; the verdict is
+``harness.core.oracle.compare`` against the reference outputs computed once. A
+crash, a hang, a damaged guard word or NaN is a kill too. A code-mutant survivor
+that is not judged equivalent also runs under AddressSanitizer and UBSan
+(``harness.runners.sanitized``); a report kills it. Survivors are classified:
+
+- ``not_reached``: no output bit differs from the clean code's on any input (the input domain
+  never exercises the change, or the mutant is equivalent without a rule that proves it);
+- ``below_precision``: outputs differ, but the mutant's largest error against the reference is
+  no larger than the clean code's own;
+- ``tolerance``: the mutant is farther from the reference than the clean code, within the tolerance.
+
+Why the stage builds its own objects instead of calling ``host.build`` per
+mutant: that compiles every source each time, and the weights file of LeNet-5
+takes ~0.5 s of the ~0.6 s; hundreds of mutants would spend minutes compiling
+the same unchanged file. The flags, defines and driver are the host profile's
+and the host runner's, and the run is the host runner's own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness import references, targets
+from harness.core import oracle
+from harness.core import plan as core_plan
+from harness.core.fingerprint import item_fingerprint
+from harness.core.inputs import make_inputs
+from harness.core.pipeline import from_code_layout, generate_code, item_dir, to_code_layout
+from harness.core.plan import Item, Plan, expand, load_model
+from harness.core.provenance import tool_versions
+from harness.core.results import ResultStore
+from harness.digests import tree_digest
+from harness.errors import USER_ERRORS, AssayError, ConfigError
+from harness.generators.generated import GeneratedCode
+from harness.models.model import Model
+from harness.runners import RunError, host, sanitized
+from harness.runners.compiling import driver_defines
+from harness.stages.mutate import operators
+
+SCHEMA = "assay-mutation/1"
+KEY_FIELDS = ("model", "generator", "variant", "n_inputs", "seed")
+FIRST_BATCH = 20  # inputs tried first: most mutants die on them, and the rest need not run
+RELATIVES = (1e-3, 1e-5, 1e-7)
+KILL_TARGET = 0.99  # of the non-equivalent code mutants (issue 9)
+HOST = "host"
+STAGE_DIR = Path(__file__).resolve().parent
+PREFERRED_REFERENCES = ("keras", "onnxruntime")
+
+
+@dataclass(frozen=True)
+class Settings(core_plan.Settings):
+    seeds: int = 10  # input seeds the clean code must pass on (no false alarm)
+    reference: str | None = None  # default: the first of PREFERRED_REFERENCES that supports the model
+    atol: float | None = None
+    rtol: float | None = None
+    weights_per_array: int = 2
+    max_mutants: int | None = None  # a seeded sample of the mutants, for quick runs
+    sanitize: int = 20  # inputs each survivor and the clean code run under the sanitizers
+
+    def tolerances(self, model: Model) -> tuple[float, float]:
+        return (model.tolerance if self.atol is None else self.atol,
+                model.rtol if self.rtol is None else self.rtol)
+
+
+def open_store(path: Path) -> ResultStore:
+    return ResultStore(path, SCHEMA, KEY_FIELDS)
+
+
+def plan(models: list[str], generator_specs: list[str], settings: Settings, variants: list[str] | None = None) -> Plan:
+    """The items: every (model, generator, variant) on the host, or only the ``variants`` named."""
+    campaign = expand(models, generator_specs, [HOST], settings, lambda _model, _profile: ())
+    if variants:
+        campaign.items = [i for i in campaign.items if i.variant in variants or i.variant == core_plan.UNLOADED]
+    return campaign
+
+
+def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
+    """Run the mutation analysis of one item and store its record; item faults become an ``error`` record."""
+    record: dict = {"model": item.model, "generator": item.generator, "variant": item.variant,
+                    "n_inputs": settings.n_inputs, "seed": settings.seed, "seeds": settings.seeds}
+    start = time.perf_counter()
+    try:
+        model = load_model(item.model, settings)
+        fingerprint = item_fingerprint(item, model, settings, seeds=settings.seeds, reference=settings.reference,
+                                       tolerances=settings.tolerances(model), weights=settings.weights_per_array,
+                                       max_mutants=settings.max_mutants, sanitize=settings.sanitize,
+                                       stage=tree_digest(STAGE_DIR))
+        previous = None if settings.redo else store.find_all([record], fingerprint)
+        if previous is not None:
+            return previous[0]
+        record.update(_analyse(item, model, settings), fingerprint=fingerprint)
+    except (RunError, *USER_ERRORS) as exc:
+        record.update(verdict=oracle.ERROR, cause=str(exc))
+    except Exception as exc:  # an unexpected fault is a verdict too
+        record.update(verdict=oracle.ERROR, cause=f"internal error: {type(exc).__name__}: {exc}")
+    record["seconds"] = time.perf_counter() - start
+    store.put(record)
+    return record
+
+
+def reference_for(model: Model, settings: Settings) -> str:
+    if settings.reference:
+        if not references.get(settings.reference).supports(model):
+            raise ConfigError(f"reference {settings.reference} does not support {model.name}")
+        return settings.reference
+    for name in PREFERRED_REFERENCES:
+        if references.get(name).supports(model):
+            return name
+    raise ConfigError(f"no reference among {', '.join(PREFERRED_REFERENCES)} supports {model.name}")
+
+
+class _Builder:
+    """The clean objects of an item's code, and libraries that swap one of them for a mutated file."""
+
+    def __init__(self, code: GeneratedCode, work: Path, opt: str):
+        self.code, self.work = code, work
+        self.profile = targets.get(HOST)
+        self.flags = [*self.profile.flags(opt), f"-I{code.directory}", *driver_defines(code)]
+        self.compiler_version = host.compiler_version(self.profile.compiler_path())
+        self.objects = {}
+        for source in (*code.sources, host.DRIVER):
+            self.objects[source.name] = self._compile(source, work / "clean" / f"{source.name}.o")
+
+    def _compile(self, source: Path, obj: Path) -> Path:
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([self.profile.compiler_path(), *self.flags, "-c", str(source), "-o", str(obj)],
+                              cwd=self.code.directory, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RunError(f"compile error: {host.first_diagnostic(done.stderr)}")
+        return obj
+
+    def library(self, directory: Path, replaced: dict[str, Path] | None = None) -> host.HostBuild:
+        """The code linked into ``directory/libassay.so``, with ``replaced`` sources compiled instead of the clean."""
+        directory.mkdir(parents=True, exist_ok=True)
+        objects = dict(self.objects)
+        for file, source in (replaced or {}).items():
+            objects[file] = self._compile(source, directory / f"{file}.o")
+        library = directory / "libassay.so"
+        command = [self.profile.compiler_path(), *self.profile.ldflags, *map(str, objects.values()), "-o",
+                   str(library), *self.profile.libs]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RunError(f"link error: {host.first_diagnostic(done.stderr)}")
+        return host.HostBuild(library=library, code=self.code, command=tuple(command),
+                              compiler_version=self.compiler_version,
+                              flags=tuple(self.flags), seconds=0.0)
+
+
+def _analyse(item: Item, model: Model, settings: Settings) -> dict:
+    timings: dict[str, float] = {}
+    provenance: dict = {"tools": tool_versions()}
+    work = item_dir(item, settings, "mutate")
+    code = generate_code(item, model, settings, timings, provenance, stage="mutate")
+    reference = reference_for(model, settings)
+    atol, rtol = settings.tolerances(model)
+    start = time.perf_counter()
+    builder = _Builder(code, work, settings.opt)
+    clean_build = builder.library(work / "clean")
+    timings["clean_build_s"] = time.perf_counter() - start
+
+    def run_outputs(built: host.HostBuild, inputs: np.ndarray) -> np.ndarray:
+        return from_code_layout(host.run(built, to_code_layout(inputs, model, code), settings.timeout).outputs,
+                                model, code)
+
+    start = time.perf_counter()
+    false_alarms, inputs, expected, clean = [], None, None, None
+    for seed in range(settings.seed, settings.seed + settings.seeds):
+        seed_inputs = make_inputs(model, settings.n_inputs, seed)
+        seed_expected = references.get(reference).run(model, seed_inputs)
+        outputs = run_outputs(clean_build, seed_inputs)
+        verdict = oracle.compare(outputs, seed_expected, atol, rtol)
+        false_alarms.append({"seed": seed, "verdict": verdict.verdict, "max_abs_error": verdict.max_abs_error,
+                             "cause": verdict.cause})
+        if seed == settings.seed:
+            inputs, expected, clean = seed_inputs, seed_expected, outputs
+    timings["clean_runs_s"] = time.perf_counter() - start
+    if false_alarms[0]["verdict"] != oracle.PASS:
+        raise AssayError(f"the unmutated code does not pass on seed {settings.seed}: {false_alarms[0]['cause']}")
+    clean_errors = oracle.infinity_norm_errors(clean, expected)
+    sample = np.sort(np.random.default_rng(settings.seed).choice(
+        settings.n_inputs, size=min(settings.sanitize, settings.n_inputs), replace=False))
+    sampled = to_code_layout(inputs, model, code)[sample]
+    clean_sanitizer = _sanitizer_report(code, None, work / "sanitized-clean", sampled, settings) \
+        if settings.sanitize else None
+
+    mutants = _mutants(code, settings)
+    judge = _Judge(builder, run_outputs, inputs, expected, clean, clean_errors, atol, rtol, work, settings, code, model,
+                   sample)
+    start = time.perf_counter()
+    results = [judge(number, mutant) for number, mutant in enumerate(mutants)]
+    timings["mutants_s"] = time.perf_counter() - start
+    summary = summarise(results, false_alarms)
+    return {"reference": reference, "tolerance": atol, "rtol": rtol, "input_domain": model.domain_json(),
+            "opt": settings.opt, "first_batch": FIRST_BATCH,
+            "sanitized_inputs": len(sample) if settings.sanitize else 0,
+            "clean": {"max_abs_error": float(clean_errors.max()), "sanitizer": clean_sanitizer},
+            "false_alarms": false_alarms, "summary": summary, "mutants": results, "timings": timings,
+            "provenance": provenance, **verdict_of(summary, clean_sanitizer)}
+
+
+def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
+    """Every mutant of the code: code mutants of the entry's file, weight mutants of the data arrays."""
+    entry = code.manifest.get("entry")
+    code_files = [code.directory / entry["file"]] if isinstance(entry, dict) and entry.get("file") else \
+        list(code.sources)
+    symbols = [s for s in code.manifest.get("symbols", {}).get("data", [])]
+    found = [m for path in code_files for m in operators.code_mutants(path)]
+    rng = np.random.default_rng(settings.seed)
+    for path in code.sources:
+        found += operators.weight_mutants(path, symbols, RELATIVES, settings.weights_per_array, rng)
+    if settings.max_mutants is not None and len(found) > settings.max_mutants:
+        keep = np.sort(np.random.default_rng(settings.seed).choice(len(found), settings.max_mutants, replace=False))
+        found = [found[i] for i in keep]
+    return found
+
+
+def _sanitizer_report(code: GeneratedCode, mutant: operators.Mutant | None, directory: Path, inputs: np.ndarray,
+                      settings: Settings) -> str | None:
+    """The sanitizers' one-line report on ``code`` (with ``mutant`` applied), or None when they report nothing."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    shutil.copytree(code.directory, directory / "src")
+    if mutant is not None:
+        path = directory / "src" / mutant.file
+        path.write_text(mutant.apply(path.read_text()))
+    copy = GeneratedCode.from_directory(directory / "src")
+    try:
+        sanitized.run(sanitized.build(copy, directory / "build", settings.opt), inputs, settings.timeout)
+    except RunError as exc:
+        return str(exc)
+    return None
+
+
+@dataclass
+class _Judge:
+    """Builds, runs and classifies one mutant at a time against the clean code's figures."""
+
+    builder: _Builder
+    run_outputs: Callable[[host.HostBuild, np.ndarray], np.ndarray]  # canonical inputs -> canonical outputs
+    inputs: np.ndarray
+    expected: np.ndarray  # the reference's outputs
+    clean: np.ndarray  # the unmutated code's outputs
+    clean_errors: np.ndarray  # per input, the unmutated code's error against the reference
+    atol: float
+    rtol: float
+    work: Path
+    settings: Settings
+    code: GeneratedCode
+    model: Model
+    sample: np.ndarray  # the inputs run under the sanitizers
+
+    def __call__(self, number: int, mutant: operators.Mutant) -> dict:
+        path = self.code.directory / mutant.file
+        original = path.read_text()
+        mutated = mutant.apply(original)
+        result = {"id": f"M{number:04d}", "operator": mutant.operator, "file": mutant.file, "line": mutant.line,
+                  "description": mutant.description, "diff": _diff(mutant.file, original, mutated),
+                  "equivalent_rule": mutant.equivalent, "max_abs_error": None, "effect": None, "inputs_run": 0,
+                  "detected_by": None, "cause": None, "class": None}
+        directory = self.work / "mutant"
+        directory.mkdir(parents=True, exist_ok=True)
+        source = directory / mutant.file
+        source.write_text(mutated)
+        try:
+            built = self.builder.library(directory, {mutant.file: source})
+        except RunError as exc:
+            return {**result, "status": "stillborn", "cause": str(exc)}
+        outputs = None
+        for count in (min(FIRST_BATCH, len(self.inputs)), len(self.inputs)):
+            try:
+                outputs = self.run_outputs(built, self.inputs[:count])
+            except RunError as exc:
+                return {**result, "status": "killed", "detected_by": "runner", "cause": str(exc), "inputs_run": count}
+            verdict = oracle.compare(outputs, self.expected[:count], self.atol, self.rtol)
+            result.update(inputs_run=count, max_abs_error=verdict.max_abs_error,
+                          effect=_largest(outputs, self.clean[:count]))
+            if verdict.verdict != oracle.PASS:
+                return {**result, "status": "killed", "detected_by": "oracle", "cause": verdict.cause,
+                        "rule_refuted": mutant.equivalent is not None}
+            if count == len(self.inputs):
+                break
+        result["above_tolerance"] = bool(np.any(np.abs(outputs.astype(np.float64) - self.clean) >
+                                                self.atol + self.rtol * np.abs(self.clean.astype(np.float64))))
+        if mutant.equivalent is not None:
+            return {**result, "status": "equivalent"}
+        if self.settings.sanitize and mutant.relative is None:  # a changed constant cannot change memory accesses
+            report = _sanitizer_report(self.code, mutant, self.work / "sanitized-mutant",
+                                       to_code_layout(self.inputs, self.model, self.code)[self.sample], self.settings)
+            if report is not None:
+                return {**result, "status": "killed", "detected_by": "sanitizer", "cause": report}
+        return {**result, "status": "survived", "class": self._classify(outputs)}
+
+    def _classify(self, outputs: np.ndarray) -> str:
+        bits = [np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) for a in (outputs, self.clean)]
+        if np.array_equal(*bits):
+            return "not_reached"
+        if oracle.infinity_norm_errors(outputs, self.expected).max() <= self.clean_errors.max():
+            return "below_precision"
+        return "tolerance"
+
+
+def _largest(outputs: np.ndarray, clean: np.ndarray) -> float | None:
+    """The largest |mutant - clean| over the outputs; None when either has NaN or Inf."""
+    if not (np.isfinite(outputs).all() and np.isfinite(clean).all()):
+        return None
+    return float(oracle.infinity_norm_errors(outputs, clean).max())
+
+
+def _diff(name: str, original: str, mutated: str) -> str:
+    return "".join(difflib.unified_diff(original.splitlines(True), mutated.splitlines(True), f"a/{name}", f"b/{name}",
+                                        n=0))
+
+
+def is_weight(result: dict) -> bool:
+    return result["operator"].startswith("weight-")
+
+
+def summarise(results: list[dict], false_alarms: list[dict]) -> dict:
+    """Counts by status, operator and survivor class; the code kill rate; the weight mutants above tolerance."""
+    def counts(selected: list[dict]) -> dict:
+        return {status: sum(r["status"] == status for r in selected)
+                for status in ("killed", "survived", "stillborn", "equivalent")}
+
+    code = [r for r in results if not is_weight(r)]
+    judged = counts(code)
+    live = judged["killed"] + judged["survived"]
+    weights_above = [r for r in results if is_weight(r) and r["status"] != "stillborn" and
+                     (r["status"] == "killed" and r["detected_by"] == "oracle" or r.get("above_tolerance"))]
+    operators_seen = sorted({r["operator"] for r in results})
+    return {"mutants": len(results), **counts(results),
+            "code": {**judged, "kill_rate": judged["killed"] / live if live else None},
+            "by_operator": {op: counts([r for r in results if r["operator"] == op]) for op in operators_seen},
+            "detected_by": {way: sum(r["detected_by"] == way for r in results)
+                            for way in ("oracle", "runner", "sanitizer")},
+            "survivor_classes": {c: sum(r["class"] == c for r in results)
+                                 for c in ("not_reached", "below_precision", "tolerance")},
+            "weights_above_tolerance": {"mutants": len(weights_above),
+                                        "killed": sum(r["status"] == "killed" for r in weights_above)},
+            "rules_refuted": sum(bool(r.get("rule_refuted")) for r in results),
+            "false_alarms": sum(a["verdict"] != oracle.PASS for a in false_alarms)}
+
+
+def verdict_of(summary: dict, clean_sanitizer: str | None) -> dict:
+    """pass when: no false alarm, the clean code sanitizer-clean, >= 99 % of the live code mutants killed, every
+    weight mutant above the tolerance killed, no equivalence rule refuted; else fail with the first reason."""
+    reasons = []
+    if summary["false_alarms"]:
+        reasons.append(f"{summary['false_alarms']} false alarms on the unmutated code")
+    if clean_sanitizer:
+        reasons.append(f"the unmutated code under the sanitizers: {clean_sanitizer}")
+    rate = summary["code"]["kill_rate"]
+    if rate is not None and rate < KILL_TARGET:
+        reasons.append(f"{rate:.1%} of the non-equivalent code mutants killed, below {KILL_TARGET:.0%}")
+    weights = summary["weights_above_tolerance"]
+    if weights["killed"] < weights["mutants"]:
+        reasons.append(f"{weights['mutants'] - weights['killed']} weight mutants above the tolerance survived")
+    if summary["rules_refuted"]:
+        reasons.append(f"{summary['rules_refuted']} mutants judged equivalent were killed (a rule is wrong)")
+    return {"verdict": oracle.FAIL if reasons else oracle.PASS, "cause": "; ".join(reasons) or None}

@@ -1,0 +1,85 @@
+"""``assay mutate`` end to end: real generator, gcc, host runner, Keras reference and sanitizers.
+
+The first test runs the command on acas-reg50 with few inputs and a capped, seeded sample of mutants; the
+second uses hand-written C (the ``dir:`` generator) whose memory-safety mutants only the guard words or the
+sanitizers can see, since the buffer they overflow never reaches the outputs.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.stages.mutate import run as mutate
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+STATUSES = {"killed", "survived", "stillborn", "equivalent"}
+
+
+@pytest.mark.slow
+def test_assay_mutate_on_acas_reg50_reports_every_mutant_and_no_false_alarm(tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "harness.cli", "mutate", "--model", "acas-reg50", "--variants", "keras",
+               "--inputs", "60", "--seeds", "2", "--max-mutants", "30", "--sanitize", "5", "--out", str(out),
+               "--work", str(tmp_path / "work"), "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads((out / "mutation.json").read_text())
+    assert data["schema"] == "assay-mutation/1"
+    (record,) = data["records"]
+    summary, mutants = record["summary"], record["mutants"]
+    assert len(mutants) == summary["mutants"] == 30
+    assert {m["status"] for m in mutants} <= STATUSES
+    assert sum(summary[s] for s in STATUSES) == 30
+    assert [a["seed"] for a in record["false_alarms"]] == [0, 1] and summary["false_alarms"] == 0
+    assert record["clean"]["sanitizer"] is None and record["clean"]["max_abs_error"] < record["tolerance"]
+    for mutant in mutants:
+        changed = mutant["diff"].splitlines()[3:]  # after the ---, +++ and @@ lines
+        assert any(line.startswith("-") for line in changed) and any(line.startswith("+") for line in changed)
+        if mutant["status"] == "survived":
+            assert mutant["class"] in ("not_reached", "below_precision", "tolerance")
+            assert mutant["inputs_run"] == 60
+        if mutant["status"] == "killed":
+            assert mutant["cause"] and mutant["detected_by"] in ("oracle", "runner", "sanitizer")
+    assert summary["killed"] > summary["survived"]
+    assert record["verdict"] in ("pass", "fail") and (record["verdict"] == "pass") == (record["cause"] is None)
+    report = (out / "mutation.md").read_text()
+    assert "| acas-reg50 | assay-v2 | keras | 60 (0) | keras | 30 |" in report
+
+
+SOURCE = """
+static float scratch[2];
+void dense(const float *input, float *output) {
+    for (int j = 0; j < 2; ++j) {
+        scratch[j] = input[j];
+    }
+    output[0] = input[0] * 0.5f + input[1] * 0.25f + input[2] * -0.75f + 0.1f;
+    output[1] = input[0] * -1.0f + input[1] * 2.0f + input[2] * 0.125f + -0.2f;
+}
+"""
+
+
+def test_memory_safety_mutants_the_oracle_cannot_see_are_killed_by_guards_or_sanitizers(tmp_path,
+                                                                                      dense_keras_model):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "net.c").write_text(SOURCE)
+    (code / "assay.json").write_text(json.dumps({"entry": "dense", "input_size": 3, "output_size": 2}))
+    settings = mutate.Settings(n_inputs=30, seeds=1, sanitize=5, work_dir=tmp_path / "work")
+    (item,) = mutate.plan([dense_keras_model], [f"dir:{code}"], settings).items
+    record = mutate.run_item(item, settings, mutate.open_store(tmp_path / "mutation.json"))
+    assert record["verdict"] == "fail" and "code mutants killed, below 99%" in record["cause"], record["cause"]
+    by_change = {(m["line"], m["description"]): m for m in record["mutants"]}
+    for change in ((5, "scratch[j] -> index +1"), (4, "loop bound 2 -> 3")):
+        mutant = by_change[change]
+        assert mutant["status"] == "killed" and mutant["detected_by"] in ("runner", "sanitizer"), mutant
+        assert mutant["cause"].startswith(("guard word", "AddressSanitizer", "UndefinedBehaviorSanitizer"))
+    # scratch[j - 1] reads nothing back, but writes before the array: out of bounds too
+    assert by_change[(5, "scratch[j] -> index -1")]["status"] == "killed"
+    # deleting the write into scratch changes nothing the code computes: a survivor, reported as not reached
+    deleted = by_change[(5, "statement deleted: scratch[j] = input[j];")]
+    assert deleted["status"] == "survived" and deleted["class"] == "not_reached"
+    assert record["summary"]["code"]["kill_rate"] < 1.0

@@ -1,0 +1,118 @@
+"""Mutation operators on small C snippets: each mutant is the one precise edit named, equivalence rules hold
+only where they are sound, and every mutant of real-looking code still compiles."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from harness.stages.mutate.operators import code_mutants, weight_mutants
+
+SNIPPET = """/* a comment with a + and a [ */
+#include <math.h>
+static float arena[8];
+void net(const float *input, float *output) {
+    for (int o = 0; o < 4; ++o) {
+        float acc = 0.0f;
+        for (int i = 0; i < 2; ++i) {
+            acc += input[(i + 1) % 2] * -2.0f;
+        }
+        const float v = acc - 0.5f;
+        arena[o] = (v > 0.0f ? v : 0.0f);
+    }
+    for (int k = 0; k < 4; ++k) {
+        output[k] = tanhf(arena[k]) / 4.0f;
+    }
+}
+"""
+
+
+@pytest.fixture
+def snippet(tmp_path):
+    path = tmp_path / "net.c"
+    path.write_text(SNIPPET)
+    return path
+
+
+def edits(path, operator=None):
+    text = path.read_text()
+    return {(m.line, m.original, m.replacement): m for m in code_mutants(path) if operator in (None, m.operator)}
+
+
+def test_arithmetic_operators_are_binary_only_and_placed_exactly(snippet):
+    found = edits(snippet, "arith")
+    assert set(found) == {(8, "+", "-"), (8, "*", "/"), (10, "-", "+"), (14, "/", "*")}  # not the unary -2.0f
+    mutant = found[(10, "-", "+")]
+    assert "const float v = acc + 0.5f;" in mutant.apply(snippet.read_text())
+
+
+def test_loop_bounds_move_by_one_and_less_than_is_not_also_made_less_or_equal(snippet):
+    bounds = edits(snippet, "loop-bound")
+    assert {(line, new) for line, _, new in bounds} == {(5, "5"), (5, "3"), (7, "3"), (7, "1"), (13, "5"), (13, "3")}
+    relational = edits(snippet, "relational")
+    assert not any(line in (5, 7, 13) and new == "<=" for line, _, new in relational)
+
+
+def test_counting_loop_not_equal_is_judged_equivalent_only_when_nothing_else_writes_the_counter(tmp_path):
+    path = tmp_path / "loops.c"
+    path.write_text("void f(float *x) {\n"
+                    "    for (int i = 0; i < 4; ++i) { x[i] = 0.0f; }\n"
+                    "    for (int j = 0; j < 4; ++j) { x[j] = 1.0f; j += 1; }\n"
+                    "}\n")
+    found = edits(path, "relational")
+    assert found[(2, "<", "!=")].equivalent.startswith("counting loop")
+    assert found[(3, "<", "!=")].equivalent is None
+    assert found[(2, "<", ">")].equivalent is None
+
+
+def test_strict_and_non_strict_comparison_in_a_select_of_the_compared_values_is_equivalent(tmp_path, snippet):
+    found = edits(snippet, "relational")
+    assert found[(11, ">", ">=")].equivalent.startswith("select of the compared values")
+    assert found[(11, ">", "<")].equivalent is None
+    path = tmp_path / "max.c"
+    path.write_text("void f(const float *a, float *m) {\n    *m = a[0] > a[1] ? a[0] : a[1];\n"
+                    "    *m = a[0] > a[1] ? a[1] : a[2];\n}\n")
+    found = edits(path, "relational")
+    assert found[(2, ">", ">=")].equivalent is not None
+    assert found[(3, ">", ">=")].equivalent is None  # not a select of the compared values
+
+
+def test_indexes_are_offset_with_their_whole_subscript_and_writes_are_told_apart(snippet):
+    reads, writes = edits(snippet, "read-index"), edits(snippet, "write-index")
+    assert (8, "(i + 1) % 2", "((i + 1) % 2) + 1") in reads
+    assert set(writes) == {(11, "o", "(o) + 1"), (11, "o", "(o) - 1"), (14, "k", "(k) + 1"), (14, "k", "(k) - 1")}
+    text = writes[(14, "k", "(k) + 1")].apply(snippet.read_text())
+    assert "output[(k) + 1] = tanhf(arena[k]) / 4.0f;" in text
+
+
+def test_statements_are_deleted_whole_and_activations_swapped(snippet):
+    deleted = edits(snippet, "delete")
+    assert {original for _, original, _ in deleted} == {"acc += input[(i + 1) % 2] * -2.0f;",
+                                                        "arena[o] = (v > 0.0f ? v : 0.0f);",
+                                                        "output[k] = tanhf(arena[k]) / 4.0f;"}
+    swaps = {(line, new) for line, _, new in edits(snippet, "activation")}
+    assert swaps == {(11, "v"), (11, "tanhf(v)"), (14, "arena[k]"), (14, "(arena[k] > 0.0f ? arena[k] : 0.0f)")}
+
+
+def test_every_mutant_applies_alone_and_compiles(snippet, tmp_path):
+    mutants = code_mutants(snippet)
+    assert len(mutants) > 30
+    for number, mutant in enumerate(mutants):
+        path = tmp_path / f"m{number}.c"
+        path.write_text(mutant.apply(snippet.read_text()))
+        done = subprocess.run(["gcc", "-std=c99", "-fsyntax-only", str(path)], capture_output=True, text=True)
+        assert done.returncode == 0, (mutant, done.stderr)
+
+
+def test_weights_are_perturbed_by_the_relative_amount_and_unchanged_float32_is_equivalent(tmp_path):
+    path = tmp_path / "params.c"
+    path.write_text("const float w[4] = {\n    0.5, -1.25, 3e-2, 2.0f\n};\nconst float other[1] = {7.0};\n")
+    mutants = weight_mutants(path, ["w"], (1e-3, 1e-9), 4, np.random.default_rng(0))
+    assert len(mutants) == 8
+    for mutant in mutants:
+        old, new = float(mutant.original.rstrip("f")), float(mutant.replacement)
+        if mutant.relative == 1e-3:
+            assert new == pytest.approx(old * 1.001, rel=1e-7) and mutant.equivalent is None
+        else:
+            assert np.float32(new) == np.float32(old) and mutant.equivalent is not None
+    assert "7.0" not in {m.original for m in mutants}
