@@ -54,9 +54,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running test, run only with --run-slow")
     config.addinivalue_line("markers", "wcet: WCET check, run only with --wcet")
     config.addinivalue_line("markers", "peers: drives an external generator in its own venv, run only with --peers")
+    config.addinivalue_line("markers", "tor(*ids): the Tool Operational Requirements (docs/tor.md) the test verifies")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # the TOR IDs go into the JUnit XML as properties: the TOR matrix reads them there
+        item.user_properties += [("tor", tor_id) for marker in item.iter_markers("tor") for tor_id in marker.args]
     for marker, (option, reason) in _GATED.items():
         if config.getoption(option):
             continue

@@ -52,6 +52,7 @@ def stage_of(name: str) -> str | None:
     return parts[2] if parts[:2] == ["harness", "stages"] and len(parts) > 2 else None
 
 
+@pytest.mark.tor("TOR-ARC-001")
 @pytest.mark.parametrize("package, others", [("codegen", {"harness", "wcet"}), ("wcet", {"harness", "codegen"})])
 def test_standalone_packages_import_no_other_assay_package(package, others):
     assert violations(package, lambda _path, name: top(name) in others) == []
@@ -66,6 +67,7 @@ def imports_a_stage(path: Path, name: str) -> bool:
     return path.parts[1] not in ("stages", "cli.py", "pytest_plugin.py") and stage_of(name) is not None
 
 
+@pytest.mark.tor("TOR-ARC-001")
 def test_a_stage_never_imports_another_stage():
     assert violations("harness/stages", crosses_stages) == []
 
@@ -74,6 +76,7 @@ def test_core_and_registries_never_import_a_stage():
     assert violations("harness", imports_a_stage) == []
 
 
+@pytest.mark.tor("TOR-ARC-001")
 def test_the_rules_catch_every_kind_of_import(tmp_path):
     """The checks are only as good as the scan: a probe tree with each kind of forbidden import."""
     stage = tmp_path / "harness" / "stages" / "met"

@@ -42,6 +42,7 @@ def test_semantics_preserved_on_target(records, model, target):
         assert record["provenance"]["compiler"].startswith("arm-none-eabi-gcc")
 
 
+@pytest.mark.tor("TOR-SEM-011")
 @pytest.mark.parametrize("target", ARM_TARGETS)
 def test_dense_network_is_bit_identical_to_host(records, target):
     for record in (r for r in records if r["model"] == "acas-reg50" and r["target"] == target):

@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.wcet, pytest.mark.arm,
                                  reason="ARM toolchain or QEMU not installed (.ci/setup installs them)")]
 
 
+@pytest.mark.tor("TOR-WCET-001")
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("model", zoo.names("default"))
 def test_wcet_bounds_every_measurement(model, target, tmp_path):

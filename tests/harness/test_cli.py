@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 
 def assay(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
@@ -26,6 +28,7 @@ def test_zoo_list_names_the_paper_benchmarks():
         assert name in result.stdout
 
 
+@pytest.mark.tor("TOR-CLI-001")
 def test_missing_model_is_one_line_exit_2_no_traceback(tmp_path):
     result = assay("semantic", "--models", str(tmp_path / "nope.onnx"), "--inputs", "3", "--quiet",
                    "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"))
@@ -36,6 +39,7 @@ def test_missing_model_is_one_line_exit_2_no_traceback(tmp_path):
     assert "keras, onnxruntime" in lines[0]
 
 
+@pytest.mark.tor("TOR-CLI-001")
 def test_a_generator_refusal_is_one_line_exit_2(tmp_path):
     """An ONNX file the loader accepts but assay-v2 cannot generate (an op it does not implement)."""
     import onnx
@@ -52,6 +56,7 @@ def test_a_generator_refusal_is_one_line_exit_2(tmp_path):
     assert "sine.onnx" in line and "Sin" in line
 
 
+@pytest.mark.tor("TOR-CLI-002")
 def test_unknown_target_and_generator_list_the_known_ones(tmp_path):
     result = assay("semantic", "--models", "acas-reg50", "--targets", "z80", "--work", str(tmp_path))
     assert result.returncode == 2 and "known targets: " in result.stderr and "host" in result.stderr

@@ -34,6 +34,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.tor("TOR-CLI-003")
 def test_the_repr_check_can_fail():
     assert reprs_in({"loops": ["LoopReport(function='kernel', header=4)"], "x": "<Foo object at 0x7f>"}) == [
         "$.loops[0]: LoopReport(function='kernel', header=4)", "$.x: <Foo object at 0x7f>"]
@@ -57,6 +58,7 @@ def test_wcet_elf_json_is_plain_and_named(command):
     assert reprs_in(data) == []
 
 
+@pytest.mark.tor("TOR-CLI-003")
 def test_every_json_file_a_campaign_writes_has_a_schema_and_no_repr(tmp_path):
     out, work, generated = tmp_path / "out", tmp_path / "work", tmp_path / "gen"
     campaign = run("-m", "harness.cli", "semantic", "--models", "acas-reg50", "--inputs", "5", "--quiet",

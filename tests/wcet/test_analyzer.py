@@ -32,6 +32,7 @@ LAYER = FlowFacts(loops=(LoopBound("layer", 0x6A, 8), LoopBound("layer", 0x52, 1
 # --------------------------------------------------------------------------- OTAWA's figures, exactly
 
 
+@pytest.mark.tor("TOR-WCET-002")
 @needs_recordings
 @pytest.mark.parametrize("facts", [DENSE, DENSE_IN_CONTEXT], ids=["f4", "ffx-context"])
 def test_dense_main_is_22715_cycles_as_otawa_trivial(facts):
@@ -43,6 +44,7 @@ def test_dense_main_is_22715_cycles_as_otawa_trivial(facts):
     assert {loop.source_line for loop in result.loops} == {("dense.c", 14), ("dense.c", 16)}
 
 
+@pytest.mark.tor("TOR-WCET-002")
 @needs_recordings
 def test_fdense_layer_is_15755_cycles_as_otawa_trivial():
     result = analyze(OTAWA / "cortex-m4" / "fdense_m4.elf", "layer", LAYER, "trivial")
@@ -145,6 +147,7 @@ def test_regions_bound_the_time_in_their_code_and_their_callees(shapes, target):
         [i for b in program.cfg("entry").blocks.values() for i in b.instructions])
 
 
+@pytest.mark.tor("TOR-WCET-003")
 @needs_gcc
 @pytest.mark.parametrize("target", ["arm7tdmi", "cortex-m4"])
 def test_every_unbounded_loop_is_listed_at_once(shapes, target):
@@ -163,6 +166,7 @@ def test_every_unbounded_loop_is_listed_at_once(shapes, target):
     assert len(find_unbounded_loops(program, "entry", partial)) == 2
 
 
+@pytest.mark.tor("TOR-WCET-003")
 @needs_gcc
 def test_indirect_calls_need_their_targets(shapes):
     for program in shapes.values():
@@ -177,6 +181,7 @@ def test_indirect_calls_need_their_targets(shapes):
         assert set(both.functions) == {"pointer_call", "twice", "square"}
 
 
+@pytest.mark.tor("TOR-WCET-003")
 @needs_gcc
 def test_recursion_is_refused_naming_the_call(shapes):
     program = shapes["arm7tdmi"]
@@ -249,6 +254,7 @@ def manifest_facts(program, manifest, entry):
     return FlowFacts(loops=(*bounds, *LIBGCC))
 
 
+@pytest.mark.tor("TOR-WCET-001")
 @needs_qemu
 @pytest.mark.arm
 @pytest.mark.parametrize("target", ["arm7tdmi", "cortex-m4f"])

@@ -80,6 +80,7 @@ def test_toolchains_and_multilibs_of_the_profiles():
                                                                         "thumb/v7e-m+fp/hard")
 
 
+@pytest.mark.tor("TOR-WCET-006")
 @needs_tools
 @pytest.mark.arm
 def test_every_loop_of_the_annotated_functions_is_annotated_and_nothing_else(probes):
@@ -100,6 +101,7 @@ def test_every_loop_of_the_annotated_functions_is_annotated_and_nothing_else(pro
     assert [loop for routine in m4.call_graph("probe") for loop in m4.loops(routine)] == []
 
 
+@pytest.mark.tor("TOR-WCET-006")
 @needs_tools
 @pytest.mark.arm
 def test_a_different_library_build_is_refused_not_misbounded(probes):
@@ -150,6 +152,7 @@ def back_edge_counts(program, routine, loop, per_address):
     return per_address.get(loop.header, (0, 0))[0] - back, back
 
 
+@pytest.mark.tor("TOR-WCET-006")
 @needs_tools
 @pytest.mark.arm
 def test_bounds_hold_under_qemu_on_random_and_edge_case_operands(probes, tmp_path, capsys):

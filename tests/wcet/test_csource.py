@@ -61,6 +61,7 @@ def test_counted_loop_forms_and_their_trip_counts(tmp_path, head, trips):
     ("for (float x = 0.0f; x < 1.0f; x += 0.5f) { }", "not an integer"),
     ("for (int i = 0; i < 8; i *= 2) { }", "step"),
 ])
+@pytest.mark.tor("TOR-WCET-004")
 def test_anything_but_a_counted_loop_is_a_problem_naming_file_line_and_function(tmp_path, body, message):
     result = loops_of(tmp_path, "    " + body)
     assert result.loops == []
@@ -89,6 +90,7 @@ def test_unparsable_c_is_a_source_error(tmp_path):
         source_loops([source])
 
 
+@pytest.mark.tor("TOR-WCET-004")
 @needs_gcc
 @pytest.mark.parametrize("model", ["acas-reg50", "lenet5"])
 def test_generated_c_gives_exactly_the_manifest_loops(generated_zoo, model):

@@ -88,6 +88,7 @@ def edit_line(path: Path, line: int, old: str, new: str) -> None:
     path.write_text("".join(lines))
 
 
+@pytest.mark.tor("TOR-WCET-004")
 def test_a_bound_changed_in_the_c_is_a_disagreement_naming_the_loop(zoo_builds, tmp_path):
     source = copy_source(zoo_builds, tmp_path)
     edit_line(source / "acas_reg50_inference.c", 13, "i < 5;", "i < 6;")
@@ -98,6 +99,7 @@ def test_a_bound_changed_in_the_c_is_a_disagreement_naming_the_loop(zoo_builds, 
     assert "the manifest (L1) says bound 5, the C says 6" in problem
 
 
+@pytest.mark.tor("TOR-WCET-004")
 def test_a_bound_changed_in_the_manifest_is_a_disagreement(zoo_builds, tmp_path):
     source = copy_source(zoo_builds, tmp_path)
     manifest = json.loads((source / "manifest.json").read_text())
@@ -115,6 +117,7 @@ def test_a_bound_changed_in_the_manifest_is_a_disagreement(zoo_builds, tmp_path)
         "(L15) says bound 49, the C says 50"]
 
 
+@pytest.mark.tor("TOR-WCET-004")
 def test_a_while_loop_in_generated_code_is_an_error(zoo_builds, tmp_path):
     source = copy_source(zoo_builds, tmp_path)
     path = source / "acas_reg50_inference.c"
@@ -130,6 +133,7 @@ def test_a_while_loop_in_generated_code_is_an_error(zoo_builds, tmp_path):
     assert "acas_reg50_inference + 0x" in text
 
 
+@pytest.mark.tor("TOR-WCET-006")
 def test_library_loops_without_annotations_are_errors(zoo_builds):
     source, elf = zoo_builds["acas-reg50", "arm7tdmi"]
     with pytest.raises(FlowFactError) as caught:

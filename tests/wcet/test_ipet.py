@@ -51,6 +51,7 @@ def test_total_bound_caps_a_nested_loop_over_all_its_entries():
     assert ipet.maximise(problem, [0, 0, 1, 0, 0, 0]).value == 10
 
 
+@pytest.mark.tor("TOR-WCET-003")
 def test_a_cycle_without_a_bound_is_refused():
     problem = ipet.Problem(n=4, entry=0, blocks=[([0, 2], [1, 3]), ([1], [2])], name="spin")
     with pytest.raises(AnalysisError, match="spin: the ILP is unbounded"):
@@ -151,6 +152,7 @@ def shapes(tmp_path_factory):
                                            ("cortex-m4", "trivial"), ("cortex-m4", "cortex-m4")])
 @pytest.mark.parametrize("function", ["diamond", "nested", "early_exit", "calls_in_loop", "triangular", "choose",
                                       "entry"])
+@pytest.mark.tor("TOR-WCET-005")
 def test_ilp_equals_enumeration_on_c_shapes(shapes, target, model, function):
     program = shapes[target]
     facts = shape_facts(program)
@@ -163,6 +165,7 @@ def test_ilp_equals_enumeration_on_c_shapes(shapes, target, model, function):
                                                    ("arm_flow.S", "arm7tdmi", "arm7tdmi"),
                                                    ("thumb_flow.S", "cortex-m4", "trivial"),
                                                    ("thumb_flow.S", "cortex-m4", "cortex-m4")])
+@pytest.mark.tor("TOR-WCET-005")
 def test_ilp_equals_enumeration_on_hand_written_flow(tmp_path, source, target, model):
     program = load_program(programs.build(source, target, tmp_path))
     facts = FlowFacts(loops=(LoopBound("normalise", 8, 22),))

@@ -40,6 +40,7 @@ def thumb(words: str) -> capstone.CsInsn:
 
 # ---- trivial ----
 
+@pytest.mark.tor("TOR-MET-004")
 def test_trivial_charges_five_cycles_per_instruction_like_otawa():
     model = timing.get("trivial")
     assert model.cycles(arm("e0810002")) == 5  # add r0, r1, r2
@@ -77,6 +78,7 @@ ARM7TDMI_CASES = [
 ]
 
 
+@pytest.mark.tor("TOR-MET-004")
 @pytest.mark.parametrize("word,assembly,expected", ARM7TDMI_CASES, ids=[c[1] for c in ARM7TDMI_CASES])
 def test_arm7tdmi_sni_cycles(word, assembly, expected):
     insn = arm(word)
@@ -99,6 +101,7 @@ def test_arm7tdmi_multiply_early_termination_m_is_configurable():
         timing.get("arm7tdmi", multiply_m=5)
 
 
+@pytest.mark.tor("TOR-MET-004")
 def test_arm7tdmi_failed_condition_costs_one_s_cycle():
     moveq, ldreq, bne = arm("01a00001"), arm("05910000"), arm("1afffffe")
     assert timing.is_conditional(moveq) and not timing.writes_pc(moveq)
@@ -111,6 +114,7 @@ def test_arm7tdmi_failed_condition_costs_one_s_cycle():
     assert A7.cycles(bne) == 3
 
 
+@pytest.mark.tor("TOR-MET-004")
 def test_arm7tdmi_refuses_what_an_armv4t_core_does_not_have():
     with pytest.raises(timing.TimingError, match="blx r3"):
         A7.cycles(arm("e12fff33"))  # blx r3 (ARMv5)
@@ -159,11 +163,13 @@ CORTEX_M4_CASES = [
 ]
 
 
+@pytest.mark.tor("TOR-MET-004")
 @pytest.mark.parametrize("words,assembly,expected", CORTEX_M4_CASES, ids=[c[1] for c in CORTEX_M4_CASES])
 def test_cortex_m4_cycles(words, assembly, expected):
     assert M4.cycles(thumb(words)) == expected
 
 
+@pytest.mark.tor("TOR-MET-004")
 def test_cortex_m4_branches_cost_one_when_not_taken_and_refill_is_configurable():
     bne, cbz = thumb("d1fe"), thumb("b108")
     for insn in (bne, cbz):
@@ -177,6 +183,7 @@ def test_cortex_m4_branches_cost_one_when_not_taken_and_refill_is_configurable()
         timing.get("cortex-m4", refill=4)
 
 
+@pytest.mark.tor("TOR-MET-004")
 def test_cortex_m4_it_block_condition():
     it, addeq = decode("bf08; 1840", thumb=True, mclass=True)  # it eq; addeq r0, r0, r1
     assert it.mnemonic == "it" and timing.is_conditional(addeq)
@@ -191,6 +198,7 @@ def test_cortex_m4_flash_wait_states_per_fetch_and_per_word_loaded():
     assert model.cycles(thumb("bd10")) == 1 + 2 + P + 2 + 2 * 2  # pop {r4, pc}: fetch + two words
 
 
+@pytest.mark.tor("TOR-MET-004")
 def test_cortex_m4_refuses_double_precision_and_unknown_instructions():
     with pytest.raises(timing.TimingError, match="double precision"):
         M4.cycles(thumb("ee31 0b02"))  # vadd.f64 d0, d1, d2

@@ -1,4 +1,5 @@
-"""``assay evidence`` (build the package) and ``assay evidence verify DIR|DIR.zip`` (recheck it)."""
+"""``assay evidence`` (build the package), ``assay evidence verify DIR|DIR.zip`` (recheck it) and
+``assay evidence tor-matrix --junit FILE --out DIR`` (the TOR matrix of a run of Assay's own tests)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from harness.cli import csv_list, selected_models
 def cmd_evidence(args: argparse.Namespace) -> int:
     if args.evidence_command == "verify":
         return cmd_verify(args)
+    if args.evidence_command == "tor-matrix":
+        return cmd_tor_matrix(args)
     from harness.stages.evidence import run
 
     if not args.models:
@@ -21,7 +24,8 @@ def cmd_evidence(args: argparse.Namespace) -> int:
     settings = run.Settings(models=selected_models(args), generators=csv_list(args.generators),
                             targets=csv_list(args.targets), out=args.out, work_dir=args.work, n_inputs=args.inputs,
                             seed=args.seed, model_seed=args.model_seed, wcet_inputs=args.wcet_inputs,
-                            timeout=args.timeout, mutants=args.mutants)
+                            timeout=args.timeout, mutants=args.mutants, tor_tests=args.tor_tests,
+                            tor_junit=args.tor_junit)
     built = run.build(settings, progress=lambda line: print(line, file=sys.stderr))
     for part, verdict in sorted(built.verdicts.items()):
         print(f"{part}: {verdict}")
@@ -39,6 +43,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(line)
     print(f"{args.package}: {'intact' if result.intact else 'NOT intact'} ({result.checked} files checked)")
     return 0 if result.intact else 1
+
+
+def cmd_tor_matrix(args: argparse.Namespace) -> int:
+    from harness.stages.evidence import tor
+
+    result = tor.write(args.junit, args.out, {"command": None, "junit_given": str(args.junit)})
+    for row in result["rows"]:
+        print(f"{row['id']}: {row['status']}")
+    print(f"{result['requirements']} requirements: " + ", ".join(f"{k} {v}" for k, v in result["counts"].items())
+          + f"; verdict {result['verdict']}; matrix in {args.out}")
+    return 0 if result["verdict"] == "pass" else 1
 
 
 def add_command(subparsers) -> None:
@@ -67,7 +82,18 @@ def add_command(subparsers) -> None:
                         help="the package folder; OUT.zip is written beside it (default reports/evidence)")
     parser.add_argument("--work", type=Path, default=Path("generated"),
                         help="where stage runs, builds and caches go (default generated/)")
-    sub = parser.add_subparsers(dest="evidence_command", metavar="verify")
+    parser.add_argument("--tor-tests", default=None, metavar="PYTEST_ARGS",
+                        help="which of Assay's own tests to run for the tool qualification data (pytest arguments; "
+                             "default: every test tagged with a requirement but the slow ones, on 2 workers); "
+                             "'none' to leave it out")
+    parser.add_argument("--tor-junit", type=Path, default=None, metavar="FILE",
+                        help="use this JUnit XML of Assay's test suite (e.g. CI's pytest --junitxml) instead of "
+                             "running the tests")
+    sub = parser.add_subparsers(dest="evidence_command", metavar="verify|tor-matrix")
     verify = sub.add_parser("verify", help="recheck every file of a package against its evidence.json")
     verify.add_argument("package", type=Path, help="the package folder or its .zip")
+    matrix = sub.add_parser("tor-matrix", help="the TOR -> tests -> result matrix of a JUnit XML file of Assay's "
+                                               "own tests (docs/tor.md)")
+    matrix.add_argument("--junit", type=Path, required=True, help="pytest --junitxml output of Assay's tests")
+    matrix.add_argument("--out", type=Path, required=True, help="folder for tor-matrix.json and tor-matrix.md")
     parser.set_defaults(func=cmd_evidence)

@@ -1,5 +1,6 @@
 """Structural coverage of the generated code by the test inputs, on the host: statements (lines) and
-branches, measured with gcc ``--coverage`` and reported by gcovr (JSON and HTML).
+branches, measured with gcc ``--coverage`` and reported by gcovr (JSON and HTML); MC/DC measured with clang's
+``-fcoverage-mcdc`` and reported by ``llvm-cov`` (``measure_mcdc``).
 
 The generated sources are built into the host runner's shared library with ``--coverage`` and run in
 the worker process on the campaign's inputs, exactly as the semantic stage runs them; gcovr reads the
@@ -12,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,9 +23,13 @@ import numpy as np
 from harness import targets
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
-from harness.runners import host
+from harness.runners import host, qemu
+from harness.runners.compiling import driver_defines
 
 COVERAGE_FLAGS = ("--coverage",)
+MCDC_FLAGS = ("-fprofile-instr-generate", "-fcoverage-mapping", "-fcoverage-mcdc")
+# MC/DC needs clang 18 or later: Debian 12 has 19 (clang-19, llvm-19, libclang-rt-19-dev; .ci/setup)
+LLVM_VERSIONS = (19, 20, 18)
 
 
 def measure(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_dir: Path, timeout: float) -> dict:
@@ -49,13 +56,7 @@ def measure(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_dir: P
 
 def summarise(report: dict, manifest: dict) -> dict:
     """Totals, per-file figures and every line or branch outcome not reached, with its layer."""
-    spans = [(Path(layer["file"]).name, *layer["lines"], layer["name"]) for layer in manifest.get("layers", [])
-             if layer.get("lines")]
-
-    def layer_of(file: str, line: int) -> str | None:
-        return next((name for span_file, first, last, name in spans
-                     if span_file == Path(file).name and first <= line <= last), None)
-
+    layer_of = _layer_lookup(manifest)
     files, unreached_lines, unreached_branches = [], [], []
     totals = {"lines": 0, "lines_covered": 0, "branches": 0, "branches_covered": 0}
     for entry in report.get("files", []):
@@ -80,3 +81,127 @@ def summarise(report: dict, manifest: dict) -> dict:
 
 def _percent(part: int, whole: int) -> float | None:
     return round(100.0 * part / whole, 2) if whole else None
+
+
+def llvm_tools() -> tuple[str, str, str] | None:
+    """(clang, llvm-profdata, llvm-cov) of the first LLVM version with MC/DC installed, or None."""
+    for version in LLVM_VERSIONS:
+        tools = tuple(shutil.which(f"{name}-{version}") for name in ("clang", "llvm-profdata", "llvm-cov"))
+        if all(tools):
+            return tools  # type: ignore[return-value]
+    return None
+
+
+def measure_mcdc(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_dir: Path, timeout: float) -> dict:
+    """MC/DC of the generated sources by ``inputs``: clang's instrumentation on a standalone host executable
+    (the sources and the target batch driver, ``harness/runners/target_driver.c``), ``llvm-profdata merge``,
+    ``llvm-cov export`` for the figures and ``llvm-cov show -show-mcdc`` for where each condition is. Every
+    condition not shown to independently affect its decision's outcome is listed with its layer.
+
+    Returns ``{"available": False, "reason": ...}`` when no clang with MC/DC is installed: said, not hidden.
+    """
+    tools = llvm_tools()
+    if tools is None:
+        return {"tool": "clang -fcoverage-mcdc + llvm-cov", "available": False,
+                "reason": "no clang >= 18 with llvm-cov (Debian packages clang-19, llvm-19, libclang-rt-19-dev; "
+                          "bash .ci/setup installs them)"}
+    clang, profdata, llvm_cov = tools
+    build_dir = Path(build_dir).resolve()
+    if build_dir.exists():
+        shutil.rmtree(build_dir)  # no counts of an earlier run
+    build_dir.mkdir(parents=True)
+    executable = build_dir / "mcdc"
+    profile = targets.get("host")
+    flags = [flag for flag in profile.flags("-O0") if flag != "-fPIC"]
+    _tool([clang, *flags, *MCDC_FLAGS, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources),
+           str(qemu.DRIVER), "-o", str(executable), *profile.libs], "clang (MC/DC build)", code.directory)
+    inputs_file, outputs_file = build_dir / "inputs.f32", build_dir / "outputs.f32"
+    np.ascontiguousarray(inputs, dtype="<f4").tofile(inputs_file)
+    raw = build_dir / "mcdc.profraw"
+    try:
+        run = subprocess.run([str(executable), str(inputs_file), str(outputs_file)], capture_output=True,
+                             env={**os.environ, "LLVM_PROFILE_FILE": str(raw)}, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise AssayError(f"the MC/DC build did not finish {len(inputs)} inputs within {timeout:g} s") from None
+    if run.returncode != 0:
+        raise AssayError(f"the MC/DC build exited with status {run.returncode}")
+    merged = build_dir / "mcdc.profdata"
+    _tool([profdata, "merge", "-sparse", str(raw), "-o", str(merged)], "llvm-profdata merge")
+    sources = [str(source) for source in code.sources]
+    exported = json.loads(_tool([llvm_cov, "export", "-format=text", f"-instr-profile={merged}", str(executable),
+                                 *sources], "llvm-cov export"))
+    shown = _tool([llvm_cov, "show", "-show-mcdc", f"-instr-profile={merged}", str(executable), *sources],
+                  "llvm-cov show")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "mcdc.txt").write_text(shown.replace(f"{Path(code.directory).resolve()}/", ""))
+    version = (_tool([clang, "--version"], "clang --version").splitlines() or ["clang"])[0]
+    return summarise_mcdc(exported, conditions_shown(shown), code.manifest, version)
+
+
+def _tool(command: list[str], what: str, cwd: Path | None = None) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+    if result.returncode != 0:
+        raise AssayError(f"{what} failed: {(result.stderr.strip().splitlines() or ['no message'])[0]}")
+    return result.stdout
+
+
+_DECISION = re.compile(r"MC/DC Decision Region \((\d+):(\d+)\) to \((\d+):(\d+)\)")
+_CONDITION = re.compile(r"Condition C(\d+) --> \((\d+):(\d+)\)")
+
+
+def conditions_shown(text: str) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """{(line, column) of a decision: [(line, column) of condition C1, C2, ...]} from ``llvm-cov show
+    -show-mcdc``: the JSON export gives each condition's result but not where the condition is."""
+    found: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    current = None
+    for line in text.splitlines():
+        if match := _DECISION.search(line):
+            current = found.setdefault((int(match[1]), int(match[2])), [])
+        elif (match := _CONDITION.search(line)) and current is not None:
+            current.append((int(match[2]), int(match[3])))
+    return found
+
+
+def summarise_mcdc(exported: dict, where: dict[tuple[int, int], list[tuple[int, int]]], manifest: dict,
+                   version: str) -> dict:
+    """Totals, per-file figures and every condition not independently shown, with its decision and layer.
+
+    ``llvm-cov export`` (format 2.x) gives per file ``mcdc_records``: [line, column, end line, end column,
+    expansion, kind, [independence shown per condition]].
+    """
+    layer_of = _layer_lookup(manifest)
+    files, not_shown, decisions = [], [], 0
+    for entry in exported["data"][0]["files"]:
+        name = Path(entry["filename"]).name
+        summary = entry["summary"].get("mcdc", {"count": 0, "covered": 0})
+        files.append({"file": name, "conditions": summary["count"], "conditions_shown": summary["covered"]})
+        text = Path(entry["filename"]).read_text().splitlines() if Path(entry["filename"]).is_file() else []
+        for line, column, end_line, end_column, _expansion, _kind, shown in entry.get("mcdc_records", []):
+            decisions += 1
+            decision = text[line - 1][column - 1:end_column - 1] if line == end_line and line <= len(text) else None
+            positions = where.get((line, column), [])
+            for number, independent in enumerate(shown, start=1):
+                if not independent:
+                    at = positions[number - 1] if number <= len(positions) else (None, None)
+                    not_shown.append({"file": name, "decision": decision, "decision_lines": [line, end_line],
+                                      "condition": f"C{number}", "line": at[0], "column": at[1],
+                                      "layer": layer_of(name, line)})
+    conditions = sum(f["conditions"] for f in files)
+    shown_total = sum(f["conditions_shown"] for f in files)
+    return {"tool": f"{version}: -fcoverage-mcdc, llvm-cov", "available": True, "decisions": decisions,
+            "conditions": conditions, "conditions_shown": shown_total,
+            "mcdc_percent": _percent(shown_total, conditions), "files": files, "not_shown": not_shown,
+            "note": None if decisions else "no decision of two or more conditions in the generated code: "
+                                           "MC/DC reduces to the branch coverage above"}
+
+
+def _layer_lookup(manifest: dict):
+    """``layer_of(file, line)``: the manifest layer whose line span holds the line, or None."""
+    spans = [(Path(layer["file"]).name, *layer["lines"], layer["name"]) for layer in manifest.get("layers", [])
+             if layer.get("lines")]
+
+    def layer_of(file: str, line: int) -> str | None:
+        return next((name for span_file, first, last, name in spans
+                     if span_file == Path(file).name and first <= line <= last), None)
+
+    return layer_of

@@ -15,6 +15,9 @@ PARTS = (("sci/sci.json", "Software Configuration Index: models, generated code,
          ("results/met/table2.md", "Measured execution (paper Table 2)"),
          ("results/wcet/table4.md", "WCET with soundness against measurement (paper Table 4)"),
          ("results/wcet/layers.md", "Per-layer WCET and measured cycles"),
+         ("tool-qualification/tor.md", "Tool Operational Requirements of Assay (DO-330)"),
+         ("tool-qualification/tor-matrix.md", "TOR -> tests -> result matrix of Assay's own test run"),
+         ("tool-qualification/junit.xml", "JUnit XML of Assay's own test run (durations and dates removed)"),
          ("evidence.json", "Every file with its size and SHA-256; assay evidence verify rechecks them"))
 
 
@@ -23,14 +26,26 @@ def write_index_page(root: Path, built, coverage: dict[str, dict], trace: dict[s
                        f"{html.escape(v)}</td></tr>" for part, v in sorted(built.verdicts.items()))
     links = "".join(f"<li><a href='{html.escape(path)}'>{html.escape(path)}</a>: {html.escape(text)}</li>"
                     for path, text in PARTS if (root / path).is_file())
-    rows = []
+    rows, objects = [], []
     for key, summary in sorted(coverage.items()):
         untraced = len(trace.get(key, {}).get("untraced_lines", []))
+        mcdc = summary.get("mcdc", {})
+        mcdc_text = (f"{mcdc['mcdc_percent']} ({mcdc['conditions_shown']}/{mcdc['conditions']} conditions, "
+                     f"{mcdc['decisions']} decisions)" if mcdc.get("available") else "not available")
         rows.append(f"<tr><td>{html.escape(key)}</td><td>{summary['line_percent']}</td>"
-                    f"<td>{summary['branch_percent']}</td><td>{len(summary['unreached_lines'])}</td>"
+                    f"<td>{summary['branch_percent']}</td><td>{html.escape(mcdc_text)}</td>"
+                    f"<td>{len(summary['unreached_lines'])}</td>"
                     f"<td>{len(summary['unreached_branches'])}</td><td>{untraced}</td>"
                     f"<td><a href='coverage/{html.escape(key)}/coverage.html'>gcovr</a>, "
-                    f"<a href='trace/{html.escape(key)}/trace.csv'>trace.csv</a></td></tr>")
+                    + (f"<a href='coverage/{html.escape(key)}/mcdc.txt'>MC/DC</a>, " if mcdc.get("available") else "")
+                    + f"<a href='trace/{html.escape(key)}/trace.csv'>trace.csv</a></td></tr>")
+        for target, figures in sorted(summary.get("object", {}).items()):
+            link = f"coverage/{key}/{figures['file']}"
+            objects.append(f"<tr><td>{html.escape(key)}</td><td>{html.escape(target)}</td>"
+                           f"<td>{figures['instruction_percent']} ({figures['executed']}/{figures['instructions']})</td>"
+                           f"<td>{figures['branch_percent']} ({figures['both_ways']}/{figures['conditional_branches']})"
+                           f"</td><td>{figures['never_executed']}</td><td>{figures['branches_not_both_ways']}</td>"
+                           f"<td><a href='{html.escape(link)}'>{html.escape(figures['file'])}</a></td></tr>")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in built.notes)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Assay evidence package</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
@@ -39,8 +54,12 @@ padding:4px 8px}}td.ok{{background:#dfd}}td.bad{{background:#fdd}}</style></head
 <table><tr><th>part</th><th>verdict</th></tr>{verdicts}</table>
 <h2>Contents</h2><ul>{links}</ul>
 <h2>Coverage and traceability per generated code</h2>
-<table><tr><th>code</th><th>lines %</th><th>branches %</th><th>lines not reached</th>
+<table><tr><th>code</th><th>lines %</th><th>branches %</th><th>MC/DC %</th><th>lines not reached</th>
 <th>branch outcomes not reached</th><th>untraced C lines</th><th>details</th></tr>{''.join(rows)}</table>
+<h2>Object-code coverage on the targets (QEMU)</h2>
+<table><tr><th>code</th><th>target</th><th>instructions executed %</th><th>conditional branches both ways %</th>
+<th>instructions never executed</th><th>branches not both ways</th><th>list</th></tr>{''.join(objects)}</table>
+<p>Tool qualification (Assay's own tests against docs/tor.md): <b>{html.escape(built.tool_qualification)}</b></p>
 <ul>{notes}</ul></body></html>
 """
     path = root / "index.html"

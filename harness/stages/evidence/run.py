@@ -1,4 +1,5 @@
-"""Building the evidence package: run the stages, archive the code, measure coverage, trace, index.
+"""Building the evidence package: run the stages, archive the code, measure coverage, trace, index, and the
+tool qualification data of Assay itself (its own tests and the TOR matrix, ``tor``).
 
 The stages run through the CLI (``harness.core.stagecall``) into a work folder outside the package,
 content-keyed, so a second build reuses their records. The package receives what they wrote, with the
@@ -17,12 +18,14 @@ from pathlib import Path
 from harness.core import stagecall
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import slug, to_code_layout
+from harness.core.plan import Item
 from harness.core.plan import Settings as PlanSettings
 from harness.core.plan import load_model
 from harness.digests import digest
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
-from harness.stages.evidence import coverage, package, sci, trace
+from harness.measurement import cycles
+from harness.stages.evidence import coverage, objcov, package, sci, tor, trace
 from harness.stages.evidence.package import sha256, write_json
 
 HOST = "host"
@@ -50,6 +53,8 @@ class Settings:
     wcet_inputs: int = 20
     timeout: float = 600.0
     mutants: int | None = None  # assay mutate --max-mutants: None for all, 0 to leave the analysis out
+    tor_tests: str | None = None  # pytest arguments selecting Assay's own tests; None: tor.DEFAULT_SELECTION
+    tor_junit: Path | None = None  # a JUnit XML of Assay's tests to use instead of running them
 
 
 @dataclass
@@ -60,10 +65,14 @@ class Built:
     archive: Path
     verdicts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    tool_qualification: str = "not run"  # the TOR matrix's verdict (pass, fail, incomplete) or "not run"
 
     @property
     def verdict(self) -> str:
-        return "pass" if self.verdicts and all(v == "pass" for v in self.verdicts.values()) else "fail"
+        """``pass`` when every part about the code passes and none of Assay's own tests that ran failed (a
+        subset of them, ``incomplete``, is said in its part and does not fail the code's evidence)."""
+        return "pass" if self.verdicts and all(v == "pass" for v in self.verdicts.values()) \
+            and self.tool_qualification != "fail" else "fail"
 
 
 def build(settings: Settings, progress=print) -> Built:
@@ -129,6 +138,10 @@ def build(settings: Settings, progress=print) -> Built:
         inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
         summary = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage" / key, root / "coverage" / key,
                                    settings.timeout)
+        summary["mcdc"] = coverage.measure_mcdc(code, inputs, settings.work_dir / "evidence-mcdc" / key,
+                                                root / "coverage" / key, settings.timeout)
+        if not summary["mcdc"]["available"]:
+            built.notes.append(f"{key}: MC/DC not measured: {summary['mcdc']['reason']}")
         coverage_rows[key] = summary
         elves = {}
         for target in arm:
@@ -142,6 +155,9 @@ def build(settings: Settings, progress=print) -> Built:
                 images.append({"code": key, "target": target, "file": copy.relative_to(root).as_posix(),
                                "sha256": sha256(copy)})
                 elves[target] = copy
+        summary["object"] = {target: _object_coverage(Item(model_name, generator, variant, target, ()), settings,
+                                                      elves.get(target), root / "coverage" / key / f"object-{target}.json")
+                             for target in arm}
         wcet_records = [r for r in records.get("wcet", []) if (r["model"], r["generator"], r["variant"]) == item
                         and r.get("verdict") == "pass"]
         tests = f"{settings.n_inputs} inputs, seed {settings.seed} (semantic, coverage); {settings.wcet_inputs} " \
@@ -154,6 +170,14 @@ def build(settings: Settings, progress=print) -> Built:
     write_json(root / "coverage" / "coverage-summary.json", {"schema": "assay-coverage/1", "codes": coverage_rows})
     built.verdicts["coverage"] = "pass" if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
         "incomplete"
+    progress("evidence: tool qualification data (Assay's own tests, TOR matrix)")
+    qualification = _tool_qualification(settings, root / "tool-qualification", volatile)
+    built.tool_qualification = qualification["verdict"] if qualification else "not run"
+    if qualification is None:
+        built.notes.append("tool qualification: Assay's own tests not run (--tor-tests none)")
+    elif qualification["verdict"] != "pass":
+        built.notes.append(f"tool qualification {qualification['verdict']}: " + ", ".join(
+            f"{k} {v}" for k, v in qualification["counts"].items()) + " requirements (tool-qualification/tor-matrix.md)")
     models = [load_model(m, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
               for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != "-")]
     write_json(root / "sci" / "sci.json", sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
@@ -165,9 +189,48 @@ def build(settings: Settings, progress=print) -> Built:
     write_index_page(root, built, coverage_rows, trace_rows)
     package.write_index(root, {"command": commands, "models": settings.models, "generators": settings.generators,
                                "targets": settings.targets, "inputs": settings.n_inputs, "seed": settings.seed,
-                               "verdict": built.verdict, "verdicts": built.verdicts, "notes": built.notes})
+                               "verdict": built.verdict, "verdicts": built.verdicts, "notes": built.notes,
+                               "tool_qualification": built.tool_qualification})
     package.archive(root)
     return built
+
+
+def _object_coverage(item: Item, settings: Settings, image: Path | None, path: Path) -> dict:
+    """Count ``item``'s test inputs under QEMU with the counting plugin and write its object-code coverage to
+    ``path``; return the summary figures (the lists stay in the file).
+
+    The counted ELF is built again by ``cycles.count_item``; its executable bytes are compared with the archived
+    image's (``same_code_as_image``): only the debug information, which names the build folder, may differ.
+    """
+    measured = cycles.Settings(n_inputs=settings.n_inputs, seed=settings.seed, model_seed=settings.model_seed,
+                               work_dir=settings.work_dir, timeout=settings.timeout)
+    counts, code, build = cycles.count_item(item, measured, stage="evidence-objcov")
+    result = {**objcov.measure(counts, code.manifest, code.entry), "target": item.target, "inputs": settings.n_inputs,
+              "seed": settings.seed, "code_sha256": objcov.code_sha256(build.elf),
+              "same_code_as_image": image is not None and objcov.code_sha256(image) == objcov.code_sha256(build.elf)}
+    write_json(path, result)
+    return {key: result[key] for key in ("instructions", "executed", "instruction_percent", "conditional_branches",
+                                         "both_ways", "branch_percent", "conditional_non_branches",
+                                         "same_code_as_image")} \
+        | {"never_executed": len(result["never_executed"]),
+           "branches_not_both_ways": len(result["branches_not_both_ways"]), "file": path.name}
+
+
+def _tool_qualification(settings: Settings, out: Path, volatile: dict) -> dict | None:
+    """``out/``: docs/tor.md, the JUnit XML of Assay's own tests (run, content-keyed, or given) with its
+    durations and dates removed, and the TOR matrix; None when the tests are left out."""
+    if settings.tor_junit is None and settings.tor_tests == "none":
+        return None
+    if settings.tor_junit is not None:
+        junit, run = Path(settings.tor_junit), {"command": None, "junit_given": Path(settings.tor_junit).name}
+    else:
+        selection = tor.DEFAULT_SELECTION if settings.tor_tests is None else settings.tor_tests
+        junit, run, seconds = tor.run_suite(selection, settings.work_dir / "evidence-tor")
+        volatile["tool_qualification_s"] = None if seconds is None else round(seconds, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tor.TOR_DOCUMENT, out / "tor.md")
+    normalised = tor.normalise_junit(junit, out / "junit.xml")
+    return tor.write(normalised, out, run)
 
 
 def _fresh(out: Path) -> Path:

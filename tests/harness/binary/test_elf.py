@@ -51,6 +51,7 @@ def flash_of(profile):
     return range(region.origin, region.origin + region.size) if region and region.origin is not None else None
 
 
+@pytest.mark.tor("TOR-MEM-004")
 @pytest.mark.arm
 @needs_arm
 def test_symbol_sizes_by_kind(arm_image):
@@ -75,6 +76,7 @@ def test_local_symbols_and_missing_names(arm_image):
     assert elf.symbol_sizes(image, ["no_such_symbol"])["missing"] == ["no_such_symbol"]
 
 
+@pytest.mark.tor("TOR-MEM-004")
 @pytest.mark.arm
 @needs_arm
 def test_whole_image_matches_the_runners_flash_and_ram(arm_image):
@@ -87,6 +89,7 @@ def test_whole_image_matches_the_runners_flash_and_ram(arm_image):
         built.size.flash + sizes["bss"] + sizes["reserved"])
 
 
+@pytest.mark.tor("TOR-MEM-004")
 @pytest.mark.arm
 @needs_arm
 def test_constants_inside_the_text_section_count_as_rodata(arm_image):

@@ -89,6 +89,7 @@ def test_armv4t_call_through_a_register_is_an_indirect_call():
     assert instructions[1].effect.kind == "indirect-call"
 
 
+@pytest.mark.tor("TOR-MEM-003")
 def test_frame_is_the_sum_of_decrements():
     # push {r4, fp, lr}; add fp, sp, #8; sub sp, sp, #228; ...; sub sp, fp, #8; pop {r4, fp, lr}; bx lr
     code = bytes.fromhex("10482de9" "08b08de2" "e4d04de2" "08d04be2" "1048bde8" "1eff2fe1")
@@ -207,6 +208,7 @@ def chain_build(request, tmp_path_factory):
     return elf.read(built.elf), gcc
 
 
+@pytest.mark.tor("TOR-MEM-003")
 @needs_arm
 def test_call_chain_bound_is_the_sum_of_gcc_frames(chain_build):
     image, gcc = chain_build
@@ -220,6 +222,7 @@ def test_call_chain_bound_is_the_sum_of_gcc_frames(chain_build):
         assert bound.functions[name].su == bound.functions[name].prologue == frames[name]
 
 
+@pytest.mark.tor("TOR-MEM-003")
 @needs_arm
 def test_prologue_analysis_alone_gives_the_same_bound(chain_build):
     image, gcc = chain_build
@@ -228,6 +231,7 @@ def test_prologue_analysis_alone_gives_the_same_bound(chain_build):
     assert {f.source for f in without_su.functions.values()} == {"prologue"}
 
 
+@pytest.mark.tor("TOR-MEM-002")
 @needs_arm
 def test_recursion_is_unbounded_naming_the_cycle(chain_build):
     image, gcc = chain_build
@@ -237,6 +241,7 @@ def test_recursion_is_unbounded_naming_the_cycle(chain_build):
     assert mutual.bytes is None and mutual.path == []
 
 
+@pytest.mark.tor("TOR-MEM-002")
 @needs_arm
 def test_function_pointer_call_is_unbounded_with_its_address(chain_build):
     image, gcc = chain_build
@@ -247,6 +252,7 @@ def test_function_pointer_call_is_unbounded_with_its_address(chain_build):
     assert not via_entry.bounded and "reached via net" in via_entry.reason
 
 
+@pytest.mark.tor("TOR-MEM-002")
 @needs_arm
 def test_variable_length_array_is_a_dynamic_adjustment(chain_build):
     image, gcc = chain_build
@@ -255,6 +261,7 @@ def test_variable_length_array_is_a_dynamic_adjustment(chain_build):
     assert not stack.analyse(image, "vla", stack.GccStack()).bounded  # the disassembly sees it as well
 
 
+@pytest.mark.tor("TOR-MEM-002")
 @needs_arm
 def test_push_in_a_loop_is_unbounded(chain_build):
     image, gcc = chain_build

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from harness.core.inputs import make_inputs
 from harness.models.model import Model
@@ -13,6 +14,7 @@ def _nested(array):
     return tuple(_nested(a) for a in array) if np.ndim(array) else float(array)
 
 
+@pytest.mark.tor("TOR-SEM-010")
 def test_inputs_are_seeded_float32_and_inside_the_domain():
     first = make_inputs(model(), 200, seed=7)
     assert first.shape == (200, 4, 3, 2) and first.dtype == np.float32
@@ -28,6 +30,7 @@ def test_one_interval_draws_what_it_always_drew():
     np.testing.assert_array_equal(make_inputs(model(), 10, seed=7), expected)
 
 
+@pytest.mark.tor("TOR-SEM-010")
 def test_each_element_is_drawn_from_its_own_interval():
     # per channel of an HWC image (shape (C,) broadcasts over H and W): channel 1 is a heading in ±π,
     # channel 0 a range up to 60760; one shared interval would put headings far outside ±π.

@@ -1,10 +1,12 @@
 """The oracle implements Definition 15 and never mistakes NaN for a small error."""
 
 import numpy as np
+import pytest
 
 from harness.core import oracle
 
 
+@pytest.mark.tor("TOR-SEM-001")
 def test_infinity_norm_is_the_largest_absolute_difference_per_input():
     expected = np.zeros((3, 4), np.float32)
     outputs = expected.copy()
@@ -14,6 +16,7 @@ def test_infinity_norm_is_the_largest_absolute_difference_per_input():
     np.testing.assert_allclose(errors, [0.0, 3e-6, 1e-6], rtol=1e-6)
 
 
+@pytest.mark.tor("TOR-SEM-002")
 def test_verdict_pass_and_fail_around_the_tolerance():
     expected = np.ones((5, 2), np.float32)
     close = expected + np.float32(4e-6)
@@ -27,6 +30,7 @@ def test_verdict_pass_and_fail_around_the_tolerance():
     assert "input #3" in bad.cause and bad.max_abs_error > 1e-5
 
 
+@pytest.mark.tor("TOR-SEM-003")
 def test_nan_in_generated_outputs_is_an_error_naming_the_input():
     expected = np.zeros((4, 3), np.float32)
     outputs = expected.copy()
@@ -36,6 +40,7 @@ def test_nan_in_generated_outputs_is_an_error_naming_the_input():
     assert "generated code produced NaN for input #2" in result.cause
 
 
+@pytest.mark.tor("TOR-SEM-003")
 def test_inf_in_reference_is_reported_as_the_reference():
     expected = np.zeros((2, 3), np.float32)
     expected[0, 0] = np.inf
@@ -43,6 +48,7 @@ def test_inf_in_reference_is_reported_as_the_reference():
     assert result.verdict == oracle.ERROR and result.cause.startswith("reference produced Inf")
 
 
+@pytest.mark.tor("TOR-SEM-006")
 def test_shape_mismatch_is_an_error():
     result = oracle.compare(np.zeros((2, 3), np.float32), np.zeros((2, 4), np.float32), 1.0)
     assert result.verdict == oracle.ERROR and "shape" in result.cause

@@ -31,6 +31,7 @@ def _writer(path, index):
     ResultStore(path).put(record(model=f"m{index}"))
 
 
+@pytest.mark.tor("TOR-RES-002")
 def test_concurrent_writers_lose_nothing(tmp_path):
     path = tmp_path / "results.json"
     with multiprocessing.get_context("fork").Pool(4) as pool:
@@ -45,6 +46,7 @@ def test_a_foreign_json_file_is_refused(tmp_path):
         ResultStore(path).records()
 
 
+@pytest.mark.tor("TOR-RES-001")
 def test_find_all_returns_records_only_when_every_key_is_stored_from_the_same_content(tmp_path):
     store = ResultStore(tmp_path / "results.json")
     store.put(record(reference="keras", max_abs_error=1.0, fingerprint="a"))

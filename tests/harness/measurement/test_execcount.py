@@ -124,6 +124,7 @@ def expected_counts(elf, n):
     return counts, branch
 
 
+@pytest.mark.tor("TOR-MET-001")
 @needs_tools
 @pytest.mark.arm
 def test_counts_match_the_hand_count_per_input_per_address_and_per_layer(tiny):
@@ -177,6 +178,7 @@ def singlestep_counts(built, entry):
     return calls
 
 
+@pytest.mark.tor("TOR-MET-001")
 @needs_tools
 @pytest.mark.arm
 @pytest.mark.parametrize("target", ["arm7tdmi", "cortex-m4f"])
@@ -193,6 +195,7 @@ def test_counts_equal_qemus_single_step_trace(tmp_path, tiny, target):
     assert [call.per_address() for call in result.calls] == reference
 
 
+@pytest.mark.tor("TOR-MET-003")
 def test_parse_reports_an_incomplete_call_and_plugin_errors(tmp_path):
     out = tmp_path / "out"
     out.write_text("I 0\nD 0 2 100 104\nC 0 1 5 1\nE 0\nI 1\nD 1 1 104\nC 1 1 2 0\nC 0 1 1 0\nE 1\n")

@@ -240,6 +240,7 @@ def test_at_least_thirty_cases():
     assert len(CASES) >= 30
 
 
+@pytest.mark.tor("TOR-CLI-001")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_loader_refuses_with_one_line(case, tmp_path, request):
     keras_files = request.getfixturevalue("keras_files") if _needs_keras(case) else None
@@ -352,6 +353,7 @@ def _check_cli(result, path: Path, cause: str, earlier: list[dict], out: Path) -
     assert mine and all(r["verdict"] == "error" and "\n" not in r["cause"] for r in mine)
 
 
+@pytest.mark.tor("TOR-CLI-001")
 @pytest.mark.parametrize("case", CLI_CASES)
 def test_cli_one_line_exit_2_earlier_results_kept(case, campaign, tmp_path, request):
     out, work, earlier = campaign

@@ -103,6 +103,7 @@ def _acas_like(path, means, ranges):
     return path
 
 
+@pytest.mark.tor("TOR-SEM-010")
 def test_each_input_is_drawn_from_its_own_interval(tmp_path):
     """A heading in ±π stays in ±π even when another input of the same file ranges up to 60760."""
     from harness.core.inputs import make_inputs

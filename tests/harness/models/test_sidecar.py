@@ -89,6 +89,7 @@ def test_domain_per_channel_and_per_element_of_a_chw_image(tmp_path):
     ("domain = [0, 1, 2]\n", "domain", "expected [low, high], two numbers"),
     ("low = [0, 'a', 0, 0, 0]\nhigh = 1\n", "low", "expected a list of numbers"),
 ])
+@pytest.mark.tor("TOR-CLI-001")
 def test_bad_sidecars_are_one_line_naming_the_file_and_key(tmp_path, text, key, cause):
     path = _with_sidecar(_onnx_file(tmp_path / "net.onnx", ["N", 5]), text)
     with pytest.raises(ModelError) as info:
@@ -105,6 +106,7 @@ def test_invalid_toml_names_the_file(tmp_path):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.tor("TOR-RES-001")
 def test_an_edited_sidecar_is_never_stale(tmp_path):
     """A converted model is cached (model.json); the sidecar's content is part of its fingerprint."""
     path = tmp_path / "small.nnet"

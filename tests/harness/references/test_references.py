@@ -47,6 +47,7 @@ def test_registry_holds_the_builtin_references():
         assert references.get(name) is reference
 
 
+@pytest.mark.tor("TOR-CLI-002")
 def test_unknown_reference_lists_the_known_ones():
     with pytest.raises(ConfigError, match=r"unknown reference 'tflite' \(known: float64, keras, onnxruntime\)"):
         references.get("tflite")
@@ -136,6 +137,7 @@ def test_empty_batch(name, lenet5):
 # --- determinism -------------------------------------------------------------------------
 
 
+@pytest.mark.tor("TOR-SEM-009")
 @pytest.mark.parametrize("name", ["keras", "onnxruntime"])
 @pytest.mark.parametrize("fixture", ["lenet5", "cifarnet"])
 def test_two_runs_are_bit_identical(name, fixture, request):
@@ -151,6 +153,7 @@ def test_keras_model_is_loaded_once(lenet5):
     assert onnxruntime_ref.session(lenet5.file("onnx")) is onnxruntime_ref.session(lenet5.file("onnx"))
 
 
+@pytest.mark.tor("TOR-SEM-009")
 def test_onnxruntime_session_settings(lenet5):
     import onnxruntime as ort
 

@@ -42,18 +42,21 @@ def test_identical_rebuild_is_reused_and_a_changed_source_rebuilds(tmp_path):
     np.testing.assert_array_equal(outputs, [[3.0, 4.0, 5.0]])
 
 
+@pytest.mark.tor("TOR-SEM-004")
 def test_segfault_becomes_a_cause_not_a_harness_crash(tmp_path):
     code = prebuilt(tmp_path, "void scale(const float *i, float *o) { (void)i; (void)o; *(volatile int *)0 = 1; }")
     with pytest.raises(host.RunError, match="crashed with SIGSEGV"):
         host.run(host.build(code, tmp_path / "build"), np.zeros((2, 3), np.float32))
 
 
+@pytest.mark.tor("TOR-SEM-004")
 def test_hang_is_stopped_by_the_timeout(tmp_path):
     code = prebuilt(tmp_path, "void scale(const float *i, float *o) { (void)i; (void)o; for (;;) {} }")
     with pytest.raises(host.RunError, match="timed out after 2 s"):
         host.run(host.build(code, tmp_path / "build"), np.zeros((1, 3), np.float32), timeout=2)
 
 
+@pytest.mark.tor("TOR-SEM-004")
 def test_compile_error_names_the_first_diagnostic(tmp_path):
     code = prebuilt(tmp_path, "void scale(const float *i, float *o) { undeclared_thing = 1; }")
     with pytest.raises(host.RunError, match=r"compile error: .*net\.c:1:.*undeclared_thing"):
@@ -66,6 +69,7 @@ def test_wrong_input_width_is_refused(tmp_path):
         host.run(host.build(code, tmp_path / "build"), np.zeros((2, 4), np.float32))
 
 
+@pytest.mark.tor("TOR-SEM-004")
 def test_link_error_names_the_missing_symbol(tmp_path):
     code = prebuilt(tmp_path, "void helper(void); void scale(const float *i, float *o) { (void)i; (void)o; helper(); }")
     with pytest.raises(host.RunError, match="undefined reference to `helper'"):

@@ -89,6 +89,7 @@ def arm_run(code, tmp_path, target, inputs, opt=None, timeout=60.0):
     return qemu.run(arm_build(code, tmp_path, target, opt), inputs, timeout)
 
 
+@pytest.mark.tor("TOR-SEM-011")
 @pytest.mark.arm
 @needs_tools
 @pytest.mark.parametrize("opt", ["-O0", "-O3"])
@@ -121,6 +122,7 @@ def test_expf_and_tanhf_stay_within_the_observed_ulp_of_the_host(tmp_path, targe
 @needs_tools
 @pytest.mark.parametrize("target,cause", [("arm7tdmi", "crashed with SIGSEGV"), ("cortex-a15", "crashed with SIGSEGV"),
                                           ("cortex-m4f", r"crashed with hardfault \(PC 0x[0-9a-f]+\)")])
+@pytest.mark.tor("TOR-SEM-004")
 def test_write_to_an_invalid_address_becomes_a_crash_cause(tmp_path, target, cause):
     # 0xF0000000: unmapped in qemu-arm's address space and on the MPS2 board (address 0 is RAM there)
     code = prebuilt(tmp_path, "void net(const float *i, float *o) {\n"
@@ -129,6 +131,7 @@ def test_write_to_an_invalid_address_becomes_a_crash_cause(tmp_path, target, cau
         arm_run(code, tmp_path, target, np.zeros((2, 4), np.float32))
 
 
+@pytest.mark.tor("TOR-SEM-004")
 @pytest.mark.arm
 @needs_tools
 @pytest.mark.parametrize("target", ARM_TARGETS)
@@ -138,6 +141,7 @@ def test_abort_becomes_a_crash_cause(tmp_path, target):
         arm_run(code, tmp_path, target, np.zeros((2, 4), np.float32))
 
 
+@pytest.mark.tor("TOR-SEM-004")
 @pytest.mark.arm
 @needs_tools
 @pytest.mark.parametrize("target", ARM_TARGETS)
@@ -172,6 +176,7 @@ def test_link_error_names_the_missing_symbol(tmp_path):
                   r"the target has 524288")),
     # system mode: the linker script's regions overflow first
     ("cortex-m4f", r"image too large for cortex-m4f: flash region of 4194304 bytes overflowed by \d+ bytes")])
+@pytest.mark.tor("TOR-MEM-005")
 def test_image_too_large_for_flash_says_so_with_the_sizes(tmp_path, target, cause):
     code = prebuilt(tmp_path, "const float big[1100000] = {1};\n"
                               "void net(const float *i, float *o) { o[0] = big[(int)i[0]]; }")
@@ -179,6 +184,7 @@ def test_image_too_large_for_flash_says_so_with_the_sizes(tmp_path, target, caus
         arm_build(code, tmp_path, target)
 
 
+@pytest.mark.tor("TOR-MEM-005")
 @pytest.mark.arm
 @needs_tools
 def test_image_too_large_for_ram_says_so_with_the_sizes(tmp_path):
@@ -214,6 +220,7 @@ def test_empty_batch_and_input_width_checks(tmp_path, target):
         qemu.run(built, np.zeros((2, 5), np.float32))
 
 
+@pytest.mark.tor("TOR-SEM-004")
 @pytest.mark.arm
 @needs_tools
 @pytest.mark.parametrize("target", ARM_TARGETS)
@@ -306,6 +313,7 @@ def acas_code(tmp_path_factory):
     return code, inputs, host.run(host.build(code, work / "build-host"), inputs).outputs
 
 
+@pytest.mark.tor("TOR-SEM-011")
 @pytest.mark.arm
 @needs_tools
 @pytest.mark.parametrize("target", ARM_TARGETS)

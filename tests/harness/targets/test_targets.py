@@ -10,6 +10,7 @@ def test_host_profile_loads_with_o0_default():
     assert "-ffp-contract=off" in profile.flags("-O3")
 
 
+@pytest.mark.tor("TOR-CLI-002")
 def test_unknown_target_lists_the_known_ones():
     with pytest.raises(ConfigError, match="unknown target 'z80'; known targets: .*host"):
         targets.get("z80")

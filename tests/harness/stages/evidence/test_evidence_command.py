@@ -26,15 +26,27 @@ def hashes(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.tor("TOR-EVD-001", "TOR-EVD-002", "TOR-EVD-007")
 def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
     out, work = tmp_path / "pkg", tmp_path / "work"
     args = ("evidence", "--models", "acas-reg50", "--targets", "host,cortex-m4f", "--inputs", "50",
-            "--wcet-inputs", "5", "--mutants", "0", "--out", str(out), "--work", str(work))
+            "--wcet-inputs", "5", "--mutants", "0", "--out", str(out), "--work", str(work),
+            "--tor-tests", "tests/harness/stages/evidence/test_package.py -m tor")
     first = assay(*args)
     assert first.returncode == 0, first.stderr[-2000:]
     index = json.loads((out / "evidence.json").read_text())
     assert index["schema"] == "assay-evidence/1" and index["verdict"] == "pass"
     assert set(index["verdicts"]) == {"semantic", "memory", "met", "wcet", "coverage"}
+    # a subset of Assay's own tests ran: the requirements they verify pass, the others are "not run"
+    assert index["tool_qualification"] == "incomplete"
+    matrix = json.loads((out / "tool-qualification" / "tor-matrix.json").read_text())
+    status = {row["id"]: row["status"] for row in matrix["rows"]}
+    assert status["TOR-EVD-001"] == "pass" and status["TOR-SEM-001"] == "not run"
+    assert (out / "tool-qualification" / "tor.md").is_file() and (out / "tool-qualification" / "junit.xml").is_file()
+    objects = json.loads((out / "coverage" / "acas-reg50" / "assay-v2-keras" / "object-cortex-m4f.json").read_text())
+    assert objects["schema"] == "assay-object-coverage/1" and objects["calls"] == 50
+    assert objects["same_code_as_image"] and 0 < objects["executed"] <= objects["instructions"]
+    assert "Object-code coverage" in (out / "index.html").read_text()
 
     sci = json.loads((out / "sci" / "sci.json").read_text())
     assert {t["target"] for t in sci["targets"]} == {"host", "cortex-m4f"}

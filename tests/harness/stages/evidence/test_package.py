@@ -23,12 +23,14 @@ def built(tmp_path):
     return root
 
 
+@pytest.mark.tor("TOR-EVD-001")
 def test_an_intact_package_and_its_zip_verify(built):
     for location in (built, built.with_name("pkg.zip")):
         result = package.verify(location)
         assert result.intact and result.checked == 3 and result.lines() == []
 
 
+@pytest.mark.tor("TOR-EVD-001")
 def test_tampering_deleting_and_adding_are_each_reported(built):
     table = built / "results" / "table1.md"
     table.write_bytes(table.read_bytes().replace(b"a", b"c", 1))
@@ -40,6 +42,7 @@ def test_tampering_deleting_and_adding_are_each_reported(built):
     assert result.lines() == ["missing: sci.json", "extra: extra.txt", "modified: results/table1.md"]
 
 
+@pytest.mark.tor("TOR-EVD-001")
 def test_a_tampered_zip_is_reported(built, tmp_path):
     original = built.with_name("pkg.zip")
     tampered = tmp_path / "tampered.zip"
@@ -50,6 +53,7 @@ def test_a_tampered_zip_is_reported(built, tmp_path):
     assert package.verify(tampered).modified == ["results/table1.md"]
 
 
+@pytest.mark.tor("TOR-EVD-002")
 def test_the_same_folder_gives_the_same_zip(built):
     first = built.with_name("pkg.zip").read_bytes()
     package.archive(built)

@@ -87,6 +87,7 @@ def test_unknown_target_is_bad_input(tmp_path):
     assert "unknown target 'no-such-target'" in result.stderr
 
 
+@pytest.mark.tor("TOR-SEM-004")
 def test_errors_become_records(tmp_path):
     settings = memory.Settings(work_dir=tmp_path / "work")
     item = plan(["no-such-model.onnx"], ["assay-v2"], ["host"], settings).items[0]
@@ -121,6 +122,7 @@ def find(records, model, target):
     return record
 
 
+@pytest.mark.tor("TOR-MEM-001")
 @pytest.mark.arm
 @needs_arm
 @pytest.mark.parametrize("target", ARM_TARGETS)
@@ -137,6 +139,7 @@ def test_static_stack_bounds_the_measured_one(records, model, target):
     assert static["functions"][static["entry"]]["su"] == static["functions"][static["entry"]]["prologue"]
 
 
+@pytest.mark.tor("TOR-MEM-004")
 @pytest.mark.arm
 @needs_arm
 @pytest.mark.parametrize("target", ARM_TARGETS)

@@ -53,6 +53,7 @@ def check_sums(counts, figures):
         assert row.tolist() == [call.instructions(bucket) for bucket in range(len(counts.bucket_names))]
 
 
+@pytest.mark.tor("TOR-MET-002")
 @needs_tools
 @pytest.mark.arm
 @pytest.mark.parametrize("target", ["cortex-m4f", "arm7tdmi"])
@@ -80,6 +81,7 @@ def test_acas_reg50_layers_sum_to_the_total_and_models_price_every_instruction(w
     assert record["per_input"]["cycles"] == priced.cycles.sum(axis=1).tolist()
 
 
+@pytest.mark.tor("TOR-MET-002")
 @needs_tools
 @pytest.mark.arm
 def test_lenet5_callee_instructions_count_for_the_layer_that_called_them(work):
@@ -129,6 +131,7 @@ def test_assay_met_writes_met_json_and_table2_and_resumes(work, tmp_path):
     assert again.returncode == 0 and (out / "met.json").stat().st_mtime_ns == stamp  # nothing recomputed
 
 
+@pytest.mark.tor("TOR-CLI-001")
 def test_assay_met_bad_options_are_one_line_exit_2(tmp_path):
     for args, message in ((("--timing", "nope"), "unknown timing model 'nope'"),
                           (("--targets", "host"), "does not run under QEMU"),

@@ -17,6 +17,7 @@ from harness.models.tf_runtime import keras, save_keras
 EXACT = np.array([[1.0, 2.0], [3.0, -4.0]])
 
 
+@pytest.mark.tor("TOR-SEM-007")
 def test_c_closer():
     c = EXACT + [[1.2e-6, 0], [0, -1e-7]]
     ref = EXACT + [[0, 5.9e-3], [1e-4, 0]]
@@ -27,6 +28,7 @@ def test_c_closer():
     assert result.n_inputs == 2 and result.reference == "keras"
 
 
+@pytest.mark.tor("TOR-SEM-007")
 def test_reference_closer():
     c = EXACT + [[0, 0], [0.5, 0]]
     ref = EXACT + 1e-7
@@ -35,11 +37,13 @@ def test_reference_closer():
     assert result.text == "onnxruntime closer to float64 than C (C 5.0e-1, onnxruntime 1.0e-7)"
 
 
+@pytest.mark.tor("TOR-SEM-007")
 def test_tie_when_both_are_equally_far_or_exact():
     assert arbitrate(EXACT, EXACT, EXACT, "keras").text == "C and keras equally close to float64 (C 0, keras 0)"
     assert arbitrate(EXACT + 1, EXACT - 1, EXACT, "keras").closer == "tie"
 
 
+@pytest.mark.tor("TOR-SEM-007")
 def test_nan_and_infinities():
     c = EXACT.copy()
     c[1, 0] = np.nan
@@ -52,6 +56,7 @@ def test_nan_and_infinities():
     assert error(np.array([[1e300, 1.0]]), exact).tolist() == [np.inf]
 
 
+@pytest.mark.tor("TOR-SEM-001")
 def test_error_is_the_infinity_norm_per_input():
     exact = np.zeros((3, 2, 2, 1))
     outputs = exact.copy()
@@ -63,6 +68,7 @@ def test_error_is_the_infinity_norm_per_input():
     assert arbitrate(np.zeros((0, 4)), np.zeros((0, 4)), np.zeros((0, 4))).closer == "tie"
 
 
+@pytest.mark.tor("TOR-SEM-006")
 def test_shapes_must_match():
     with pytest.raises(ValueError, match=r"outputs have shape \(2, 3\), the float64 outputs \(2, 2\)"):
         arbitrate(np.zeros((2, 3)), EXACT, EXACT)

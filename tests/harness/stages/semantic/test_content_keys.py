@@ -41,6 +41,7 @@ def records(out: Path) -> list[dict]:
     return ResultStore(out / "results.json").records()
 
 
+@pytest.mark.tor("TOR-RES-001")
 def test_swapping_the_model_file_recomputes_and_reports_the_new_verdict(tmp_path):
     model = dense_keras(tmp_path / "net.keras", seed=1)
     work, out, generated = tmp_path / "work", tmp_path / "out", tmp_path / "gen"
@@ -63,6 +64,7 @@ def test_swapping_the_model_file_recomputes_and_reports_the_new_verdict(tmp_path
     assert "FAIL" in table and f"{before['max_abs_error']:.4e} |" not in table
 
 
+@pytest.mark.tor("TOR-RES-001")
 def test_edited_prebuilt_c_is_checked_again(tmp_path):
     model = dense_keras(tmp_path / "net.keras", seed=3)
     work, generated = tmp_path / "work", tmp_path / "gen"
@@ -83,6 +85,7 @@ def test_edited_prebuilt_c_is_checked_again(tmp_path):
     assert edited["verdict"] in ("fail", "error"), edited["cause"]
 
 
+@pytest.mark.tor("TOR-RES-001")
 def test_model_seed_and_input_seed_are_separate(tmp_path):
     """C generated from the zoo model of model-seed 0 checks against other inputs (--seed 1) and passes."""
     work, generated = tmp_path / "work", tmp_path / "gen"

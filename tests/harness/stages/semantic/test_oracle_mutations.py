@@ -44,11 +44,13 @@ def mutated_copy(code, tmp_path):
     return target, GeneratedCode.from_directory(target)
 
 
+@pytest.mark.tor("TOR-SEM-005")
 def test_the_unaltered_code_passes(pristine, tmp_path):
     model, code, expected = pristine
     assert verdict_of(model, code.directory, expected, tmp_path / "b").verdict == oracle.PASS
 
 
+@pytest.mark.tor("TOR-SEM-005")
 def test_one_weight_changed_by_1e_3_fails(pristine, tmp_path):
     model, code, expected = pristine
     directory, mutant = mutated_copy(code, tmp_path)
@@ -67,6 +69,7 @@ def test_one_weight_changed_by_1e_3_fails(pristine, tmp_path):
     assert result.max_abs_error > model.tolerance
 
 
+@pytest.mark.tor("TOR-SEM-005")
 def test_one_loop_bound_off_by_one_is_detected(pristine, tmp_path):
     model, code, expected = pristine
     directory, mutant = mutated_copy(code, tmp_path)

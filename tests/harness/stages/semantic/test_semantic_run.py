@@ -61,6 +61,7 @@ def generators(tmp_path_factory, dense_model):
     }
 
 
+@pytest.mark.tor("TOR-SEM-004")
 def test_every_fault_is_a_verdict_and_the_campaign_goes_on(tmp_path, dense_model, generators):
     settings = campaign.Settings(n_inputs=50, seed=1, work_dir=tmp_path / "work", timeout=3)
     store = ResultStore(tmp_path / "out" / "results.json")
@@ -87,6 +88,7 @@ def test_every_fault_is_a_verdict_and_the_campaign_goes_on(tmp_path, dense_model
     assert "net.c" in good["provenance"]["sources_sha256"]
 
 
+@pytest.mark.tor("TOR-RES-001")
 def test_a_rerun_skips_finished_items_and_redo_recomputes(tmp_path, dense_model, generators):
     settings = campaign.Settings(n_inputs=20, work_dir=tmp_path / "work")
     store = ResultStore(tmp_path / "results.json")
@@ -99,6 +101,7 @@ def test_a_rerun_skips_finished_items_and_redo_recomputes(tmp_path, dense_model,
     assert len(store.records()) == 1
 
 
+@pytest.mark.tor("TOR-CLI-001")
 def test_an_unloadable_model_is_recorded_as_an_error_and_flagged_as_bad_input(tmp_path, generators):
     settings = campaign.Settings(n_inputs=5, work_dir=tmp_path / "work")
     missing = str(tmp_path / "missing.onnx")

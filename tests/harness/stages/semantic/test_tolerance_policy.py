@@ -54,6 +54,7 @@ def exact_outputs(weights: list[np.ndarray], inputs: np.ndarray) -> np.ndarray:
     return hidden @ w2 + b2
 
 
+@pytest.mark.tor("TOR-SEM-002")
 def test_large_outputs_pass_by_relative_tolerance_and_fail_by_absolute_alone(large, tmp_path):
     default = run(large, tmp_path)
     assert all(r["verdict"] == "pass" for r in default), [r["cause"] for r in default]
@@ -64,6 +65,7 @@ def test_large_outputs_pass_by_relative_tolerance_and_fail_by_absolute_alone(lar
     assert failed and all(r["verdict"] == "fail" and "rtol 0 " in r["cause"] for r in failed)
 
 
+@pytest.mark.tor("TOR-SEM-007")
 def test_the_arbiter_measures_c_and_references_against_float64(large, tmp_path):
     records = run(large, tmp_path)
     model = load_model(str(large[0]), campaign.Settings(work_dir=tmp_path / "work"))
