@@ -10,7 +10,7 @@ from pathlib import Path
 
 import codegen
 from harness.digests import tree_digest
-from harness.errors import ModelError
+from harness.errors import NotSupported
 from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
@@ -31,8 +31,8 @@ class AssayV2:
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         try:
             codegen.generate(model.file(variant), out_dir, name=model.name, frontend=variant)
-        except codegen.UnsupportedModel as exc:  # a refusal is about the user's model: one line, exit 2
-            raise ModelError(str(exc)) from None
+        except codegen.UnsupportedModel as exc:  # its own refusal: the `not supported` verdict, like a peer's
+            raise NotSupported(str(exc)) from None
         return GeneratedCode.from_directory(out_dir)
 
     def identity(self, model: Model, variant: str) -> dict:
