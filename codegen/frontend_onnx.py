@@ -569,9 +569,17 @@ HANDLERS.update({
 def _clip_bounds(b, node, name) -> tuple[float, float]:
     if b.opset < 11:
         return float(b.attr(node, "min", -np.inf)), float(b.attr(node, "max", np.inf))
-    low = float(b.const(node, name, 1, "min")) if b.has_input(node, 1) else -np.inf
-    high = float(b.const(node, name, 2, "max")) if b.has_input(node, 2) else np.inf
+    low = _one_value(b, node, name, 1, "min") if b.has_input(node, 1) else -np.inf
+    high = _one_value(b, node, name, 2, "max") if b.has_input(node, 2) else np.inf
     return low, high
+
+
+def _one_value(b, node, name, k: int, what: str) -> float:
+    """A bound given as a scalar (the ONNX spec) or, as ONNX Runtime also accepts, a one-element tensor."""
+    value = np.asarray(b.const(node, name, k, what))
+    if value.size != 1:
+        raise b.reject(node, name, f"has a {what} of shape {list(value.shape)}; a scalar is expected")
+    return float(value.reshape(()))
 
 
 @handles("Softmax")

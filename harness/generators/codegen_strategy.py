@@ -22,7 +22,7 @@ from pathlib import Path
 
 import codegen
 from harness.digests import tree_digest
-from harness.errors import ConfigError, ModelError
+from harness.errors import ConfigError, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 
@@ -82,8 +82,8 @@ class CodegenStrategy:
         try:
             codegen.generate(model.file(fmt), out_dir, name=model.name, frontend=fmt, strategy=self.strategy,
                              transforms=transforms)
-        except codegen.UnsupportedModel as exc:  # a refusal is about the user's model: one line, exit 2
-            raise ModelError(str(exc)) from None
+        except codegen.UnsupportedModel as exc:  # its own refusal: the `not supported` verdict, like a peer's
+            raise NotSupported(str(exc)) from None
         return GeneratedCode.from_directory(out_dir)
 
     def identity(self, model: Model, variant: str) -> dict:

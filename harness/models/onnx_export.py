@@ -68,7 +68,8 @@ class _Graph:
         from onnx import numpy_helper
 
         name = self.unique(hint)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        # np.asarray, not np.ascontiguousarray: the latter makes a scalar (Clip's min and max) a [1] tensor
+        self.initializers.append(numpy_helper.from_array(np.asarray(array, order="C"), name))
         return name
 
     def node(self, op: str, inputs: list[str], hint: str, **attrs) -> str:

@@ -84,7 +84,10 @@ def make_reproducible(path) -> None:
     as ``date_saved`` in ``metadata.json``. Both are replaced by fixed values, the
     entries are written in sorted name order with fixed permissions and
     compression, and the archive replaces the original atomically. The weights
-    (``model.weights.h5``) are already reproducible.
+    (``model.weights.h5``) are already reproducible. Keras also writes the
+    ``id()`` of objects shared by several layers (``shared_object_id``, e.g. the
+    float32 dtype policy), which differs from one process to the next: those
+    are renumbered in order of appearance.
     """
     import json
     import os
@@ -94,6 +97,9 @@ def make_reproducible(path) -> None:
     path = Path(path)
     with zipfile.ZipFile(path) as archive:
         members = {info.filename: (info, archive.read(info)) for info in archive.infolist()}
+    if "config.json" in members:
+        info, data = members["config.json"]
+        members["config.json"] = (info, json.dumps(_renumber_shared_objects(json.loads(data))).encode())
     if "metadata.json" in members:
         info, data = members["metadata.json"]
         metadata = json.loads(data)
@@ -110,3 +116,18 @@ def make_reproducible(path) -> None:
             entry.create_system = 3  # Unix, whatever the host
             archive.writestr(entry, data)
     os.replace(temporary, path)
+
+
+def _renumber_shared_objects(config):
+    """``config`` with every ``shared_object_id`` replaced by its rank of first appearance (same sharing)."""
+    ranks: dict = {}
+
+    def walk(node):
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        return {key: (ranks.setdefault(value, len(ranks) + 1) if key == "shared_object_id" else walk(value))
+                for key, value in node.items()}
+
+    return walk(config)

@@ -159,6 +159,14 @@ def test_batch_norm_activations_and_residual_add(check_onnx):
     check_onnx(net.model(net.op("Identity", [net.op("Dropout", [y])])))
 
 
+def test_clip_bounds_as_one_element_tensors(check_onnx):
+    """ONNX Runtime accepts Clip bounds of shape [1] (Assay's exporter wrote them so); codegen crashed on them."""
+    net = Net((6,))
+    y = net.op("Clip", ["input", net.param(None, values=np.array([-0.3], dtype=np.float32)),
+                        net.param(None, values=np.array([0.4], dtype=np.float32))])
+    check_onnx(net.model(y))
+
+
 def test_reshape_from_a_shape_chain_and_transpose(check_onnx):
     net = Net((3, 4, 2))
     shape = net.op("Shape", ["input"])

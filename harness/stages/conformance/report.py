@@ -1,0 +1,112 @@
+"""``conformance.md`` from ``conformance.json``: a matrix case x generator (variant), like the ONNX backend
+test coverage report, then the counts per generator, the causes (numbered, each once) and the reproducers.
+
+A cell is ``pass`` with the largest error, ``FAIL`` with the largest error, ``ERROR [n]`` or ``N/S [n]``
+(not supported) pointing at cause ``n``, or ``·`` where the generator has no such variant for that case
+(ACETONE's convolution implementations exist only for models with a convolution).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.stages.conformance.run import ERROR, FAIL, NOT_SUPPORTED, PASS, SCHEMA, UNLOADED, VERDICTS
+
+REPORT = "conformance.md"
+NO_VARIANT = "·"
+
+
+def column(result: dict) -> str:
+    return f"{result['generator']} ({result['variant']})"
+
+
+def cells(results: list[dict]) -> dict[tuple[str, str], dict]:
+    """(case, column) -> result. A case the semantic stage could not load (variant ``-``) fills every
+    column of its generator: the error is the case's, whichever variant would have run."""
+    columns = list(dict.fromkeys(column(r) for r in results if r["variant"] != UNLOADED))
+    table = {(r["case"], column(r)): r for r in results if r["variant"] != UNLOADED}
+    for result in results:
+        if result["variant"] == UNLOADED:
+            mine = [c for c in columns if c.startswith(f"{result['generator']} (")] or [column(result)]
+            table.update({(result["case"], c): result for c in mine})
+    return table
+
+
+def counts(results: list[dict]) -> dict[str, dict[str, int]]:
+    """Per column (generator and variant), how many cases got each verdict."""
+    table: dict[str, dict[str, int]] = {}
+    for (_, name), result in cells(results).items():
+        table.setdefault(name, dict.fromkeys(VERDICTS, 0))[result["verdict"]] += 1
+    return table
+
+
+def _error(value: float | None) -> str:
+    return "" if value is None else f" {value:.1e}"
+
+
+def matrix_lines(document: dict) -> list[str]:
+    """The matrix, the counts and the numbered causes, as Markdown lines."""
+    results = document["results"]
+    by_cell = cells(results)
+    columns = list(dict.fromkeys(name for _, name in by_cell))
+    causes: dict[str, int] = {}
+    lines = ["| case | checks | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    for case in document["cases"]:
+        row = []
+        for name in columns:
+            result = by_cell.get((case["name"], name))
+            if result is None:
+                row.append(NO_VARIANT)
+            elif result["verdict"] == PASS:
+                row.append(f"pass{_error(result['max_abs_error'])}")
+            elif result["verdict"] == FAIL:
+                row.append(f"**FAIL**{_error(result['max_abs_error'])}")
+            else:
+                number = causes.setdefault(result["cause"] or "no cause recorded", len(causes) + 1)
+                row.append(f"{'**ERROR**' if result['verdict'] == ERROR else 'N/S'} [{number}]")
+        lines.append(f"| `{case['name']}` | {case['checks']} | " + " | ".join(row) + " |")
+    lines += ["", "## Counts", "", "| generator (variant) | cases | pass | fail | error | not supported |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for name, row in counts(results).items():
+        lines.append(f"| {name} | {sum(row.values())} | {row[PASS]} | {row[FAIL]} | {row[ERROR]} | "
+                     f"{row[NOT_SUPPORTED]} |")
+    if causes:
+        lines += ["", "## Causes", ""] + [f"{n}. {_escape(text)}" for text, n in causes.items()]
+    return lines
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def reproducer_lines(document: dict) -> list[str]:
+    """One line per failing or erring result: the model copy and the command that shows it again."""
+    rows = [r for r in document["results"] if r.get("reproducer")]
+    if not rows:
+        return []
+    lines = ["", "## Reproducers", "", "Each runs the case's model (copied beside this report) through the "
+             "generator alone:", ""]
+    for result in rows:
+        lines.append(f"- `{result['case']}` on {column(result)}: {result['verdict']}: "
+                     f"`{result['reproducer']['command']}`")
+    return lines
+
+
+def write_conformance_report(path: Path, out: Path) -> list[Path]:
+    """Write ``out/conformance.md`` from the conformance document at ``path``; return the files written."""
+    document = json.loads(Path(path).read_text())
+    if document.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {document.get('schema')!r}, expected {SCHEMA}")
+    header = [
+        "# Generator conformance", "",
+        f"Each case is one small Keras 3 model with seeded weights (`harness/models/conformance_cases.py`), run "
+        f"through `assay semantic` on the host against {' and '.join(document['references'])} with "
+        f"{document['n_inputs']} inputs (seed {document['seed']}); a verdict covers both references and the "
+        f"error is the largest of the two. Cells: pass / **FAIL** with the max absolute error, **ERROR** or "
+        f"N/S (not supported) with the cause number, {NO_VARIANT} where the generator has no such variant "
+        f"for the case.", "",
+    ]
+    report = Path(out) / REPORT
+    report.write_text("\n".join([*header, *matrix_lines(document), *reproducer_lines(document)]) + "\n")
+    return [report]
