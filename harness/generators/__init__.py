@@ -61,8 +61,8 @@ def names() -> list[str]:
 
 
 def get(spec: str) -> Generator:
-    """A generator by name, ``NAME:V1+V2`` for some of its variants only, or ``dir:PATH`` for an already
-    generated C directory."""
+    """A generator by name, ``NAME:V1:V2`` for some of its variants only (``NAME:all`` for every variant,
+    the optional ones included), or ``dir:PATH`` for an already generated C directory."""
     _load()
     if spec.startswith(PREBUILT_PREFIX):
         return _REGISTRY["prebuilt"](Path(spec[len(PREBUILT_PREFIX):]), spec)
@@ -71,23 +71,29 @@ def get(spec: str) -> Generator:
         raise ConfigError(f"unknown generator '{name}'; known generators: {', '.join(names())}, "
                           f"or {PREBUILT_PREFIX}PATH for a directory of generated C with an assay.json")
     generator = _REGISTRY[name]()
-    return _Chosen(generator, tuple(chosen.split("+"))) if chosen else generator
+    return _Chosen(generator, tuple(chosen.split(VARIANT_SEPARATOR))) if chosen else generator
 
 
 VARIANT_SEPARATOR = ":"
 
 
+ALL = "all"
+
+
 class _Chosen:
-    """A generator restricted to some of its variants (``acetone-nnet:6loops+default``): each model keeps the
-    chosen ones it has. Why: a peer whose every generation starts its own TensorFlow (ACETONE: ~25 s) cannot
-    run all its variants on a large campaign in reasonable time. Everything else is the generator's own."""
+    """A generator restricted to some of its variants (``acetone-nnet:6loops:default``), or widened to all of
+    them (``assay-v2:all``: the optional transformation variants too); each model keeps the chosen ones it has.
+    Why: a peer whose every generation starts its own TensorFlow (ACETONE: ~25 s) cannot run all its variants
+    on a large campaign in reasonable time, and optional variants multiply every stage's work. Everything else
+    is the generator's own."""
 
     def __init__(self, generator: Generator, chosen: tuple[str, ...]) -> None:
         self._generator = generator
         self.chosen = chosen
 
     def variants(self, model: Model) -> list[str]:
-        return [variant for variant in self._generator.variants(model) if variant in self.chosen]
+        every = getattr(self._generator, "all_variants", self._generator.variants)(model)
+        return every if self.chosen == (ALL,) else [variant for variant in every if variant in self.chosen]
 
     def __getattr__(self, attribute: str):
         return getattr(self._generator, attribute)

@@ -8,11 +8,14 @@ transformations applied, joined by ``+``:
 * ``keras+fold-bn+fuse-activation``: exactly the named transformations;
   ``keras+none``: none at all.
 
-``variants(model)`` lists, per format, the default plus one variant per
-transformation that changes this model (``codegen.applicable_transforms``):
-``+none`` when fusing changes something, ``+<t>+fuse-activation`` for the
-others. So the campaign checks every transformation that does something
-against the references, and none that would only repeat the default.
+``variants(model)`` lists the formats the model has (the default
+transformations): what a campaign runs unless told otherwise.
+``all_variants(model)`` adds, per format, one variant per transformation that
+changes this model (``codegen.applicable_transforms``): ``+none`` when fusing
+changes something, ``+<t>+fuse-activation`` for the others; a campaign runs
+them with ``--generators assay-v2:all``, so it checks every transformation that
+does something against the references, and none that would only repeat the
+default.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ class CodegenStrategy:
         return codegen.__version__
 
     def variants(self, model: Model) -> list[str]:
+        return [fmt for fmt in FORMATS if fmt in model.files]
+
+    def all_variants(self, model: Model) -> list[str]:
         result = []
         for fmt in (fmt for fmt in FORMATS if fmt in model.files):
             result.append(fmt)

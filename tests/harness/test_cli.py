@@ -75,8 +75,8 @@ def test_generate_writes_c_and_manifest(tmp_path):
 
 def test_semantic_on_one_model_writes_results_and_reports(tmp_path):
     out = tmp_path / "out"
-    result = assay("semantic", "--models", "acas-reg50", "--inputs", "50", "--quiet", "--out", str(out),
-                   "--work", str(tmp_path / "work"))
+    result = assay("semantic", "--models", "acas-reg50", "--generators", "assay-v2:all", "--inputs", "50", "--quiet",
+                   "--out", str(out), "--work", str(tmp_path / "work"))
     assert result.returncode == 0, result.stdout + result.stderr
     for name in ("results.json", "table1.md", "index.html", "error_per_model.png"):
         assert (out / name).is_file()

@@ -43,7 +43,7 @@ def add_command(subparsers) -> None:
                     "its model copied into OUT/repro/ and the command that reproduces it.")
     parser.add_argument("--generators", default="assay-v2",
                         help="comma-separated generators; NAME:V1+V2 keeps some variants only, e.g. "
-                             "acetone-nnet:6loops+default (default assay-v2)")
+                             "acetone-nnet:6loops:default (default assay-v2)")
     parser.add_argument("--cases", action="append",
                         help="comma-separated shell patterns of case names, e.g. 'dense*,conv_same*' (default all; "
                              "repeatable)")

@@ -16,7 +16,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     model = load_model(args.model, Settings(n_inputs=1, model_seed=args.model_seed, work_dir=args.work))
     generator = generators.get(args.generator)
-    variants = generator.variants(model)
+    variants = getattr(generator, "all_variants", generator.variants)(model)
     variant = args.variant or variants[0]
     if args.transform is not None:
         if not getattr(generator, "transformable", False):
