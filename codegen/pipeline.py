@@ -54,8 +54,13 @@ def _sha256(path: Path) -> str:
 
 
 def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = None,
-             frontend: str | None = None, weights: str = "auto") -> dict:
-    """Generate V2 C code for ``model_path`` into ``out_dir``; return (and write) the manifest."""
+             frontend: str | None = None, weights: str = "auto", cores: int = 1,
+             schedule: list[list[dict]] | None = None, omit_wait: str | None = None) -> dict:
+    """Generate V2 C code for ``model_path`` into ``out_dir``; return (and write) the manifest.
+
+    With a ``schedule`` (per core, its tasks ``{"node", "start", "end"}``), the
+    code is parallel: one inference function per core (``codegen.parallel``).
+    """
     path = Path(model_path).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"{model_path}: no such model file")
@@ -83,6 +88,12 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
     param_files = params.write(arrays, out, prefix, mode, banner)
 
     c_file, h_file = f"{prefix}inference.c", f"{prefix}inference.h"
+    if schedule is not None:
+        return _generate_parallel(graph, out, prefix, c_file, h_file, param_files, banner, symbols, cores,
+                                  schedule, omit_wait, generator={"name": GENERATOR_NAME, "version": __version__,
+                                  "options": {"frontend": fmt, "weights": mode, "cores": cores}},
+                                  model={"name": name or path.stem, "source": str(path), "format": fmt,
+                                         "sha256": _sha256(path)})
     inference = emit.write_inference(graph, prefix, plan, symbols, [h_file, param_files.header], banner)
     (out / c_file).write_text(inference.text)
     (out / h_file).write_text(emit.write_header(prefix, inference.signature, graph, banner))
@@ -94,5 +105,27 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
         prefix=prefix, entry=inference.entry, signature=inference.signature, c_file=c_file, graph=graph,
         sources=[c_file, *param_files.sources], headers=[h_file, param_files.header],
         code_symbols=[inference.entry], data_symbols=data_symbols, layers=inference.layers)
+    manifest.write(result, out)
+    return result
+
+
+def _generate_parallel(graph: Graph, out: Path, prefix: str, c_file: str, h_file: str, param_files, banner: str,
+                       symbols: dict, cores: int, schedule: list[list[dict]], omit_wait: str | None,
+                       generator: dict, model: dict) -> dict:
+    """The parallel variant's files and manifest (``entry`` names core 0's function; ``parallel`` lists all)."""
+    from codegen import parallel
+
+    code = parallel.generate(graph, prefix, schedule, cores, symbols, [h_file, param_files.header], banner,
+                             omit_wait=omit_wait)
+    (out / c_file).write_text(code.text)
+    (out / h_file).write_text(code.header)
+    entry = code.code_symbols[0]
+    result = manifest.build(
+        generator=generator, model=model, prefix=prefix, entry=entry,
+        signature=f"void {entry}(const float *input, float *output)", c_file=c_file, graph=graph,
+        sources=[c_file, *param_files.sources], headers=[h_file, param_files.header],
+        code_symbols=code.code_symbols, data_symbols=list(param_files.data_symbols) + code.data_symbols,
+        layers=code.layers)
+    result["parallel"] = code.parallel
     manifest.write(result, out)
     return result
