@@ -22,7 +22,7 @@ layer's code is the V2 code of ``emit.write_layer``, untouched. What is new:
   operator goes before the first task of its core that starts at or after the
   message's write time (the producer's end), and never after its consumer;
   reads of one channel keep the channel's order, and the operators between two
-  tasks run in time order. Every wait is then for an operation of an earlier
+  tasks run in time order, writes before reads at equal times. Every wait is then for an operation of an earlier
   (or equal) scheduled time, so a valid schedule cannot deadlock, and the
   single array per channel is never overwritten before it is read.
 - **Memory.** Static only: each core has its own arena holding every tensor it
@@ -220,7 +220,9 @@ def generate(graph: Graph, prefix: str, schedule: list[list[dict]], cores: int, 
             if sequence:
                 last = sequence[-1][1]
                 boundary += [("write", m) for m in messages if m.producer == last]
-            boundary.sort(key=lambda kv: (kv[1].producer.end, kv[0] == "write", kv[1].producer.core, kv[1].seq))
+            # time order; at equal times writes first: a core publishes before it waits (two cores that
+            # each read what the other writes at the same instant would otherwise wait for each other)
+            boundary.sort(key=lambda kv: (kv[1].producer.end, kv[0] == "read", kv[1].producer.core, kv[1].seq))
             sequence += boundary
             if task is not None:
                 sequence.append(("layer", task))

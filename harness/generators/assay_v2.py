@@ -35,6 +35,19 @@ class AssayV2:
             raise ModelError(str(exc)) from None
         return GeneratedCode.from_directory(out_dir)
 
+    def generate_parallel(self, model: Model, variant: str, out_dir: Path, cores: int, schedule: list[list[dict]],
+                          omit_wait: str | None = None) -> GeneratedCode:
+        """Parallel code for ``schedule`` (per core, its ``{"node", "start", "end"}`` tasks; codegen.parallel).
+
+        ``omit_wait`` ("read"/"write") leaves a flag wait out: only for mutation tests of the trace check.
+        """
+        try:
+            codegen.generate(model.file(variant), out_dir, name=model.name, frontend=variant, cores=cores,
+                             schedule=schedule, omit_wait=omit_wait)
+        except codegen.UnsupportedModel as exc:
+            raise ModelError(str(exc)) from None
+        return GeneratedCode.from_directory(out_dir)
+
     def identity(self, model: Model, variant: str) -> dict:
         """The generator's version and its source: a changed generator regenerates, even at one version."""
         return {"name": self.name, "version": codegen.__version__,
