@@ -10,9 +10,8 @@
  *   -DASSAY_TRACE -DASSAY_TRACE_SYM=<prefix>trace -DASSAY_TRACE_COUNT=<prefix>trace_count
  *     -DASSAY_TRACE_LEN=<events per core>: after each inference, every core's events are
  *     appended to the file named by $ASSAY_TRACE_FILE as lines "run core word0 word1 word2";
- *   -DASSAY_DELAYS: assay_delay(core, event) spins a pseudo-random number of iterations
- *     (xorshift32 seeded by $ASSAY_DELAY_SEED, the core and the run) before every layer
- *     and operator: mostly up to 20,000, one time in eight up to 4,000,000.
+ *   -DASSAY_DELAYS: the delays of parallel_common.h before every layer and operator,
+ *     seeded by $ASSAY_DELAY_SEED and the run.
  * A watchdog ($ASSAY_WATCHDOG seconds per inference, default 10) turns a deadlock into
  * exit status 5 after appending the hung run's partial trace and a line "hang <run>",
  * so the trace check can say which wait never ended.
@@ -24,12 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include ASSAY_HEADER
+#include "parallel_common.h"
 
 void assay_batch(const float *inputs, float *outputs, int n);
-
-typedef void (*core_function)(const float *input, float *output);
-static const core_function functions[ASSAY_CORES] = {ASSAY_FUNCTIONS};
 
 struct job {
     int core;
@@ -37,50 +33,10 @@ struct job {
     float *output;
 };
 
-#ifdef ASSAY_DELAYS
-#define MAX_SPIN 20000u
-#define LONG_SPIN 4000000u
-static unsigned delay_state[ASSAY_CORES];
-
-void assay_delay(int core, int event)
-{
-    unsigned x = delay_state[core] ^ (unsigned)(event * 2654435761u);
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    delay_state[core] = x ? x : 1u;
-    /* mostly short, one in eight long (up to a few ms): long enough to reorder whole layers */
-    const unsigned spins = (x & 7u) == 0u ? (x >> 3) % LONG_SPIN : (x >> 3) % MAX_SPIN;
-    for (volatile unsigned spin = 0; spin < spins; ++spin) {
-    }
-}
-#endif
-
-#ifdef ASSAY_TRACE
-static void dump_trace(FILE *trace, int k)
-{
-    if (!trace) {
-        return;
-    }
-    for (int c = 0; c < ASSAY_CORES; ++c) {
-        const unsigned logged = ASSAY_TRACE_COUNT[c];
-        const unsigned count = logged < ASSAY_TRACE_LEN ? logged : ASSAY_TRACE_LEN;
-        if (logged > ASSAY_TRACE_LEN) {
-            fprintf(trace, "%d %d overflow %u\n", k, c, logged);
-        }
-        for (unsigned e = 0; e < count; ++e) {
-            fprintf(trace, "%d %d %u %u %u\n", k, c, ASSAY_TRACE_SYM[c][e][0], ASSAY_TRACE_SYM[c][e][1],
-                    ASSAY_TRACE_SYM[c][e][2]);
-        }
-    }
-    fflush(trace);
-}
-#endif
-
 static void *run_core(void *argument)
 {
     const struct job *job = argument;
-    functions[job->core](job->input, job->output);
+    assay_functions[job->core](job->input, job->output);
     return NULL;
 }
 
@@ -99,13 +55,13 @@ void assay_batch(const float *inputs, float *outputs, int n)
     for (int k = 0; k < n; ++k) {
         pthread_t threads[ASSAY_CORES];
         struct job jobs[ASSAY_CORES];
-        for (int c = 0; c < ASSAY_CORES; ++c) {
 #ifdef ASSAY_TRACE
-            ASSAY_TRACE_COUNT[c] = 0;
+        assay_reset_trace();
 #endif
 #ifdef ASSAY_DELAYS
-            delay_state[c] = (seed * 747796405u + (unsigned)c * 2891336453u + (unsigned)k * 277803737u) | 1u;
+        assay_seed_delays(seed, k);
 #endif
+        for (int c = 0; c < ASSAY_CORES; ++c) {
             jobs[c].core = c;
             jobs[c].input = inputs + (size_t)k * ASSAY_IN;
             jobs[c].output = outputs + (size_t)k * ASSAY_OUT;
@@ -122,7 +78,7 @@ void assay_batch(const float *inputs, float *outputs, int n)
         for (int c = 0; c < ASSAY_CORES; ++c) {
             if (pthread_timedjoin_np(threads[c], NULL, &deadline) != 0) {
 #ifdef ASSAY_TRACE
-                dump_trace(trace, k);
+                assay_dump_trace(trace, k);
                 if (trace) {
                     fprintf(trace, "hang %d\n", k);
                     fclose(trace);
@@ -134,7 +90,7 @@ void assay_batch(const float *inputs, float *outputs, int n)
             }
         }
 #ifdef ASSAY_TRACE
-        dump_trace(trace, k);
+        assay_dump_trace(trace, k);
 #endif
     }
 #ifdef ASSAY_TRACE

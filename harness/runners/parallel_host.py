@@ -28,6 +28,7 @@ from harness.runners import host
 from harness.targets import TargetProfile
 
 DRIVER = Path(__file__).with_name("parallel_driver.c")
+COMMON = Path(__file__).with_name("parallel_common.h")  # included by both parallel drivers
 TRACE_FILE = "trace.txt"
 
 
@@ -74,7 +75,7 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile | None = 
     build_dir = build_dir.resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
     library = build_dir / "libassay.so"
-    driver_digest = hashlib.sha256(DRIVER.read_bytes()).hexdigest()[:16]  # a changed driver rebuilds
+    driver_digest = hashlib.sha256(DRIVER.read_bytes() + COMMON.read_bytes()).hexdigest()[:16]  # changed: rebuild
     command = (compiler, *flags, "-pthread", f"-I{code.directory}", *driver_defines(code, trace, delays),
                f"-DASSAY_DRIVER_DIGEST={driver_digest}",
                *map(str, code.sources), str(DRIVER), *profile.ldflags, "-o", str(library), "-pthread",
