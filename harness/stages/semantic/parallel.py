@@ -85,6 +85,8 @@ def schedule_for(item: Item, options: ParallelOptions, settings, work: Path) -> 
         raise ConfigError(f"{path}: not a schedule (schema {record.get('schema')!r}, expected {SCHEDULE_SCHEMA})")
     if record.get("model") not in (None, item.model):
         raise ConfigError(f"{path}: a schedule of {record.get('model')}, not {item.model}")
+    if record.get("variant") not in (None, item.variant):  # layer names differ between front ends
+        raise RunError(f"{path}: a schedule of the {record['variant']} variant's layers, not {item.variant}'s")
     if record.get("cores", options.cores) > options.cores:
         raise ConfigError(f"{path}: the schedule uses {record['cores']} cores, --cores is {options.cores}")
     if not record.get("valid", True):
