@@ -49,11 +49,14 @@ def parallel_options(args: argparse.Namespace):
 
     if args.cores < 1 or args.delays < 0:
         raise AssayError(f"--cores must be at least 1 and --delays not negative (got {args.cores}, {args.delays})")
+    if args.interference < 0:
+        raise AssayError(f"--interference must not be negative (got {args.interference:g})")
     if args.cores == 1:
         if args.schedule or args.delays:
             raise AssayError("--schedule and --delays need --cores N with N > 1")
         return None
-    return ParallelOptions(cores=args.cores, schedule=args.schedule or "dsh", delays=args.delays)
+    return ParallelOptions(cores=args.cores, schedule=args.schedule or "dsh", delays=args.delays,
+                           interference=args.interference)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -98,6 +101,9 @@ def add_command(subparsers) -> None:
                      help="with --cores: ish, dsh (default) or cpsat (run `assay schedule`), or a schedule.json")
     sem.add_argument("--delays", type=int, default=0,
                      help="with --cores: K more runs with seeded random delays before every layer and operator")
+    sem.add_argument("--interference", type=float, default=0.0,
+                     help="with --cores: margin on every WCET of the composed parallel WCET, e.g. 0.2 for +20 %% "
+                          "(default 0: no interference counted; docs/parallel.md)")
     add_output_options(sem, "reports/semantic", "results.json, table1.md, index.html and bitcompare.md")
     sem.add_argument("--redo", action="store_true", help="recompute items already in results.json")
     add_common_options(sem)

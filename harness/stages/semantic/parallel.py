@@ -39,6 +39,7 @@ from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import RunError, host, parallel_host
+from harness.scheduling import parallel_wcet
 from harness.stages.semantic import bitcompare, tracecheck
 
 SCHEDULE_SCHEMA = "assay-schedule/1"
@@ -50,6 +51,7 @@ class ParallelOptions:
     cores: int
     schedule: str  # an algorithm name (ish, dsh, cpsat) or a schedule.json path
     delays: int = 0  # seeded delay runs after the plain one
+    interference: float = 0.0  # margin on every WCET of the parallel composition (parallel_wcet.py)
 
 
 def _runner(target: str):
@@ -73,7 +75,7 @@ def schedule_for(item: Item, options: ParallelOptions, settings, work: Path) -> 
             raise ConfigError(f"--schedule {path}: no such file")
         record = json.loads(path.read_text())
     else:
-        out = work / "schedule"
+        out = work / f"schedule-{options.cores}-{slug(options.schedule)}"
         (out / "schedule.json").unlink(missing_ok=True)  # never read an earlier run's file
         arguments = ["--model", item.model, "--cores", str(options.cores), "--algorithm", options.schedule,
                      "--variant", item.variant, f"--opt={settings.opt}", "--seed", str(settings.seed),
@@ -100,13 +102,14 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
     runner = _runner(item.target)
     work = item_dir(item, settings, f"parallel-{slug(item.target)}")
     profile = targets.get(item.target)
-    record = schedule_for(item, options, settings, work)
+    record = schedule_for(item, options, settings, item_dir(item, settings, "parallel"))  # shared by targets
     tasks = [core["tasks"] for core in record["schedule"]]
     parallel.update(cores=options.cores, schedule={
         "algorithm": record.get("algorithm"), "source": options.schedule, "makespan": record.get("makespan"),
         "sequential": record.get("sequential"), "speedup": record.get("speedup"), "target": record.get("target"),
         "command": record.get("command")}, delays=options.delays)
     code = generators.get(item.generator).generate_parallel(model, item.variant, work / "src", options.cores, tasks)
+    parallel["wcet"] = composed_wcet(record, code, options.interference)
     inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
 
     expected = _sequential_outputs(runner, item, sequential, inputs, settings, profile, work)
@@ -144,6 +147,24 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
             outputs = outcome.run.outputs
             timings.update(run_s=outcome.run.wall_seconds, c_run_s=outcome.run.c_seconds)
     return code, from_code_layout(outputs, model, code)
+
+
+def composed_wcet(record: dict, code: GeneratedCode, interference: float) -> dict | None:
+    """§5.4 on the generated code: layers' WCETs from the schedule's nodes, operators from its copy cost.
+
+    None when the schedule carries no WCETs (a hand-written schedule.json without ``nodes``).
+    """
+    nodes = record.get("nodes")
+    cost = record.get("communication_cost") or {}
+    if not nodes or "fixed_cycles" not in cost:
+        return None
+    fixed, per_float = cost["fixed_cycles"], cost["cycles_per_float"]
+    composed = parallel_wcet.compose(code.manifest["parallel"]["per_core"],
+                                     {node["node"]: node["wcet_cycles"] for node in nodes},
+                                     lambda floats: fixed + per_float * floats, interference)
+    return {**composed.as_dict(), "layers_from": record.get("wcet", {}).get("source"),
+            "operator_cycles": f"{fixed} + {per_float} x floats (the schedule's communication cost model)",
+            "timing": record.get("timing"), "wcet_target": record.get("target")}
 
 
 def _sequential_outputs(runner, item: Item, sequential: GeneratedCode, inputs: np.ndarray, settings, profile,
