@@ -108,7 +108,10 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
         "algorithm": record.get("algorithm"), "source": options.schedule, "makespan": record.get("makespan"),
         "sequential": record.get("sequential"), "speedup": record.get("speedup"), "target": record.get("target"),
         "command": record.get("command")}, delays=options.delays)
-    code = generators.get(item.generator).generate_parallel(model, item.variant, work / "src", options.cores, tasks)
+    generator = generators.get(item.generator)
+    if not hasattr(generator, "generate_parallel"):
+        raise ConfigError(f"generator {item.generator} cannot generate parallel code (assay-v2 can)")
+    code = generator.generate_parallel(model, item.variant, work / "src", options.cores, tasks)
     parallel["wcet"] = composed_wcet(record, code, options.interference)
     inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
 
