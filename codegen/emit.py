@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codegen.cwriter import CWriter
-from codegen.ir import Graph
+from codegen.ir import Graph, Node
 from codegen.layers import EMITTERS, Context, softmax_in_place
 from codegen.memory import MemoryPlan
 
@@ -43,27 +43,33 @@ def write_inference(graph: Graph, prefix: str, plan: MemoryPlan, param_symbols: 
         for number, node in enumerate(graph.nodes):
             if number:
                 w.line()
-            note = f": {node.note}" if node.note else ""
-            if node.op == "View":
-                note = ": copy of the input" if node.attrs.get("copy") else ": reinterpretation of its input, no code"
-            start = w.comment(f"layer {number}: {node.name} ({node.kind}) from {graph.source}{note}")
-            first_loop = len(w.loops)
-            EMITTERS[node.op](ctx, node)
-            if node.act is not None and node.act.kind == "softmax":
-                out = graph.tensors[node.output]
-                softmax_in_place(ctx, out, plan.buffers[out.name], out.shape[-1])
-            layers.append({
-                "index": number,
-                "name": node.name,
-                "op": node.kind,
-                "function": entry,
-                "lines": [start, w.line_number],
-                "inputs": [producers.get(tensor) for tensor in node.inputs],
-                "input_shapes": [list(shape) for shape in node.input_shapes],
-                "output_shape": list(node.output_shape),
-                "loops": [loop.record() for loop in w.loops[first_loop:]],
-            })
+            layers.append(write_layer(ctx, number, node, producers, entry))
     return Inference(w.text(), layers, entry, signature)
+
+
+def write_layer(ctx: Context, number: int, node: Node, producers: dict[str, int], function: str) -> dict:
+    """The code of one layer at the writer's position, and its manifest record (shared with ``parallel``)."""
+    w, graph = ctx.w, ctx.graph
+    note = f": {node.note}" if node.note else ""
+    if node.op == "View":
+        note = ": copy of the input" if node.attrs.get("copy") else ": reinterpretation of its input, no code"
+    start = w.comment(f"layer {number}: {node.name} ({node.kind}) from {graph.source}{note}")
+    first_loop = len(w.loops)
+    EMITTERS[node.op](ctx, node)
+    if node.act is not None and node.act.kind == "softmax":
+        out = graph.tensors[node.output]
+        softmax_in_place(ctx, out, ctx.buffers[out.name], out.shape[-1])
+    return {
+        "index": number,
+        "name": node.name,
+        "op": node.kind,
+        "function": function,
+        "lines": [start, w.line_number],
+        "inputs": [producers.get(tensor) for tensor in node.inputs],
+        "input_shapes": [list(shape) for shape in node.input_shapes],
+        "output_shape": list(node.output_shape),
+        "loops": [loop.record() for loop in w.loops[first_loop:]],
+    }
 
 
 def write_header(prefix: str, signature: str, graph: Graph, banner: str) -> str:

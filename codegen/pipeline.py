@@ -85,7 +85,8 @@ def applicable_transforms(model_path: str | Path, *, frontend: str | None = None
 
 def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = None,
              frontend: str | None = None, weights: str = "auto", strategy: str = "v2",
-             transforms=None, max_macs: int = v3.DEFAULT_MAX_MACS) -> dict:
+             transforms=None, max_macs: int = v3.DEFAULT_MAX_MACS, cores: int = 1,
+             schedule: list[list[dict]] | None = None, omit_wait: str | None = None) -> dict:
     """Generate C for ``model_path`` into ``out_dir``; return (and write) the manifest.
 
     ``strategy``: ``v1`` (generic loop over layer structs, §3.2), ``v2``
@@ -94,6 +95,9 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
     ``transforms.ORDER``, a list or comma-separated string; ``()`` or
     ``"none"`` for none); default ``transforms.DEFAULT`` (fuse-activation).
     ``max_macs``: V3 refuses models with more multiply-accumulates than this.
+    With a ``schedule`` (per core, its tasks ``{"node", "start", "end"}``), the
+    V2 code is parallel: one inference function per core (``codegen.parallel``);
+    ``omit_wait`` leaves a flag wait out, for mutation tests of the trace check only.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
@@ -159,6 +163,14 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
         manifest.write(result, out)
         return result
 
+    if schedule is not None:
+        if strategy != "v2":
+            raise UnsupportedModel(f"{path.name}: parallel code is generated for strategy V2 only, not "
+                                   f"{strategy.upper()}")
+        generator["options"]["cores"] = cores
+        return _generate_parallel(graph, out, prefix, c_file, h_file, param_files, banner, symbols, cores,
+                                  schedule, omit_wait, generator=generator, model=common["model"])
+
     plan = memory.plan(graph, f"{prefix}arena")
     inference = emit.write_inference(graph, prefix, plan, symbols, [h_file, param_files.header], banner)
     (out / c_file).write_text(inference.text)
@@ -169,5 +181,27 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
         generator=generator, entry=inference.entry, signature=inference.signature,
         sources=[c_file, *param_files.sources], headers=[h_file, param_files.header],
         code_symbols=[inference.entry], data_symbols=data_symbols, layers=inference.layers, **common)
+    manifest.write(result, out)
+    return result
+
+
+def _generate_parallel(graph: Graph, out: Path, prefix: str, c_file: str, h_file: str, param_files, banner: str,
+                       symbols: dict, cores: int, schedule: list[list[dict]], omit_wait: str | None,
+                       generator: dict, model: dict) -> dict:
+    """The parallel variant's files and manifest (``entry`` names core 0's function; ``parallel`` lists all)."""
+    from codegen import parallel
+
+    code = parallel.generate(graph, prefix, schedule, cores, symbols, [h_file, param_files.header], banner,
+                             omit_wait=omit_wait)
+    (out / c_file).write_text(code.text)
+    (out / h_file).write_text(code.header)
+    entry = code.code_symbols[0]
+    result = manifest.build(
+        generator=generator, model=model, prefix=prefix, entry=entry,
+        signature=f"void {entry}(const float *input, float *output)", c_file=c_file, graph=graph,
+        sources=[c_file, *param_files.sources], headers=[h_file, param_files.header],
+        code_symbols=code.code_symbols, data_symbols=list(param_files.data_symbols) + code.data_symbols,
+        layers=code.layers)
+    result["parallel"] = code.parallel
     manifest.write(result, out)
     return result

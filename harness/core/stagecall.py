@@ -35,6 +35,18 @@ def call(stage: str, arguments: list[str], out: Path, result_file: str, schema: 
     Exit status 1 (some item failed) is a result like any other; a missing result file is an AssayError
     naming the stage and its last line of output.
     """
+    command, returncode, tail, path = run_stage(stage, arguments, out, result_file, timeout)
+    return StageRun(command=command, returncode=returncode, stderr_tail=tail,
+                    records=ResultStore(path, schema, ()).records())
+
+
+def run_stage(stage: str, arguments: list[str], out: Path, result_file: str,
+              timeout: float | None = None) -> tuple[list[str], int, list[str], Path]:
+    """Run ``assay STAGE ARGUMENTS --out OUT --quiet``: (command, exit status, last lines, the result file).
+
+    For stages whose result is one document rather than a record store (``assay schedule``'s
+    schedule.json); an AssayError when the file was not written.
+    """
     command = [sys.executable, "-m", "harness.cli", stage, *arguments, "--out", str(out), "--quiet"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
@@ -45,5 +57,4 @@ def call(stage: str, arguments: list[str], out: Path, result_file: str, schema: 
     if not path.is_file():
         raise AssayError(f"assay {stage} wrote no {result_file} (exit {done.returncode}): "
                          f"{tail[-1] if tail else 'no output'}")
-    return StageRun(command=["assay", *command[3:]], returncode=done.returncode, stderr_tail=tail,
-                    records=ResultStore(path, schema, ()).records())
+    return ["assay", *command[3:]], done.returncode, tail, path

@@ -7,10 +7,22 @@ Its variants are the source formats it reads (``keras``: channels-last C,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness.generators import register
 from harness.generators.codegen_strategy import CodegenStrategy
+from harness.generators.generated import GeneratedCode
+from harness.models.model import Model
 
 
 @register("assay-v2")
 class AssayV2(CodegenStrategy):
     strategy = "v2"
+
+    def generate_parallel(self, model: Model, variant: str, out_dir: Path, cores: int, schedule: list[list[dict]],
+                          omit_wait: str | None = None) -> GeneratedCode:
+        """Parallel code for ``schedule`` (per core, its ``{"node", "start", "end"}`` tasks; codegen.parallel).
+
+        ``omit_wait`` ("read"/"write") leaves a flag wait out: only for mutation tests of the trace check.
+        """
+        return self.generate(model, variant, out_dir, cores=cores, schedule=schedule, omit_wait=omit_wait)

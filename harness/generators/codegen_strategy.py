@@ -83,11 +83,13 @@ class CodegenStrategy:
                 result.append(join(fmt, () if name in default else (name, *default)))
         return result
 
-    def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
+    def generate(self, model: Model, variant: str, out_dir: Path, **parallel) -> GeneratedCode:
+        """The code of ``variant``; ``parallel`` (``cores``, ``schedule``, ``omit_wait``) asks codegen for
+        parallel code, one function per core (``codegen.parallel``, V2 only)."""
         fmt, transforms = split(variant)
         try:
             codegen.generate(model.file(fmt), out_dir, name=model.name, frontend=fmt, strategy=self.strategy,
-                             transforms=transforms)
+                             transforms=transforms, **parallel)
         except codegen.UnsupportedModel as exc:  # its own refusal: the `not supported` verdict, like a peer's
             raise NotSupported(str(exc)) from None
         return GeneratedCode.from_directory(out_dir)

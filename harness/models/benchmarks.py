@@ -22,6 +22,10 @@ BIAS_RANGE = 0.1
 
 # Layer specs: ("dense", units, activation) | ("conv", filters, kernel, stride, padding, activation)
 # | ("maxpool", pool, stride, padding) | ("avgpool", pool, stride, padding) | ("zeropad", pad) | ("flatten",)
+# | ("gavgpool",) (global average pooling)
+# | ("branches", name, (specs, specs, ...)): every branch reads the same tensor, their outputs are
+#   concatenated along the channels; layers inside are named ``<name>_<branch letter><k>_<kind>``
+#   (the multi-core paper's Figure 2 split LeNet-5 and Figure 10 inception modules).
 
 
 def _acas(hidden: tuple[int, ...]) -> dict:
@@ -36,6 +40,43 @@ def _vgg16() -> dict:
         layers.append(("maxpool", 2, 2, "valid"))
     layers += [("flatten",), ("dense", 4096, "relu"), ("dense", 4096, "relu"), ("dense", 1000, "softmax")]
     return {"input_shape": (224, 224, 3), "layers": layers}
+
+
+def _lenet5_split() -> dict:
+    """The multi-core paper's Figure 2: LeNet-5 whose first two layers are split into two branches.
+
+    Each branch is a 5x5 tanh convolution with half of the six filters and its
+    average pooling; the concatenation gives back the six channels conv2 reads.
+    """
+    branch = (("conv", 3, 5, 1, "valid", "tanh"), ("avgpool", 2, 2, "valid"))
+    return {"input_shape": (28, 28, 1),
+            "layers": [("branches", "split", (branch, branch)),
+                       ("conv", 16, 5, 1, "valid", "tanh"), ("avgpool", 2, 2, "valid"), ("flatten",),
+                       ("dense", 120, "tanh"), ("dense", 84, "tanh"), ("dense", 10, "softmax")]}
+
+
+def _inception(a: int, b: tuple[int, int], c: tuple[int, int], d: int) -> tuple:
+    """GoogLeNet's inception module (the paper's Figure 10, right): 1x1 | 1x1-3x3 | 1x1-5x5 | maxpool-1x1."""
+    return (
+        (("conv", a, 1, 1, "same", "relu"),),
+        (("conv", b[0], 1, 1, "same", "relu"), ("conv", b[1], 3, 1, "same", "relu")),
+        (("conv", c[0], 1, 1, "same", "relu"), ("conv", c[1], 5, 1, "same", "relu")),
+        (("maxpool", 3, 1, "same"), ("conv", d, 1, 1, "same", "relu")),
+    )
+
+
+def _inception_mini() -> dict:
+    """The multi-core paper's Figure 10 at 32x32x3 and a few channels, so a CI run stays short.
+
+    conv-maxpool-conv-maxpool, two inception modules of four branches, global
+    average pooling and a 10-way softmax Dense (the paper's avgpool-reshape-gemm).
+    """
+    return {"input_shape": (32, 32, 3),
+            "layers": [("conv", 8, 3, 1, "same", "relu"), ("maxpool", 2, 2, "valid"),
+                       ("conv", 16, 3, 1, "same", "relu"), ("maxpool", 2, 2, "valid"),
+                       ("branches", "inception1", _inception(8, (8, 12), (4, 4), 4)),
+                       ("branches", "inception2", _inception(12, (8, 16), (4, 8), 8)),
+                       ("gavgpool",), ("dense", 10, "softmax")]}
 
 
 ARCHITECTURES: dict[str, dict] = {
@@ -89,6 +130,8 @@ ARCHITECTURES: dict[str, dict] = {
         ],
     },
     "vgg16": _vgg16(),
+    "lenet5-split": _lenet5_split(),
+    "inception-mini": _inception_mini(),
 }
 
 
@@ -110,16 +153,29 @@ def build(name: str, seed: int):
     k = keras()
     arch = ARCHITECTURES[name]
     inputs = k.Input(shape=arch["input_shape"], name="input")
-    x = inputs
-    counts: dict[str, int] = {}
-    for spec in arch["layers"]:
-        kind = spec[0]
-        counts[kind] = counts.get(kind, 0) + 1
-        layer_name = f"{kind}{counts[kind]}"
-        x = _layer(k, spec, layer_name)(x)
+    activations: dict[str, str] = {}  # weighted layer name -> its activation (for the initialiser)
+    x = _apply(k, arch["layers"], inputs, {}, "", activations)
     model = k.Model(inputs, x, name=name.replace("-", "_"))
-    _set_weights(model, arch["layers"], rng_for(name, seed))
+    _set_weights(model, activations, rng_for(name, seed))
     return model
+
+
+def _apply(k, specs, x, counts: dict[str, int], prefix: str, activations: dict[str, str]):
+    """``specs`` applied in turn to ``x``; branches read the same tensor and are concatenated."""
+    for spec in specs:
+        kind = spec[0]
+        if kind == "branches":
+            _, name, branches = spec
+            outs = [_apply(k, branch, x, {}, f"{name}_{chr(ord('a') + i)}", activations)
+                    for i, branch in enumerate(branches)]
+            x = k.layers.Concatenate(name=f"{name}_concat")(outs)
+            continue
+        counts[kind] = counts.get(kind, 0) + 1
+        layer_name = f"{prefix}{counts[kind]}_{kind}" if prefix else f"{kind}{counts[kind]}"
+        if kind in ("dense", "conv"):
+            activations[layer_name] = spec[-1]
+        x = _layer(k, spec, layer_name)(x)
+    return x
 
 
 def _layer(k, spec: tuple, name: str):
@@ -140,15 +196,20 @@ def _layer(k, spec: tuple, name: str):
         return k.layers.ZeroPadding2D(spec[1], name=name)
     if kind == "flatten":
         return k.layers.Flatten(name=name)
+    if kind == "gavgpool":
+        return k.layers.GlobalAveragePooling2D(name=name)
     raise ValueError(f"unknown layer spec {spec!r}")
 
 
-def _set_weights(model, specs: list[tuple], rng: np.random.Generator) -> None:
-    """Kernel ~ U(-l, l), l = sqrt(6/fan_in) before ReLU (He), sqrt(3/fan_in) otherwise (LeCun)."""
+def _set_weights(model, activations: dict[str, str], rng: np.random.Generator) -> None:
+    """Kernel ~ U(-l, l), l = sqrt(6/fan_in) before ReLU (He), sqrt(3/fan_in) otherwise (LeCun).
+
+    Layers draw in ``model.layers`` order, the order of the builds before branches existed.
+    """
     weighted = [layer for layer in model.layers if layer.weights]
-    activations = [spec[-1] for spec in specs if spec[0] in ("dense", "conv")]
-    assert len(weighted) == len(activations)
-    for layer, activation in zip(weighted, activations):
+    assert sorted(layer.name for layer in weighted) == sorted(activations)
+    for layer in weighted:
+        activation = activations[layer.name]
         kernel, bias = layer.get_weights()
         fan_in = int(np.prod(kernel.shape[:-1]))
         limit = np.sqrt((6.0 if activation == "relu" else 3.0) / fan_in)
@@ -162,12 +223,21 @@ def _uniform(rng: np.random.Generator, shape: tuple[int, ...], limit: float) -> 
 
 def parameter_count(name: str) -> int:
     """Trainable parameters of benchmark ``name``, from its architecture alone (no TF)."""
-    arch = ARCHITECTURES[name]
-    shape = tuple(arch["input_shape"])
+    return _count(ARCHITECTURES[name]["layers"], tuple(ARCHITECTURES[name]["input_shape"]))[0]
+
+
+def _count(specs, shape: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    """(parameters, output shape) of ``specs`` applied to a tensor of ``shape``."""
     total = 0
-    for spec in arch["layers"]:
+    for spec in specs:
         kind = spec[0]
-        if kind == "dense":
+        if kind == "branches":
+            counted = [_count(branch, shape) for branch in spec[2]]
+            total += sum(params for params, _ in counted)
+            shape = (*counted[0][1][:2], sum(out[2] for _, out in counted))
+        elif kind == "gavgpool":
+            shape = (shape[2],)
+        elif kind == "dense":
             total += shape[0] * spec[1] + spec[1]
             shape = (spec[1],)
         elif kind == "conv":
@@ -181,7 +251,7 @@ def parameter_count(name: str) -> int:
             shape = (shape[0] + 2 * spec[1], shape[1] + 2 * spec[1], shape[2])
         elif kind == "flatten":
             shape = (int(np.prod(shape)),)
-    return total
+    return total, shape
 
 
 def output_shape(name: str) -> tuple[int, ...]:

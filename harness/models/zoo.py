@@ -62,6 +62,12 @@ _ENTRIES: tuple[ZooEntry, ...] = (
              "4096/4096 ReLU, 1000 softmax", _IMAGE_DOMAIN),
     ZooEntry("vgg16", "full", "VGG-16 (configuration D): 224x224x3, thirteen 3x3 ReLU conv, five max pooling, Dense "
              "4096/4096 ReLU, 1000 softmax", _IMAGE_DOMAIN),
+    ZooEntry("lenet5-split", "default", "LeNet-5 split (multi-core ACETONE Figure 2): 28x28x1, two branches of "
+             "3-filter tanh conv + average pooling, concatenated, then LeNet-5's conv2, pooling, Dense 120/84 tanh, "
+             "10 softmax", _IMAGE_DOMAIN),
+    ZooEntry("inception-mini", "default", "GoogLeNet-style (multi-core ACETONE Figure 10) at 32x32x3: ReLU conv 8 + "
+             "max pooling, conv 16 + max pooling, two inception modules of four branches (1x1 | 1x1-3x3 | 1x1-5x5 "
+             "| maxpool-1x1, 28 then 44 channels), global average pooling, 10 softmax", _IMAGE_DOMAIN),
     # Trained on scikit-learn's bundled data (harness.models.trained): for design-space exploration.
     ZooEntry("digits-cnn", "trained", "digits 8x8x1 (scikit-learn), two 3x3 ReLU conv + max pooling, Dense 64 ReLU, "
              "10 softmax; quality: error rate", _IMAGE_DOMAIN),

@@ -12,7 +12,8 @@ from types import ModuleType
 
 _BY_KIND = {"host": "harness.runners.host",
             "qemu-user": "harness.runners.qemu",
-            "qemu-system": "harness.runners.qemu"}
+            "qemu-system": "harness.runners.qemu",
+            "qemu-smp": "harness.runners.qemu_smp"}
 
 
 class RunError(Exception):

@@ -77,8 +77,8 @@ def first_diagnostic(stderr: str) -> str:
     return lines[0] if lines else "compiler failed without a message"
 
 
-def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutcome:
-    """Run the batch ``inputs`` (N, input_size) in a fresh worker process."""
+def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0, env: dict[str, str] | None = None) -> RunOutcome:
+    """Run the batch ``inputs`` (N, input_size) in a fresh worker process (``env``: its environment)."""
     if len(inputs) == 0:
         raise RunError("no inputs to run")
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
@@ -92,7 +92,7 @@ def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
                str(built.code.input_size), str(built.code.output_size), str(in_path), str(out_path)]
     start = time.perf_counter()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
     wall = time.perf_counter() - start

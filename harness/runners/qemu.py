@@ -103,7 +103,7 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile, opt: str
 
 def memory_map_flags(profile: TargetProfile) -> list[str]:
     """For ``qemu-system``: the memory map of picolibc's ``picolibc.ld`` from the profile's [memory]."""
-    if profile.kind != "qemu-system":
+    if profile.kind not in ("qemu-system", "qemu-smp"):
         return []
     flags = []
     for region, symbol in (("flash", "__flash"), ("ram", "__ram")):
@@ -224,7 +224,7 @@ def read_stack_mark(built: QemuBuild) -> StackMark | None:
 
 def _program(profile: TargetProfile, elf_name: str) -> list[str]:
     """The emulator's arguments that name the program (relative: QEMU runs in the build directory)."""
-    if profile.kind == "qemu-system":
+    if profile.kind in ("qemu-system", "qemu-smp"):
         return ["-kernel", elf_name]
     return [elf_name, INPUTS_FILE, OUTPUTS_FILE]
 

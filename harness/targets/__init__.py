@@ -29,6 +29,9 @@ _KIND_KEYS = {
                   "optional": {"emulator_args", "runtime_package", "memory"}},
     "qemu-system": {"required": {"emulator", "emulator_package", "memory"},
                     "optional": {"emulator_args", "runtime_package"}},
+    # bare-metal SMP for parallel code (harness/runners/qemu_smp.py)
+    "qemu-smp": {"required": {"emulator", "emulator_package", "memory"},
+                 "optional": {"emulator_args", "runtime_package"}},
 }
 _MEMORY_REGIONS = ("flash", "ram")
 
@@ -144,7 +147,7 @@ def load_profile(path: Path) -> TargetProfile:
             raise ConfigError(f"{path}: key '{key}' must be a list of strings")
     fields = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
     if "memory" in data:
-        fields["memory"] = _memory(path, data["memory"], origins_required=data["kind"] == "qemu-system")
+        fields["memory"] = _memory(path, data["memory"], origins_required=data["kind"] in ("qemu-system", "qemu-smp"))
     return TargetProfile(path=path, **fields)
 
 

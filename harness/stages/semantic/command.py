@@ -20,7 +20,7 @@ def cmd_semantic(args: argparse.Namespace) -> int:
 
     settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt,
                         work_dir=args.work, timeout=args.timeout, redo=args.redo, atol=args.atol, rtol=args.rtol,
-                        arbiter=not args.no_arbiter, sanitize=args.sanitize)
+                        arbiter=not args.no_arbiter, sanitize=args.sanitize, parallel=parallel_options(args))
     campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.references),
                     csv_list(args.targets), settings)
     store = ResultStore(args.out / "results.json")
@@ -41,6 +41,22 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     paths = write_semantic_report(records, args.out) if records else []
     passed = sum(r["verdict"] == "pass" for r in records)
     return finish(campaign, failed, f"{passed} passing records in {store.path}", paths)
+
+
+def parallel_options(args: argparse.Namespace):
+    """--cores/--schedule/--delays as the parallel campaign's options (None: sequential code)."""
+    from harness.stages.semantic.parallel import ParallelOptions
+
+    if args.cores < 1 or args.delays < 0:
+        raise AssayError(f"--cores must be at least 1 and --delays not negative (got {args.cores}, {args.delays})")
+    if args.interference < 0:
+        raise AssayError(f"--interference must not be negative (got {args.interference:g})")
+    if args.cores == 1:
+        if args.schedule or args.delays:
+            raise AssayError("--schedule and --delays need --cores N with N > 1")
+        return None
+    return ParallelOptions(cores=args.cores, schedule=args.schedule or "dsh", delays=args.delays,
+                           interference=args.interference)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -82,6 +98,15 @@ def add_command(subparsers) -> None:
     sem.add_argument("--inputs", type=int, default=1000, help="number of test inputs per model (default 1000)")
     sem.add_argument("--timeout", type=float, default=600.0,
                      help="seconds allowed for one batch run before it counts as a hang (default 600)")
+    sem.add_argument("--cores", type=int, default=1,
+                     help="N > 1: run parallel code, one function per core (docs/parallel.md; default 1)")
+    sem.add_argument("--schedule",
+                     help="with --cores: ish, dsh (default) or cpsat (run `assay schedule`), or a schedule.json")
+    sem.add_argument("--delays", type=int, default=0,
+                     help="with --cores: K more runs with seeded random delays before every layer and operator")
+    sem.add_argument("--interference", type=float, default=0.0,
+                     help="with --cores: margin on every WCET of the composed parallel WCET, e.g. 0.2 for +20 %% "
+                          "(default 0: no interference counted; docs/parallel.md)")
     add_output_options(sem, "reports/semantic", "results.json, table1.md, index.html and bitcompare.md")
     sem.add_argument("--redo", action="store_true", help="recompute items already in results.json")
     add_common_options(sem)

@@ -31,7 +31,7 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.stages.semantic import arbiter, bitcompare, sanitize
+from harness.stages.semantic import arbiter, bitcompare, parallel, sanitize
 
 HOST = "host"  # the target every other target is compared with bit for bit
 ARBITER = "float64"  # the reference every record's C and float32 reference are measured against
@@ -45,6 +45,7 @@ class Settings(core_plan.Settings):
     rtol: float | None = None
     arbiter: bool = True
     sanitize: int = 0  # inputs of the host item run again under ASan and UBSan (sanitize.py); 0: none
+    parallel: parallel.ParallelOptions | None = None  # --cores N > 1: run parallel code (parallel.py)
 
     def tolerances(self, model: Model) -> tuple[float, float]:
         """(atol, rtol) for ``model``: the command line's, else the model's (zoo entry or sidecar TOML)."""
@@ -74,7 +75,8 @@ def _base_record(item: Item, model: Model | None, reference: str, settings: Sett
 def _fingerprint(item: Item, model: Model, settings: Settings) -> str:
     return item_fingerprint(item, model, settings, references=sorted(item.checks),
                             tolerances=settings.tolerances(model), arbiter=settings.arbiter,
-                            sanitize=settings.sanitize)
+                            sanitize=settings.sanitize,
+                            parallel=settings.parallel.__dict__ if settings.parallel else None)
 
 
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
@@ -89,6 +91,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     fingerprint = bits = None
     warnings: list[str] = []
     failure = oracle.ERROR  # the verdict when no outputs exist
+    checked: dict = {}  # what the parallel run checked (parallel.py), filled as far as it got
     try:
         model = load_model(item.model, settings)
         fingerprint = _fingerprint(item, model, settings)
@@ -99,11 +102,15 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         provenance["model_sha256"] = model.sha256()
         code = generate_code(item, model, settings, timings, provenance)
         warnings += _model_mismatch(code, model)
-        outputs = _build_and_run(item, item.target, code, model, settings, timings, provenance)
-        sanitize.check(item, code, model, settings, provenance)
+        if settings.parallel is not None:
+            code, outputs = parallel.generate_and_run(item, model, code, settings.parallel, settings, timings,
+                                                      checked)
+        else:
+            outputs = _build_and_run(item, item.target, code, model, settings, timings, provenance)
+            sanitize.check(item, code, model, settings, provenance)
         np.save(_outputs_path(item, item.target, code, settings), outputs)
         cause = None
-        if item.target != HOST:
+        if item.target != HOST and settings.parallel is None:
             bits = _bits_vs_host(item, model, code, outputs, settings)
     except NotSupported as exc:  # the generator's own refusal: not supported, not an error
         outputs, cause, failure = None, str(exc), oracle.NOT_SUPPORTED
@@ -116,7 +123,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     for ref_name in item.checks:
         record = _base_record(item, model, ref_name, settings)
         record.update(timings=dict(timings), provenance=provenance, bits_vs_host=bits, fingerprint=fingerprint,
-                      warnings=warnings, arbiter=None)
+                      warnings=warnings, arbiter=None, parallel=checked or None)
         if outputs is None:
             record.update(verdict=failure, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)

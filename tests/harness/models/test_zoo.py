@@ -21,6 +21,7 @@ from harness.models.tf_runtime import keras, save_keras
 PAPER_ORDER = ["acas-reg50", "acas-reg100", "acas-reg200", "acas-decr128", "acas-decr256", "lenet5", "cifarnet",
                "alexnet", "vgg16"]
 TRAINED = ["digits-cnn", "digits-mlp", "tabular-ae"]  # harness.models.trained, after the paper's
+MULTICORE = ["lenet5-split", "inception-mini"]  # the multi-core paper's Figures 2 and 10, after the ECRTS ones
 ACAS = [name for name in PAPER_ORDER if name.startswith("acas-")]
 HIDDEN = {"acas-reg50": (50,) * 7, "acas-reg100": (100,) * 7, "acas-reg200": (200,) * 7,
           "acas-decr128": (128, 128, 64, 32, 16), "acas-decr256": (256, 256, 128, 64, 32, 16)}
@@ -45,10 +46,10 @@ def _inputs(model, n=64, seed=0):
 
 
 def test_entries_in_paper_order():
-    assert [entry.name for entry in zoo.entries()] == PAPER_ORDER + TRAINED
-    assert zoo.names() == PAPER_ORDER + TRAINED
+    assert [entry.name for entry in zoo.entries()] == PAPER_ORDER + MULTICORE + TRAINED
+    assert zoo.names() == PAPER_ORDER + MULTICORE + TRAINED
     assert zoo.names("trained") == TRAINED
-    assert zoo.names("default") == PAPER_ORDER[:7]
+    assert zoo.names("default") == PAPER_ORDER[:7] + MULTICORE
     assert zoo.names("full") == ["alexnet", "vgg16"]
     assert all(entry.tolerance == 1e-5 for entry in zoo.entries() if entry.tier == "default")
     with pytest.raises(ModelError, match="unknown zoo tier 'huge'"):
@@ -84,7 +85,8 @@ def test_benchmark_record(name, built):
     else:
         assert model.layout == "HWC"
         assert model.file_layouts == {"keras": ("HWC", "C"), "onnx": ("CHW", "C")}
-        assert model.input_shape == {"lenet5": (28, 28, 1), "cifarnet": (32, 32, 3)}[name]
+        assert model.input_shape == {"lenet5": (28, 28, 1), "cifarnet": (32, 32, 3), "lenet5-split": (28, 28, 1),
+                                     "inception-mini": (32, 32, 3)}[name]
         assert model.output_shape == (10,)
         assert model.input_domain == (0.0, 1.0)
 
@@ -120,6 +122,37 @@ def test_cifarnet_is_figure_5(built):
     shapes = [tuple(layer.output.shape[1:]) for layer in _layers(keras_model)]
     assert shapes == [(34, 34, 3), (30, 30, 32), (15, 15, 32), (13, 13, 64), (6, 6, 64), (4, 4, 64), (1024,), (64,),
                       (10,)]
+
+
+def _parents(keras_model) -> dict[str, list[str]]:
+    """Layer name -> the names of the layers it reads (the model's DAG)."""
+    return {layer.name: sorted(node.operation.name for node in _inbound(layer)) for layer in _layers(keras_model)}
+
+
+def _inbound(layer):
+    tensors = layer.input if isinstance(layer.input, list) else [layer.input]
+    return [tensor._keras_history for tensor in tensors]
+
+
+def test_lenet5_split_is_figure_2(built):
+    keras_model = keras_ref.load(built["lenet5-split"].file("keras"))
+    parents = _parents(keras_model)
+    assert parents["split_a1_conv"] == parents["split_b1_conv"] == ["input"]
+    assert parents["split_concat"] == ["split_a1_avgpool", "split_b1_avgpool"]
+    assert tuple(keras_model.get_layer("split_concat").output.shape[1:]) == (12, 12, 6)
+    assert parents["conv1"] == ["split_concat"]
+    assert benchmarks.parameter_count("lenet5-split") == benchmarks.parameter_count("lenet5")
+
+
+def test_inception_mini_is_figure_10(built):
+    keras_model = keras_ref.load(built["inception-mini"].file("keras"))
+    parents = _parents(keras_model)
+    for module, channels in (("inception1", 28), ("inception2", 44)):
+        assert len(parents[f"{module}_concat"]) == 4  # four branches
+        assert tuple(keras_model.get_layer(f"{module}_concat").output.shape[1:]) == (8, 8, channels)
+    assert parents["inception2_a1_conv"] == ["inception1_concat"]
+    assert parents["inception1_d1_conv"] == ["inception1_d1_maxpool"]
+    assert keras_model.count_params() == benchmarks.parameter_count("inception-mini")
 
 
 @pytest.mark.parametrize("name", ACAS)

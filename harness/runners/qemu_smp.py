@@ -1,0 +1,138 @@
+"""Bare-metal SMP runner (profile kind ``qemu-smp``): parallel code, one function per core, under qemu-system-arm.
+
+The ELF is the generated sources, ``smp_driver.c`` and the profile's reset
+code (``toolchains/<profile>-start.S``), linked with picolibc's semihosting
+crt0 and ``picolibc.ld`` at the profile's memory map. Core 0 starts the
+others with PSCI and runs the batch; the files (inputs, outputs, trace, delay
+seed) go through semihosting in the build directory, as for ``qemu.py``.
+Sequential V2 code runs through the same driver on core 0 alone, so the
+parallel outputs are compared with outputs of the same compiler, C library
+and emulator. There is no watchdog on the target: a deadlock is a timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness import targets
+from harness.errors import ConfigError
+from harness.generators.generated import GeneratedCode
+from harness.runners import RunError
+from harness.runners.compiling import compile_once
+from harness.runners.host import RunOutcome, compiler_version
+from harness.runners.parallel_host import ParallelOutcome, parallel_record, read_trace
+from harness.runners.qemu import (ELF_NAME, FLOAT32_LE, INPUTS_FILE, LOG_FILE, OUTPUTS_FILE, QemuBuild,
+                                  _build_failure, _no_core_dumps, _program, _tail, check_fits, exit_cause,
+                                  image_size, memory_map_flags)
+from harness.targets import TargetProfile
+
+DRIVER = Path(__file__).with_name("smp_driver.c")
+COMMON = Path(__file__).with_name("parallel_common.h")
+TRACE_FILE = "assay_trace.txt"
+SEED_FILE = "assay_seed.txt"
+_SMP = re.compile(r"^\d+$")
+
+
+def startup_file(profile: TargetProfile) -> Path:
+    path = targets.PROFILE_DIR / f"{profile.name}-start.S"
+    if not path.is_file():
+        raise ConfigError(f"target {profile.name}: no reset code {path.name} in {targets.PROFILE_DIR}")
+    return path
+
+
+def emulated_cores(profile: TargetProfile) -> int:
+    """The ``-smp`` count of the profile's emulator arguments (1 without it)."""
+    args = list(profile.emulator_args)
+    if "-smp" in args:
+        value = args[args.index("-smp") + 1].split(",")[0]
+        if _SMP.match(value):
+            return int(value)
+    return 1
+
+
+def _defines(code: GeneratedCode, trace: bool, delays: bool) -> list[str]:
+    header = code.manifest["headers"][0] if code.manifest.get("headers") else None
+    if "parallel" not in code.manifest:  # sequential V2: the same driver on core 0 alone
+        if header is None:
+            raise RunError(f"{code.directory}: no header in the manifest")
+        return [f'-DASSAY_HEADER="{header}"', "-DASSAY_SEQUENTIAL", "-DASSAY_CORES=1",
+                f"-DASSAY_FUNCTIONS={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
+    from harness.runners.parallel_host import driver_defines
+
+    return driver_defines(code, trace, delays)
+
+
+def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile, opt: str | None = None, trace: bool = True,
+          delays: bool = False) -> QemuBuild:
+    """Cross-compile ``code`` (parallel or sequential) with the SMP driver into ``build_dir/assay.elf``."""
+    if "parallel" in code.manifest:
+        cores = parallel_record(code)["cores"]
+        if cores > emulated_cores(profile):
+            raise RunError(f"the code needs {cores} cores, target {profile.name} emulates "
+                           f"{emulated_cores(profile)}")
+    compiler = profile.compiler_path()
+    profile.emulator_path()
+    flags = profile.flags(opt)
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    elf = build_dir / ELF_NAME
+    start_code = startup_file(profile)
+    digest = hashlib.sha256(DRIVER.read_bytes() + COMMON.read_bytes() + start_code.read_bytes()).hexdigest()[:16]
+    command = (compiler, *flags, f"-I{code.directory}", *_defines(code, trace, delays),
+               f"-DASSAY_DRIVER_DIGEST={digest}", *map(str, code.sources), str(DRIVER), str(start_code),
+               *memory_map_flags(profile), *profile.ldflags, "-o", str(elf), *profile.libs)
+    begin = time.perf_counter()
+    compile_once(command, code, elf, lambda stderr: _build_failure(profile, stderr))
+    size = image_size(elf, profile)
+    check_fits(profile, size)
+    return QemuBuild(elf=elf, code=code, profile=profile, command=command, compiler_version=compiler_version(compiler),
+                     flags=tuple(flags), seconds=time.perf_counter() - begin, size=size)
+
+
+def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0, delay_seed: int | None = None,
+        trace: bool = True) -> ParallelOutcome:
+    """Run the batch in one emulator start; outputs and (when built traced) the trace, or the error."""
+    begin = time.perf_counter()
+    inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
+    if inputs.shape[1] != built.code.input_size:
+        raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
+    work = built.elf.parent
+    out_path, trace_path = work / OUTPUTS_FILE, work / TRACE_FILE
+    (work / INPUTS_FILE).write_bytes(inputs.astype(FLOAT32_LE).tobytes())
+    for stale in (out_path, trace_path, work / SEED_FILE):
+        stale.unlink(missing_ok=True)
+    if delay_seed is not None:
+        (work / SEED_FILE).write_text(f"{int(delay_seed)}\n")
+    profile = built.profile
+    command = [profile.emulator_path(), *profile.emulator_args, *_program(profile, built.elf.name)]
+    log = work / LOG_FILE
+    emulator_start = time.perf_counter()
+    error = None
+    try:
+        with log.open("wb") as sink:
+            returncode = subprocess.run(command, cwd=work, stdin=subprocess.DEVNULL, stdout=sink,
+                                        stderr=subprocess.STDOUT, timeout=timeout, check=False,
+                                        preexec_fn=_no_core_dumps).returncode
+        if returncode != 0:
+            error = exit_cause(returncode, _tail(log))
+    except subprocess.TimeoutExpired:
+        error = f"timed out after {timeout:g} s ({len(inputs)} inputs): a deadlock or a lost message"
+    c_seconds = time.perf_counter() - emulator_start
+    observed = read_trace(trace_path) if trace and trace_path.is_file() else None
+    if error is None and not out_path.is_file():
+        error = "no outputs file: the program exited 0 without writing it"
+    if error is not None:
+        return ParallelOutcome(None, observed, error)
+    outputs = np.frombuffer(out_path.read_bytes(), dtype=FLOAT32_LE)
+    if outputs.size != len(inputs) * built.code.output_size:
+        return ParallelOutcome(None, observed, f"outputs file has {outputs.size} values, expected "
+                                               f"{len(inputs)} x {built.code.output_size}")
+    outcome = RunOutcome(outputs=outputs.astype(np.float32).reshape(len(inputs), built.code.output_size),
+                         c_seconds=c_seconds, wall_seconds=time.perf_counter() - begin)
+    return ParallelOutcome(outcome, observed if trace else None)

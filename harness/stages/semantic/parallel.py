@@ -1,0 +1,184 @@
+"""The semantic campaign on parallel code (``assay semantic --cores N --schedule ALG|FILE [--delays K]``).
+
+For one item:
+
+1. the sequential V2 code is generated (as for any item) and run on the
+   item's target: the outputs the parallel code must equal bit for bit (same
+   arithmetic per layer, same compiler and C library);
+2. the schedule comes from ``assay schedule`` run through
+   ``harness.core.stagecall`` (per-layer WCETs from ``assay wcet``, §3), or
+   from a ``schedule.json`` the user names;
+3. the parallel code (``codegen.parallel`` through the assay-v2 adapter) is
+   built with its trace (and, for the delay runs, delay) instruments, and run:
+   once as it is, then K times with seeded random delays before every layer
+   and operator on every core;
+4. every run's trace is checked against the schedule and the channel protocol
+   (``tracecheck``) and its outputs compared bit for bit with the sequential
+   ones. The first run's outputs go to the oracle like any item's.
+
+Any failure (a deadlock caught by the watchdog, a trace violation, a bit
+difference) is a ``RunError`` whose message is the record's cause; the
+``parallel`` dict the caller passes in is filled as far as the item got, so
+the record says what was checked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness import generators, targets
+from harness.core import stagecall
+from harness.core.inputs import make_inputs
+from harness.core.pipeline import from_code_layout, item_dir, slug, to_code_layout
+from harness.core.plan import Item
+from harness.errors import ConfigError
+from harness.generators.generated import GeneratedCode
+from harness.models.model import Model
+from harness.runners import RunError, host, parallel_host
+from harness.scheduling import parallel_wcet
+from harness.stages.semantic import bitcompare, tracecheck
+
+SCHEDULE_SCHEMA = "assay-schedule/1"
+SEQUENTIAL_CORES = 1
+
+
+@dataclass(frozen=True)
+class ParallelOptions:
+    cores: int
+    schedule: str  # an algorithm name (ish, dsh, cpsat) or a schedule.json path
+    delays: int = 0  # seeded delay runs after the plain one
+    interference: float = 0.0  # margin on every WCET of the parallel composition (parallel_wcet.py)
+
+
+def _runner(target: str):
+    """The parallel runner of a target: threads on the host, SMP bare metal under QEMU."""
+    kind = targets.get(target).kind
+    if kind == "host":
+        return parallel_host
+    if kind == "qemu-smp":
+        from harness.runners import qemu_smp
+
+        return qemu_smp
+    raise ConfigError(f"target {target} ({kind}) cannot run parallel code; use host or a qemu-smp target "
+                      "such as cortex-a15x4")
+
+
+def schedule_for(item: Item, options: ParallelOptions, settings, work: Path) -> dict:
+    """The schedule.json content for the item: the user's file, or ``assay schedule`` run as a user would."""
+    path = Path(options.schedule)
+    if path.suffix == ".json":
+        if not path.is_file():
+            raise ConfigError(f"--schedule {path}: no such file")
+        record = json.loads(path.read_text())
+    else:
+        out = work / f"schedule-{options.cores}-{slug(options.schedule)}"
+        (out / "schedule.json").unlink(missing_ok=True)  # never read an earlier run's file
+        arguments = ["--model", item.model, "--cores", str(options.cores), "--algorithm", options.schedule,
+                     "--variant", item.variant, f"--opt={settings.opt}", "--seed", str(settings.seed),
+                     "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
+        command, _, tail, path = stagecall.run_stage("schedule", arguments, out, "schedule.json")
+        record = json.loads(path.read_text())
+        record.setdefault("command", command)
+    if record.get("schema") != SCHEDULE_SCHEMA:
+        raise ConfigError(f"{path}: not a schedule (schema {record.get('schema')!r}, expected {SCHEDULE_SCHEMA})")
+    if record.get("model") not in (None, item.model):
+        raise ConfigError(f"{path}: a schedule of {record.get('model')}, not {item.model}")
+    if record.get("variant") not in (None, item.variant):  # layer names differ between front ends
+        raise RunError(f"{path}: a schedule of the {record['variant']} variant's layers, not {item.variant}'s")
+    if record.get("cores", options.cores) > options.cores:
+        raise ConfigError(f"{path}: the schedule uses {record['cores']} cores, --cores is {options.cores}")
+    if not record.get("valid", True):
+        raise RunError(f"the schedule failed its validity check: {record['violations'][0]}")
+    return record
+
+
+def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, options: ParallelOptions, settings,
+                     timings: dict, parallel: dict) -> tuple[GeneratedCode, np.ndarray]:
+    """Parallel code for the item, run and checked; (its code, the first run's canonical outputs)."""
+    runner = _runner(item.target)
+    work = item_dir(item, settings, f"parallel-{slug(item.target)}")
+    profile = targets.get(item.target)
+    record = schedule_for(item, options, settings, item_dir(item, settings, "parallel"))  # shared by targets
+    tasks = [core["tasks"] for core in record["schedule"]]
+    parallel.update(cores=options.cores, schedule={
+        "algorithm": record.get("algorithm"), "source": options.schedule, "makespan": record.get("makespan"),
+        "sequential": record.get("sequential"), "speedup": record.get("speedup"), "target": record.get("target"),
+        "command": record.get("command")}, delays=options.delays)
+    generator = generators.get(item.generator)
+    if not hasattr(generator, "generate_parallel"):
+        raise ConfigError(f"generator {item.generator} cannot generate parallel code (assay-v2 can)")
+    code = generator.generate_parallel(model, item.variant, work / "src", options.cores, tasks)
+    parallel["wcet"] = composed_wcet(record, code, options.interference)
+    inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
+
+    expected = _sequential_outputs(runner, item, sequential, inputs, settings, profile, work)
+    plain = runner.build(code, work / f"build{settings.opt}", profile, settings.opt, trace=True, delays=False)
+    timings["compile_s"] = plain.seconds
+    runs = [(plain, None)]
+    if options.delays:
+        delayed = runner.build(code, work / f"build-delays{settings.opt}", profile, settings.opt, trace=True,
+                               delays=True)
+        runs += [(delayed, settings.seed * 1000 + k) for k in range(options.delays)]
+    outputs = None
+    checked = []
+    for built, seed in runs:
+        outcome = runner.run(built, inputs, settings.timeout, delay_seed=seed)
+        violations = tracecheck.check(code.manifest["parallel"], code.manifest["layers"], tasks, outcome.trace or [])
+        bits = None
+        if outcome.run is not None:
+            same = bitcompare.compare(outcome.run.outputs, expected)
+            bits = {"differing_values": same.differing_values, "max_ulp": same.max_ulp}
+        checked.append({"delay_seed": seed, "error": outcome.error, "trace_violations": violations,
+                        "trace_events": len(outcome.trace or []), "bits_vs_sequential": bits})
+        parallel.update(runs=checked, trace={"verdict": "fail" if any(r["trace_violations"] for r in checked)
+                                             else "pass",
+                                             "violations": [v for r in checked for v in r["trace_violations"]][:10]})
+        where = "plain run" if seed is None else f"delay run seed {seed}"
+        if outcome.error:
+            detail = f"; trace: {violations[0]}" if violations else ""
+            raise RunError(f"parallel {where}: {outcome.error}{detail}")
+        if violations:
+            raise RunError(f"parallel {where}: trace check failed: {violations[0]}")
+        if bits["differing_values"]:
+            raise RunError(f"parallel {where}: {bits['differing_values']} output values differ from the sequential "
+                           f"V2 code's (max {bits['max_ulp']} ULP)")
+        if outputs is None:
+            outputs = outcome.run.outputs
+            timings.update(run_s=outcome.run.wall_seconds, c_run_s=outcome.run.c_seconds)
+    return code, from_code_layout(outputs, model, code)
+
+
+def composed_wcet(record: dict, code: GeneratedCode, interference: float) -> dict | None:
+    """§5.4 on the generated code: layers' WCETs from the schedule's nodes, operators from its copy cost.
+
+    None when the schedule carries no WCETs (a hand-written schedule.json without ``nodes``).
+    """
+    nodes = record.get("nodes")
+    cost = record.get("communication_cost") or {}
+    if not nodes or "fixed_cycles" not in cost:
+        return None
+    fixed, per_float = cost["fixed_cycles"], cost["cycles_per_float"]
+    composed = parallel_wcet.compose(code.manifest["parallel"]["per_core"],
+                                     {node["node"]: node["wcet_cycles"] for node in nodes},
+                                     lambda floats: fixed + per_float * floats, interference)
+    return {**composed.as_dict(), "layers_from": record.get("wcet", {}).get("source"),
+            "operator_cycles": f"{fixed} + {per_float} x floats (the schedule's communication cost model)",
+            "timing": record.get("timing"), "wcet_target": record.get("target")}
+
+
+def _sequential_outputs(runner, item: Item, sequential: GeneratedCode, inputs: np.ndarray, settings, profile,
+                        work: Path) -> np.ndarray:
+    """The sequential V2 code's outputs on the same platform (host: the batch driver; QEMU: one core)."""
+    if runner is parallel_host:
+        built = host.build(sequential, work / f"build-sequential{settings.opt}", profile, settings.opt)
+        return host.run(built, inputs, settings.timeout).outputs
+    built = runner.build(sequential, work / f"build-sequential{settings.opt}", profile, settings.opt, trace=False,
+                         delays=False)
+    outcome = runner.run(built, inputs, settings.timeout, trace=False)
+    if outcome.run is None:
+        raise RunError(f"sequential run on {item.target} failed: {outcome.error}")
+    return outcome.run.outputs
