@@ -38,6 +38,7 @@ from harness.errors import ModelError
 from harness.core.tensors import convert, shape_in
 from harness.models.model import Model
 from harness.references import check_inputs, register
+from harness.references.onnxruntime_ref import run_batched, session_options
 
 BATCH = 128
 ONNXRUNTIME = "onnxruntime"
@@ -57,16 +58,7 @@ class Float64Reference:
         runner = _runner(model.file(self.fmt))
         in_layout, out_layout = model.layouts_of(self.fmt)
         batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
-        fixed = runner.fixed_batch
-        step = fixed or BATCH
-        chunks = []
-        for start in range(0, len(batch), step):
-            chunk = batch[start : start + step]
-            if fixed and len(chunk) < fixed:  # a file with a fixed batch size: pad the last chunk
-                padding = np.zeros((fixed - len(chunk), *chunk.shape[1:]), np.float64)
-                chunks.append(runner.run(np.concatenate([chunk, padding]))[: len(chunk)])
-            else:
-                chunks.append(runner.run(chunk))
+        chunks = run_batched(runner.run, batch, runner.fixed_batch, BATCH)
         expected = shape_in(model.output_shape, model.output_layout, out_layout)
         if not chunks:
             return np.zeros((0, *model.output_shape), np.float64)
@@ -219,14 +211,8 @@ def _ort_session(proto, path: str):
     import onnxruntime as ort
     from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(proto.SerializeToString(), sess_options=options,
+        return ort.InferenceSession(proto.SerializeToString(), sess_options=session_options(),
                                     providers=["CPUExecutionProvider"])
     except OrtNotImplemented:
         return None

@@ -15,8 +15,9 @@ from harness.references import check_inputs, register
 BATCH = 256
 
 
-@functools.lru_cache(maxsize=8)
-def _session(path: str, mtime_ns: int):
+def session_options():
+    """The settings every ONNX Runtime reference runs with: no graph optimisation, one thread, sequential,
+    so that results do not depend on the machine's cores or on fused kernels."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -25,8 +26,29 @@ def _session(path: str, mtime_ns: int):
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
+    return options
+
+
+def run_batched(run, batch: np.ndarray, fixed: int | None, step: int) -> list[np.ndarray]:
+    """``run`` over ``batch`` in chunks of ``fixed`` (a file's fixed batch size, the last chunk zero-padded) or
+    of ``step``."""
+    chunks = []
+    for start in range(0, len(batch), fixed or step):
+        chunk = batch[start : start + (fixed or step)]
+        if fixed and len(chunk) < fixed:
+            padding = np.zeros((fixed - len(chunk), *chunk.shape[1:]), chunk.dtype)
+            chunks.append(run(np.concatenate([chunk, padding]))[: len(chunk)])
+        else:
+            chunks.append(run(chunk))
+    return chunks
+
+
+@functools.lru_cache(maxsize=8)
+def _session(path: str, mtime_ns: int):
+    import onnxruntime as ort
+
     try:
-        return ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(path, sess_options=session_options(), providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001
         from harness.models.user_files import cause
 
@@ -67,13 +89,4 @@ class OnnxRuntimeReference:
     def _batched(sess, first, batch: np.ndarray) -> list[np.ndarray]:
         """Runs in batches of BATCH, or of the file's fixed batch size (the last one padded)."""
         fixed = first.shape[0] if first.shape and isinstance(first.shape[0], int) and first.shape[0] > 0 else None
-        step = fixed or BATCH
-        chunks = []
-        for start in range(0, len(batch), step):
-            chunk = batch[start : start + step]
-            if fixed and len(chunk) < fixed:  # a file with a fixed batch size: pad the last chunk
-                padding = np.zeros((fixed - len(chunk), *chunk.shape[1:]), np.float32)
-                chunks.append(sess.run(None, {first.name: np.concatenate([chunk, padding])})[0][: len(chunk)])
-            else:
-                chunks.append(sess.run(None, {first.name: chunk})[0])
-        return chunks
+        return run_batched(lambda chunk: sess.run(None, {first.name: chunk})[0], batch, fixed, BATCH)

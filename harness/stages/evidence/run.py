@@ -27,6 +27,7 @@ from harness.generators.generated import GeneratedCode
 from harness.measurement import cycles
 from harness.stages.evidence import coverage, objcov, package, sci, tor, trace
 from harness.stages.evidence.package import sha256, write_json
+from harness.stages.evidence.report import write_index_page
 
 HOST = "host"
 VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c_seconds", "wall_seconds"})
@@ -184,8 +185,6 @@ def build(settings: Settings, progress=print) -> Built:
                                                                    commands))
     volatile["finished_at"] = _now()
     write_json(root / package.VOLATILE, volatile)
-    from harness.stages.evidence.report import write_index_page
-
     write_index_page(root, built, coverage_rows, trace_rows)
     package.write_index(root, {"command": commands, "models": settings.models, "generators": settings.generators,
                                "targets": settings.targets, "inputs": settings.n_inputs, "seed": settings.seed,
