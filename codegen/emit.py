@@ -69,7 +69,18 @@ def write_layer(ctx: Context, number: int, node: Node, producers: dict[str, int]
         "input_shapes": [list(shape) for shape in node.input_shapes],
         "output_shape": list(node.output_shape),
         "loops": [loop.record() for loop in w.loops[first_loop:]],
+        **({"output": output_record(ctx, node.output)} if node.output is not None else {}),
     }
+
+
+def output_record(ctx: Context, tensor: str) -> dict:
+    """Where the layer's output tensor is once the layer has run: the source model's tensor name, the C
+    array (``output``, ``input`` or the arena) and the offset and size in floats, in the tensor's layout.
+    The harness reads a layer's intermediate output from there (per-layer error against the reference)
+    and knows which arena floats no tensor ever uses (padding a write must not reach)."""
+    buffer, t = ctx.buffers[tensor], ctx.graph.tensors[tensor]
+    return {"tensor": tensor, "symbol": buffer.symbol, "offset": buffer.offset, "size": t.size,
+            "shape": list(t.shape), "layout": t.layout}
 
 
 def write_header(prefix: str, signature: str, graph: Graph, banner: str) -> str:

@@ -181,6 +181,8 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
         generator=generator, entry=inference.entry, signature=inference.signature,
         sources=[c_file, *param_files.sources], headers=[h_file, param_files.header],
         code_symbols=[inference.entry], data_symbols=data_symbols, layers=inference.layers, **common)
+    if plan.arena_size:
+        result["arena"] = {"symbol": plan.arena_symbol, "floats": plan.arena_size}
     manifest.write(result, out)
     return result
 

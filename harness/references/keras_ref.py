@@ -57,3 +57,41 @@ def _shape(model: Model, out_layout: str) -> tuple[int, ...]:
     from harness.core.tensors import shape_in
 
     return shape_in(model.output_shape, model.output_layout, out_layout)
+
+
+@functools.lru_cache(maxsize=8)
+def _submodel(path: str, mtime_ns: int, tensors: tuple[str, ...]):
+    """The model with the outputs of the named tensors (``layer:node``, the generator's names) as its outputs;
+    None in place of a tensor the model has no layer for."""
+    from harness.models.tf_runtime import keras
+
+    full = _load(path, mtime_ns)
+    found, outputs = [], []
+    for tensor in tensors:
+        name, _, node = tensor.rpartition(":") if ":" in tensor else (tensor, "", "0")
+        try:
+            layer = full.get_layer(name)
+            outputs.append(layer._inbound_nodes[int(node)].output_tensors[0])
+            found.append(True)
+        except (ValueError, IndexError, AttributeError):
+            found.append(False)
+    single = full.inputs[0] if len(full.inputs) == 1 else full.inputs  # the structure the model was built with
+    model = keras().Model(inputs=single, outputs=outputs) if outputs else None
+    return model, tuple(found)
+
+
+def layer_outputs(model: Model, inputs: np.ndarray, tensors: list[str]) -> list[np.ndarray | None]:
+    """The Keras model's intermediate outputs for ``inputs``: for each tensor name (``layer:node``), an (N, size)
+    float32 array in Keras' own layout (channels last), or None when the model has no such tensor."""
+    path = Path(model.file(KerasReference.fmt)).resolve()
+    sub, found = _submodel(str(path), path.stat().st_mtime_ns, tuple(tensors))
+    in_layout, _ = model.layouts_of(KerasReference.fmt)
+    batch = convert(check_inputs(model, inputs), model.layout, in_layout)
+    columns: list[list[np.ndarray]] = [[] for _ in range(sum(found))]
+    for start in range(0, len(batch), BATCH):
+        values = sub(batch[start:start + BATCH], training=False)
+        values = values if isinstance(values, (list, tuple)) else [values]
+        for column, value in zip(columns, values):
+            column.append(np.asarray(value.numpy(), dtype=np.float32).reshape(len(value), -1))
+    arrays = iter(np.concatenate(column) for column in columns)
+    return [next(arrays) if present else None for present in found]

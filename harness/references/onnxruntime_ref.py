@@ -29,6 +29,11 @@ def session_options():
     return options
 
 
+def fixed_batch(first) -> int | None:
+    """The fixed batch size of a session's input ``first``, or None when the batch axis is free."""
+    return first.shape[0] if first.shape and isinstance(first.shape[0], int) and first.shape[0] > 0 else None
+
+
 def run_batched(run, batch: np.ndarray, fixed: int | None, step: int) -> list[np.ndarray]:
     """``run`` over ``batch`` in chunks of ``fixed`` (a file's fixed batch size, the last chunk zero-padded) or
     of ``step``."""
@@ -88,5 +93,50 @@ class OnnxRuntimeReference:
     @staticmethod
     def _batched(sess, first, batch: np.ndarray) -> list[np.ndarray]:
         """Runs in batches of BATCH, or of the file's fixed batch size (the last one padded)."""
-        fixed = first.shape[0] if first.shape and isinstance(first.shape[0], int) and first.shape[0] > 0 else None
-        return run_batched(lambda chunk: sess.run(None, {first.name: chunk})[0], batch, fixed, BATCH)
+        return run_batched(lambda chunk: sess.run(None, {first.name: chunk})[0], batch, fixed_batch(first), BATCH)
+
+
+@functools.lru_cache(maxsize=8)
+def _exposed(path: str, mtime_ns: int, tensors: tuple[str, ...]):
+    """A session of the graph with the named intermediate tensors added to its outputs, and which names exist."""
+    import onnx
+    import onnxruntime as ort
+
+    graph_model = onnx.load(path)
+    known = {v for node in graph_model.graph.node for v in node.output} | {i.name for i in graph_model.graph.input}
+    present = tuple(name in known for name in tensors)
+    outputs = {o.name for o in graph_model.graph.output}
+    for name, here in zip(tensors, present):
+        if here and name not in outputs:
+            graph_model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+            outputs.add(name)
+    sess = ort.InferenceSession(graph_model.SerializeToString(), sess_options=session_options(),
+                                providers=["CPUExecutionProvider"])
+    return sess, present
+
+
+def layer_outputs(model: Model, inputs: np.ndarray, tensors: list[str]) -> list[np.ndarray | None]:
+    """ONNX Runtime's values of the named intermediate tensors for ``inputs`` (same session settings as the
+    reference): for each name, an (N, size) float32 array in the graph's own layout, or None when the graph has
+    no such tensor."""
+    path = Path(model.file(OnnxRuntimeReference.fmt)).resolve()
+    sess, present = _exposed(str(path), path.stat().st_mtime_ns, tuple(tensors))
+    wanted = [name for name, here in zip(tensors, present) if here]
+    if not wanted:
+        return [None] * len(tensors)
+    in_layout, _ = model.layouts_of(OnnxRuntimeReference.fmt)
+    batch = convert(check_inputs(model, inputs), model.layout, in_layout)
+    first = sess.get_inputs()[0]
+    sizes: list[int] = []
+
+    def run(chunk: np.ndarray, rows: int) -> np.ndarray:
+        values = [np.asarray(v, np.float32).reshape(rows, -1) for v in sess.run(wanted, {first.name: chunk})]
+        sizes[:] = [v.shape[1] for v in values]
+        return np.concatenate(values, axis=1)
+
+    if len(first.shape) == batch.ndim - 1:  # no batch axis (docs/zoo.md): one input per run
+        chunks = [run(sample, 1) for sample in batch]
+    else:
+        chunks = run_batched(lambda chunk: run(chunk, len(chunk)), batch, fixed_batch(first), BATCH)
+    columns = iter(np.split(np.concatenate(chunks), np.cumsum(sizes)[:-1], axis=1))
+    return [next(columns) if here else None for here in present]

@@ -21,11 +21,19 @@ def cmd_evidence(args: argparse.Namespace) -> int:
         raise_missing = "assay evidence needs --models (the network(s) the package is for)"
         print(f"assay: error: {raise_missing}", file=sys.stderr)
         return 2
+    from harness.core.inputsets import SETS
+
+    unknown = [name for name in csv_list(args.input_sets) if name not in SETS]
+    if unknown or not csv_list(args.input_sets):
+        print(f"assay: error: unknown input set {', '.join(unknown) or '(none given)'} (known: {', '.join(SETS)})",
+              file=sys.stderr)
+        return 2
     settings = run.Settings(models=selected_models(args), generators=csv_list(args.generators),
                             targets=csv_list(args.targets), out=args.out, work_dir=args.work, n_inputs=args.inputs,
                             seed=args.seed, model_seed=args.model_seed, wcet_inputs=args.wcet_inputs,
                             timeout=args.timeout, mutants=args.mutants, tor_tests=args.tor_tests,
-                            tor_junit=args.tor_junit)
+                            tor_junit=args.tor_junit, input_sets=csv_list(args.input_sets),
+                            set_inputs=args.set_inputs, jobs=args.jobs)
     built = run.build(settings, progress=lambda line: print(line, file=sys.stderr))
     for part, verdict in sorted(built.verdicts.items()):
         print(f"{part}: {verdict}")
@@ -78,6 +86,14 @@ def add_command(subparsers) -> None:
     parser.add_argument("--mutants", type=int,
                         help="mutation analysis (assay mutate) on a seeded sample of this many mutants per code "
                              "(default: all of them; 0: not run)")
+    parser.add_argument("--input-sets", default="uniform,corners,thresholds,coverage",
+                        help="test input sets (docs/evidence.md): uniform (the --inputs every stage runs), corners "
+                             "(domain corners and edges), thresholds (points on activation boundaries), coverage "
+                             "(coverage-directed); default all four")
+    parser.add_argument("--set-inputs", type=int, default=200,
+                        help="inputs of each input set but the uniform one (default 200)")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="stages, Assay's own test run and mutants run at a time (default 2)")
     parser.add_argument("--out", type=Path, default=Path("reports/evidence"),
                         help="the package folder; OUT.zip is written beside it (default reports/evidence)")
     parser.add_argument("--work", type=Path, default=Path("generated"),

@@ -46,6 +46,17 @@ def write_index_page(root: Path, built, coverage: dict[str, dict], trace: dict[s
                            f"<td>{figures['branch_percent']} ({figures['both_ways']}/{figures['conditional_branches']})"
                            f"</td><td>{figures['never_executed']}</td><td>{figures['branches_not_both_ways']}</td>"
                            f"<td><a href='{html.escape(link)}'>{html.escape(figures['file'])}</a></td></tr>")
+    layers = []
+    for key, matrix in sorted(trace.items()):
+        reference = matrix.get("layer_error", {}).get("reference", "-")
+        for row in matrix["layers"]:
+            error = row.get("error")
+            if error is not None:
+                figure = f"{error['max_abs_error']:.3e}" if error["compared"] else f"not compared: {error['reason']}"
+                good = error["compared"] and error["within_tolerance"]
+                layers.append(f"<tr><td>{html.escape(key)}</td><td>{html.escape(row['layer'])}</td>"
+                              f"<td>{html.escape(reference)}</td><td class='{'ok' if good else 'bad'}'>"
+                              f"{html.escape(figure)}</td></tr>")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in built.notes)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Assay evidence package</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
@@ -56,6 +67,8 @@ padding:4px 8px}}td.ok{{background:#dfd}}td.bad{{background:#fdd}}</style></head
 <h2>Coverage and traceability per generated code</h2>
 <table><tr><th>code</th><th>lines %</th><th>branches %</th><th>MC/DC %</th><th>lines not reached</th>
 <th>branch outcomes not reached</th><th>untraced C lines</th><th>details</th></tr>{''.join(rows)}</table>
+<h2>Per-layer error against the reference's intermediate outputs</h2>
+<table><tr><th>code</th><th>layer</th><th>reference</th><th>max |C - reference|</th></tr>{''.join(layers)}</table>
 <h2>Object-code coverage on the targets (QEMU)</h2>
 <table><tr><th>code</th><th>target</th><th>instructions executed %</th><th>conditional branches both ways %</th>
 <th>instructions never executed</th><th>branches not both ways</th><th>list</th></tr>{''.join(objects)}</table>

@@ -11,12 +11,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.core import stagecall
-from harness.core.inputs import make_inputs
+import numpy as np
+
+from harness.core import inputsets, stagecall
 from harness.core.pipeline import slug, to_code_layout
 from harness.core.plan import Item
 from harness.core.plan import Settings as PlanSettings
@@ -25,7 +27,7 @@ from harness.digests import digest
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
 from harness.measurement import cycles
-from harness.stages.evidence import coverage, objcov, package, sci, tor, trace
+from harness.stages.evidence import coverage, objcov, package, sci, testsets, tor, trace
 from harness.stages.evidence.package import sha256, write_json
 from harness.stages.evidence.report import write_index_page
 
@@ -56,6 +58,9 @@ class Settings:
     mutants: int | None = None  # assay mutate --max-mutants: None for all, 0 to leave the analysis out
     tor_tests: str | None = None  # pytest arguments selecting Assay's own tests; None: tor.DEFAULT_SELECTION
     tor_junit: Path | None = None  # a JUnit XML of Assay's tests to use instead of running them
+    jobs: int = 2  # stages (and mutants) run at a time
+    input_sets: list[str] = field(default_factory=lambda: list(inputsets.SETS))  # harness.core.inputsets
+    set_inputs: int = 200  # inputs of each set but the uniform one (which has n_inputs)
 
 
 @dataclass
@@ -93,16 +98,27 @@ def build(settings: Settings, progress=print) -> Built:
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
     if settings.mutants is None or settings.mutants > 0:
         plan.append(("mutate", [*common, "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
+                                "--input-sets", ",".join(settings.input_sets), "--set-inputs", str(settings.set_inputs),
+                                "--jobs", str(settings.jobs),
                                 *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
     else:
         built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
     volatile: dict = {"started_at": _now(), "stages": {}}
     records: dict[str, list[dict]] = {}
     commands = []
+    # The stages are independent subprocesses, settings.jobs at a time; the run of Assay's own tests goes on
+    # beside them (it is content-keyed on Assay's sources: a package for another model reuses it).
+    pool, background = ThreadPoolExecutor(max_workers=max(1, settings.jobs)), ThreadPoolExecutor(max_workers=1)
+    progress("evidence: tool qualification data (Assay's own tests, TOR matrix), in the background")
+    qualifying = background.submit(_tool_qualification, settings, root / "tool-qualification", volatile)
+    running = []
     for stage, arguments in plan:
         result_file, schema, reports = next((f, s, r) for n, f, s, r in STAGES if n == stage)
         progress(f"evidence: running assay {stage}")
-        run = stagecall.call(stage, arguments, runs_dir / stage, result_file, schema)
+        running.append((stage, result_file, schema, reports,
+                        pool.submit(stagecall.call, stage, arguments, runs_dir / stage, result_file, schema)))
+    for stage, result_file, schema, reports, future in running:
+        run = future.result()
         commands.append(" ".join(run.command))
         records[stage] = run.records
         built.verdicts[stage] = "pass" if run.records and all(
@@ -117,7 +133,7 @@ def build(settings: Settings, progress=print) -> Built:
         built.notes.append("no ARM target: memory, measured cycles and WCET not run (give --targets cortex-m4f)")
 
     progress("evidence: archiving the generated code, measuring coverage, tracing")
-    generated, images, trace_rows, coverage_rows = [], [], {}, {}
+    generated, images, trace_rows, coverage_rows, set_records = [], [], {}, {}, {}
     for item in sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"]
                         if r["variant"] != "-"}):
         model_name, generator, variant = item
@@ -136,7 +152,24 @@ def build(settings: Settings, progress=print) -> Built:
             built.verdicts["configuration"] = "fail"
             built.notes.append(f"{key}: the archived code differs from the code the semantic stage verified")
         model = load_model(model_name, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
-        inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
+        sets, set_notes = testsets.make(model, code, settings.input_sets, settings.n_inputs, settings.set_inputs,
+                                        settings.seed)
+        built.notes.extend(f"{key}: {note}" for note in set_notes)
+        set_records[key], set_errors = testsets.evaluate(code, model, sets, settings.seed,
+                                                         settings.work_dir / "evidence-sets" / key, root, key,
+                                                         settings.timeout)
+        if any(r["verdict"] == "fail" for r in set_records[key].values()):
+            built.verdicts["inputs"] = "fail"
+            built.notes.append(f"{key}: " + "; ".join(
+                f"input set {k}: first layer over the tolerance {r['first_layer_over_tolerance']}"
+                for k, r in set_records[key].items() if r["verdict"] == "fail"))
+        elif built.verdicts.get("inputs") != "fail":
+            built.verdicts["inputs"] = "pass"
+        layer_errors = set_errors.get("uniform") or next(iter(set_errors.values()))
+        if not layer_errors["available"]:
+            built.notes.append(f"{key}: per-layer error not measured: {layer_errors['reason']}")
+        # the structural coverage of all the test inputs together; each set's own is in inputs/input-sets.json
+        inputs = to_code_layout(np.concatenate(list(sets.values())), model, code)
         summary = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage" / key, root / "coverage" / key,
                                    settings.timeout)
         summary["mcdc"] = coverage.measure_mcdc(code, inputs, settings.work_dir / "evidence-mcdc" / key,
@@ -161,18 +194,22 @@ def build(settings: Settings, progress=print) -> Built:
                              for target in arm}
         wcet_records = [r for r in records.get("wcet", []) if (r["model"], r["generator"], r["variant"]) == item
                         and r.get("verdict") == "pass"]
-        tests = f"{settings.n_inputs} inputs, seed {settings.seed} (semantic, coverage); {settings.wcet_inputs} " \
-                f"inputs (measured cycles)"
-        trace_rows[key] = {"layers": trace.rows(code.manifest, summary, elves, wcet_records, tests),
+        tests = f"{settings.n_inputs} uniform inputs, seed {settings.seed} (semantic, per-layer error); input sets " \
+                f"{', '.join(sets)} (coverage; inputs/input-sets.json); {settings.wcet_inputs} inputs (measured cycles)"
+        trace_rows[key] = {"layers": trace.rows(code.manifest, summary, elves, wcet_records, tests, layer_errors),
+                           "layer_error": {k: v for k, v in layer_errors.items() if k != "layers"},
                            "untraced_lines": trace.untraced_lines(code.manifest, code_dir)}
         (root / "trace" / key).mkdir(parents=True, exist_ok=True)
         (root / "trace" / key / "trace.csv").write_text(trace.as_csv(trace_rows[key]["layers"]))
     write_json(root / "trace" / "trace.json", {"schema": "assay-trace/1", "codes": trace_rows})
+    write_json(root / "inputs" / "input-sets.json", {"schema": testsets.SCHEMA, "sets": settings.input_sets,
+                                                     "set_inputs": settings.set_inputs, "codes": set_records})
     write_json(root / "coverage" / "coverage-summary.json", {"schema": "assay-coverage/1", "codes": coverage_rows})
     built.verdicts["coverage"] = "pass" if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
         "incomplete"
-    progress("evidence: tool qualification data (Assay's own tests, TOR matrix)")
-    qualification = _tool_qualification(settings, root / "tool-qualification", volatile)
+    pool.shutdown()
+    qualification = qualifying.result()
+    background.shutdown()
     built.tool_qualification = qualification["verdict"] if qualification else "not run"
     if qualification is None:
         built.notes.append("tool qualification: Assay's own tests not run (--tor-tests none)")

@@ -1,6 +1,7 @@
 """The trace matrix: one row per model layer, from the layer's name in the source model to its C lines
 (the generator's manifest), its object code in each target's ELF (DWARF line table), the tests that
-exercised it, its coverage, and its per-layer measured cycles and WCET.
+exercised it, its coverage, its per-layer measured cycles and WCET, and its output's largest error against the
+reference's same intermediate tensor (``layererror``).
 
 Everything is read from what earlier steps wrote (manifest, ELF, coverage summary, wcet.json); nothing
 is re-derived. Lines of generated C outside every layer and instructions of the inference function
@@ -20,8 +21,10 @@ from wcet import armcode
 OUTSIDE = "(outside layers)"
 
 
-def rows(manifest: dict, coverage: dict, elves: dict[str, Path], wcet_records: list[dict], tests: str) -> list[dict]:
-    """The matrix for one generated code: ``elves`` maps a target to its ELF (None for the host)."""
+def rows(manifest: dict, coverage: dict, elves: dict[str, Path], wcet_records: list[dict], tests: str,
+         layer_errors: dict | None = None) -> list[dict]:
+    """The matrix for one generated code: ``elves`` maps a target to its ELF (None for the host);
+    ``layer_errors`` is ``layererror.measure``'s result (each layer's error against the reference)."""
     entry = manifest["entry"]["symbol"]
     names = execcount.bucket_names(manifest)
     ranges: dict[str, dict[str, list[str]]] = {}
@@ -39,18 +42,29 @@ def rows(manifest: dict, coverage: dict, elves: dict[str, Path], wcet_records: l
     unreached = {}
     for line in coverage.get("unreached_lines", []):
         unreached.setdefault(line["layer"], []).append(line["line"])
+    errors = {row["index"]: row for row in (layer_errors or {}).get("layers", [])}
     result = []
     for layer in manifest.get("layers", []):
         first, last = layer["lines"]
         result.append({"layer": layer["name"], "op": layer.get("op"), "index": layer["index"],
                        "c_file": layer["file"], "c_lines": [first, last], "object_code": ranges.get(layer["name"], {}),
                        "tests": tests, "lines_not_reached": sorted(unreached.get(layer["name"], [])),
-                       "cycles": layer_figures.get(layer["name"], {})})
+                       "cycles": layer_figures.get(layer["name"], {}), "error": _error(errors.get(layer["index"]))})
     result.append({"layer": OUTSIDE, "op": None, "index": None, "c_file": manifest["entry"]["file"],
                    "c_lines": None, "object_code": ranges.get(OUTSIDE, {}), "tests": tests,
                    "lines_not_reached": sorted(unreached.get(None, [])),
-                   "cycles": layer_figures.get(OUTSIDE, {})})
+                   "cycles": layer_figures.get(OUTSIDE, {}), "error": None})
     return result
+
+
+def _error(row: dict | None) -> dict | None:
+    """A layer's error against the reference's same tensor, as the matrix shows it; None for a layer without an
+    output of its own (an activation fused into its producer, whose row carries the figure)."""
+    if row is None:
+        return None
+    if not row["compared"]:
+        return {"compared": False, "reason": row["reason"]}
+    return {"compared": True, "max_abs_error": row["max_abs_error"], "within_tolerance": row["within_tolerance"]}
 
 
 def untraced_lines(manifest: dict, directory: Path) -> list[dict]:
@@ -71,12 +85,21 @@ def untraced_lines(manifest: dict, directory: Path) -> list[dict]:
 def as_csv(matrix: list[dict]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["layer", "op", "c_file", "c_lines", "object_code", "tests", "lines_not_reached", "cycles"])
+    writer.writerow(["layer", "op", "c_file", "c_lines", "object_code", "tests", "lines_not_reached", "cycles",
+                     "max_error_vs_reference"])
     for row in matrix:
         lines = "" if row["c_lines"] is None else f"{row['c_lines'][0]}-{row['c_lines'][1]}"
         code = "; ".join(f"{t}: {' '.join(r)}" for t, r in sorted(row["object_code"].items()))
         cycles = "; ".join(f"{k}: WCET {v['wcet_cycles']} / measured {v['max_measured_cycles']}"
                            for k, v in sorted(row["cycles"].items()))
         writer.writerow([row["layer"], row["op"] or "", row["c_file"], lines, code, row["tests"],
-                         " ".join(map(str, row["lines_not_reached"])), cycles])
+                         " ".join(map(str, row["lines_not_reached"])), cycles, _shown(row.get("error"))])
     return out.getvalue()
+
+
+def _shown(error: dict | None) -> str:
+    if error is None:
+        return ""
+    if not error["compared"]:
+        return f"not compared: {error['reason']}"
+    return f"{error['max_abs_error']:.3e}" + ("" if error["within_tolerance"] else " (over tolerance)")

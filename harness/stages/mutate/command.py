@@ -10,9 +10,14 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import add_common_options, add_opt_option, add_output_options, csv_list, selected_models
+from harness.core.inputsets import SETS
+from harness.errors import ConfigError
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
+    unknown = [name for name in csv_list(args.input_sets) if name not in SETS]
+    if unknown:
+        raise ConfigError(f"unknown input set {', '.join(unknown)} (known: {', '.join(SETS)})")
     from harness.core.progress import finish, run_items
     from harness.stages.mutate import run as mutate
     from harness.stages.mutate.report import write_mutation_report
@@ -21,7 +26,8 @@ def cmd_mutate(args: argparse.Namespace) -> int:
                                work_dir=args.work, timeout=args.timeout, redo=args.redo, seeds=args.seeds,
                                reference=args.reference, atol=args.atol, rtol=args.rtol,
                                weights_per_array=args.weights_per_array, max_mutants=args.max_mutants,
-                               sanitize=args.sanitize)
+                               sanitize=args.sanitize, input_sets=tuple(csv_list(args.input_sets)),
+                               set_inputs=args.set_inputs, jobs=args.jobs)
     args.models = args.model
     campaign = mutate.plan(selected_models(args), csv_list(args.generators), settings,
                            csv_list(args.variants) if args.variants else None)
@@ -62,6 +68,13 @@ def add_command(subparsers) -> None:
     parser.add_argument("--max-mutants", type=int, help="run a seeded sample of this many mutants (default: all)")
     parser.add_argument("--sanitize", type=int, default=20,
                         help="inputs each survivor and the clean code run under ASan and UBSan (default 20; 0: none)")
+    parser.add_argument("--input-sets", default=",".join(SETS),
+                        help="inputs the mutants are judged on (docs/mutation.md): uniform (--inputs), corners, "
+                             "thresholds, coverage (--set-inputs each); default all four")
+    parser.add_argument("--set-inputs", type=int, default=100,
+                        help="inputs of each input set but the uniform one (default 100)")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="mutants built and run at a time (default 2; the results do not depend on it)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for one batch (default 600)")
     parser.add_argument("--redo", action="store_true", help="recompute items already in mutation.json")
     add_opt_option(parser)

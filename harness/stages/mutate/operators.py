@@ -25,8 +25,11 @@ a strict and a non-strict comparison in a select of the two compared values
 (``a > b ? a : b``, a ReLU or a max) give equal values (they differ only when
 ``a == b``, when either value is returned; +0 and -0 are equal); ``<`` and
 ``!=`` in a counting loop ``for (int i = C0; i < C1; ++i)`` with ``C0 <= C1``
-and no other write to ``i``; a weight whose perturbed value rounds to the same
-float32.
+and no other write to ``i``; in the body of such a loop that runs once from 0
+(``for (int v = 0; v < 1; ++v)``, a convolution over one input channel), ``v``
+is always 0, so ``x + e`` and ``x - e`` are equal when ``e`` is 0 (``v``, or a
+product with it) and so are ``e * c`` and ``e / c`` for a constant ``c != 0``;
+a weight whose perturbed value rounds to the same float32.
 
 Why pycparser and its lexer rather than regular expressions: a ``-`` may be
 binary or unary, a ``>`` may be a comparison in a select or a loop condition,
@@ -197,6 +200,7 @@ class _Finder(c_ast.NodeVisitor):
         self.loop_conditions: dict[int, str | None] = {}  # id(cond node) -> the counting-loop rule, or None
         self.selects: dict[int, bool] = {}  # id(cond node) -> it is the comparison of its select's values
         self.bounded: set[int] = set()  # loop conditions with loop-bound mutants: i <= N is i < N + 1 again
+        self.zero: list[str] = []  # counters of the enclosing loops that run once, from 0: always 0 in the body
 
     def add(self, operator: str, first: int, last: int, replacement: str, description: str,
             equivalent: str | None = None) -> None:
@@ -212,6 +216,9 @@ class _Finder(c_ast.NodeVisitor):
 
     def visit_For(self, node: c_ast.For) -> None:
         rule = self._counting_loop(node)
+        zero = _fixed_at_zero(node) if rule else None
+        if zero is not None:
+            self.zero.append(zero)
         cond = node.cond
         if isinstance(cond, c_ast.BinaryOp) and isinstance(cond.right, c_ast.Constant) and \
                 cond.right.type == "int" and cond.op in ("<", "<="):
@@ -228,6 +235,8 @@ class _Finder(c_ast.NodeVisitor):
         for child in (node.init, node.cond, node.stmt):  # node.next (++i) is not mutated: a hang, not a fault
             if child is not None:
                 self.visit(child)
+        if zero is not None:
+            self.zero.pop()
 
     def _counting_loop(self, node: c_ast.For) -> str | None:
         """The rule that makes ``<`` and ``!=`` equivalent in this loop, or None if it does not hold."""
@@ -296,7 +305,7 @@ class _Finder(c_ast.NodeVisitor):
     def visit_BinaryOp(self, node: c_ast.BinaryOp) -> None:
         index = self.source.operator_of(node)
         if node.op in ARITH:
-            self.add("arith", index, index, ARITH[node.op], f"{node.op} -> {ARITH[node.op]}")
+            self.add("arith", index, index, ARITH[node.op], f"{node.op} -> {ARITH[node.op]}", self._zero_rule(node))
         elif node.op in RELATIONAL:
             for other in RELATIONAL[node.op]:
                 if other == "<=" and id(node) in self.bounded:
@@ -304,6 +313,22 @@ class _Finder(c_ast.NodeVisitor):
                 self.add("relational", index, index, other, f"{node.op} -> {other}",
                          self._relational_rule(node, other))
         self.generic_visit(node)
+
+    def _zero_rule(self, node: c_ast.BinaryOp) -> str | None:
+        """The rule that makes an arithmetic mutant equivalent when an operand is always 0 (a product of the
+        counter of a loop that runs once from 0): ``x + z`` and ``x - z`` are both ``x``, ``z * c`` and
+        ``z / c`` both 0 for a non-zero constant ``c``."""
+        if not self.zero:
+            return None
+        names = ", ".join(self.zero)
+        if node.op in ("+", "-") and _is_zero_valued(node.right, self.zero):
+            return f"counter fixed at 0: {names} is 0 in the body of a loop that runs once from 0 " \
+                   f"(for (int v = 0; v < 1; ++v), nothing else writes it), so the right operand of " \
+                   f"{node.op} is 0 and x + 0 == x - 0"
+        if node.op in ("*", "/") and _is_zero_valued(node.left, self.zero) and _is_nonzero_constant(node.right):
+            return f"counter fixed at 0: {names} is 0 in the body of a loop that runs once from 0, so the left " \
+                   f"operand is 0 and 0 * c == 0 / c == 0 for the constant c"
+        return None
 
     def _relational_rule(self, node: c_ast.BinaryOp, other: str) -> str | None:
         if other == "!=" and self.loop_conditions.get(id(node)):
@@ -348,6 +373,28 @@ def _activation_of(node: c_ast.Node, s: _Source) -> tuple[str | None, c_ast.Node
             s.span_text(s.token(node.iftrue), s.last(node.iftrue)):
         return "relu", node.cond.left
     return None, None
+
+
+def _fixed_at_zero(node: c_ast.For) -> str | None:
+    """The counter of a counting loop (``_counting_loop`` holds) that starts at 0 and runs once: ``v < 1``."""
+    start, bound = node.init.decls[0].init.value, node.cond.right.value
+    return node.init.decls[0].name if (start, bound) == ("0", "1") else None
+
+
+def _is_zero_valued(node: c_ast.Node, zero: list[str]) -> bool:
+    """Whether the integer expression ``node`` is 0 whatever the other variables: a fixed-at-0 counter, or a
+    product with one, or one divided by a non-zero constant."""
+    if isinstance(node, c_ast.ID):
+        return node.name in zero
+    if isinstance(node, c_ast.BinaryOp) and node.op == "*":
+        return _is_zero_valued(node.left, zero) or _is_zero_valued(node.right, zero)
+    if isinstance(node, c_ast.BinaryOp) and node.op == "/":
+        return _is_zero_valued(node.left, zero) and _is_nonzero_constant(node.right)
+    return False
+
+
+def _is_nonzero_constant(node: c_ast.Node) -> bool:
+    return isinstance(node, c_ast.Constant) and node.type == "int" and int(node.value.rstrip("uUlL"), 0) != 0
 
 
 def _is_zero(node: c_ast.Node) -> bool:

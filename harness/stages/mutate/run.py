@@ -28,17 +28,19 @@ and the host runner's, and the run is the host runner's own.
 from __future__ import annotations
 
 import difflib
+import queue
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from harness import references, targets
-from harness.core import oracle
+from harness.core import inputsets, intermediate, oracle
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.inputs import make_inputs
@@ -46,11 +48,11 @@ from harness.core.pipeline import from_code_layout, generate_code, item_dir, to_
 from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
-from harness.digests import tree_digest
+from harness.digests import digest, tree_digest
 from harness.errors import USER_ERRORS, AssayError, ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.runners import RunError, host, sanitized
+from harness.runners import RunError, arenacheck, host, sanitized
 from harness.runners.compiling import driver_defines
 from harness.stages.mutate import operators
 
@@ -73,6 +75,9 @@ class Settings(core_plan.Settings):
     weights_per_array: int = 2
     max_mutants: int | None = None  # a seeded sample of the mutants, for quick runs
     sanitize: int = 20  # inputs each survivor and the clean code run under the sanitizers
+    jobs: int = 2  # mutants judged at a time (the results do not depend on it)
+    input_sets: tuple[str, ...] = inputsets.SETS  # judged on: the uniform inputs, then the other sets
+    set_inputs: int = 100  # inputs of each set but the uniform one
 
     def tolerances(self, model: Model) -> tuple[float, float]:
         return (model.tolerance if self.atol is None else self.atol,
@@ -101,7 +106,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
         fingerprint = item_fingerprint(item, model, settings, seeds=settings.seeds, reference=settings.reference,
                                        tolerances=settings.tolerances(model), weights=settings.weights_per_array,
                                        max_mutants=settings.max_mutants, sanitize=settings.sanitize,
-                                       stage=tree_digest(STAGE_DIR))
+                                       input_sets=list(settings.input_sets), set_inputs=settings.set_inputs,
+                                       stage=tree_digest(STAGE_DIR), checks=_checks_digest())
         previous = None if settings.redo else store.find_all([record], fingerprint)
         if previous is not None:
             return previous[0]
@@ -113,6 +119,12 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
     record["seconds"] = time.perf_counter() - start
     store.put(record)
     return record
+
+
+def _checks_digest() -> str:
+    """The bytes of the code outside the stage that decides verdicts here: the arena-region check, the input sets
+    and the reference's intermediate outputs (a change there must not reuse old records)."""
+    return digest([Path(module.__file__).read_bytes().hex() for module in (arenacheck, inputsets, intermediate)])
 
 
 def reference_for(model: Model, settings: Settings) -> str:
@@ -134,12 +146,22 @@ class _Builder:
         self.profile = targets.get(HOST)
         self.flags = [*self.profile.flags(opt), f"-I{code.directory}", *driver_defines(code)]
         self.compiler_version = host.compiler_version(self.profile.compiler_path())
+        entry = code.manifest.get("entry")
+        self.entry_file = entry.get("file") if isinstance(entry, dict) else None
+        self.arena_checked = arenacheck.applies(code.manifest) and self.entry_file is not None
+        self.entry_lines = (code.directory / self.entry_file).read_text().count("\n") if self.arena_checked else 0
         self.objects = {}
         for source in (*code.sources, host.DRIVER):
             self.objects[source.name] = self._compile(source, work / "clean" / f"{source.name}.o")
 
     def _compile(self, source: Path, obj: Path) -> Path:
+        """Compile ``source`` to ``obj``; the entry's file with the arena-region check around every layer
+        (``harness.runners.arenacheck``) when the manifest allows it and the lines are where it says."""
         obj.parent.mkdir(parents=True, exist_ok=True)
+        text = source.read_text() if self.arena_checked and source.name == self.entry_file else None
+        if text is not None and text.count("\n") == self.entry_lines:
+            source = obj.with_name(f"checked-{source.name}")
+            source.write_text(arenacheck.instrument(text, self.code.manifest, self.entry_file))
         done = subprocess.run([self.profile.compiler_path(), *self.flags, "-c", str(source), "-o", str(obj)],
                               cwd=self.code.directory, capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -166,7 +188,7 @@ class _Builder:
 def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     timings: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
-    work = item_dir(item, settings, "mutate")
+    work = item_dir(item, settings, "mutate").resolve()  # the compiler runs in the code's directory
     code = generate_code(item, model, settings, timings, provenance, stage="mutate")
     reference = reference_for(model, settings)
     atol, rtol = settings.tolerances(model)
@@ -181,8 +203,12 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
 
     start = time.perf_counter()
     false_alarms, inputs, expected, clean = [], None, None, None
+    states = intermediate.activation_states(code, model) \
+        if {"thresholds", "coverage"} & set(settings.input_sets) else None
     for seed in range(settings.seed, settings.seed + settings.seeds):
         seed_inputs = make_inputs(model, settings.n_inputs, seed)
+        if seed == settings.seed:  # the judged inputs: the uniform ones, then the other sets (core.inputsets)
+            seed_inputs = np.concatenate([seed_inputs, *_other_sets(model, settings, states)])
         seed_expected = references.get(reference).run(model, seed_inputs)
         outputs = run_outputs(clean_build, seed_inputs)
         verdict = oracle.compare(outputs, seed_expected, atol, rtol)
@@ -195,7 +221,7 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
         raise AssayError(f"the unmutated code does not pass on seed {settings.seed}: {false_alarms[0]['cause']}")
     clean_errors = oracle.infinity_norm_errors(clean, expected)
     sample = np.sort(np.random.default_rng(settings.seed).choice(
-        settings.n_inputs, size=min(settings.sanitize, settings.n_inputs), replace=False))
+        len(inputs), size=min(settings.sanitize, len(inputs)), replace=False))
     sampled = to_code_layout(inputs, model, code)[sample]
     clean_sanitizer = _sanitizer_report(code, None, work / "sanitized-clean", sampled, settings) \
         if settings.sanitize else None
@@ -204,15 +230,30 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     judge = _Judge(builder, run_outputs, inputs, expected, clean, clean_errors, atol, rtol, work, settings, code, model,
                    sample)
     start = time.perf_counter()
-    results = [judge(number, mutant) for number, mutant in enumerate(mutants)]
+    results = judge.all(mutants, settings.jobs)
     timings["mutants_s"] = time.perf_counter() - start
     summary = summarise(results, false_alarms)
     return {"reference": reference, "tolerance": atol, "rtol": rtol, "input_domain": model.domain_json(),
-            "opt": settings.opt, "first_batch": FIRST_BATCH,
+            "opt": settings.opt, "first_batch": FIRST_BATCH, "input_sets": list(settings.input_sets),
+            "set_inputs": settings.set_inputs, "inputs_judged": len(inputs),
             "sanitized_inputs": len(sample) if settings.sanitize else 0,
             "clean": {"max_abs_error": float(clean_errors.max()), "sanitizer": clean_sanitizer},
             "false_alarms": false_alarms, "summary": summary, "mutants": results, "timings": timings,
             "provenance": provenance, **verdict_of(summary, clean_sanitizer)}
+
+
+def _other_sets(model: Model, settings: Settings, states: inputsets.States | None) -> list[np.ndarray]:
+    """The input sets beyond the uniform one (``settings.input_sets``), ``settings.set_inputs`` inputs each; a set
+    that needs the reference's activation states is refused when no reference gives them."""
+    sets = []
+    for kind in settings.input_sets:
+        if kind == "uniform":
+            continue
+        if kind in ("thresholds", "coverage") and states is None:
+            raise ConfigError(f"input set {kind}: no reference gives the intermediate outputs of {model.name}; "
+                              f"leave it out (--input-sets)")
+        sets.append(inputsets.make_set(kind, model, settings.set_inputs, settings.seed, states))
+    return sets
 
 
 def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
@@ -265,6 +306,7 @@ class _Judge:
     code: GeneratedCode
     model: Model
     sample: np.ndarray  # the inputs run under the sanitizers
+    slots: queue.Queue = field(default_factory=queue.Queue)  # work folder numbers free for a mutant
 
     def __call__(self, number: int, mutant: operators.Mutant) -> dict:
         path = self.code.directory / mutant.file
@@ -274,7 +316,21 @@ class _Judge:
                   "description": mutant.description, "diff": _diff(mutant.file, original, mutated),
                   "equivalent_rule": mutant.equivalent, "max_abs_error": None, "effect": None, "inputs_run": 0,
                   "detected_by": None, "cause": None, "class": None}
-        directory = self.work / "mutant"
+        slot = self.slots.get()  # a folder of its own per mutant judged at the same time
+        try:
+            return self._judge(number, mutant, result, mutated, slot)
+        finally:
+            self.slots.put(slot)
+
+    def all(self, mutants: list[operators.Mutant], jobs: int) -> list[dict]:
+        """Every mutant's result, in order, ``jobs`` judged at a time (each builds and runs in subprocesses)."""
+        for slot in range(max(1, jobs)):
+            self.slots.put(slot)
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(self, range(len(mutants)), mutants))
+
+    def _judge(self, number: int, mutant: operators.Mutant, result: dict, mutated: str, slot: int) -> dict:
+        directory = self.work / f"mutant-{slot}"
         directory.mkdir(parents=True, exist_ok=True)
         source = directory / mutant.file
         source.write_text(mutated)
@@ -301,7 +357,7 @@ class _Judge:
         if mutant.equivalent is not None:
             return {**result, "status": "equivalent"}
         if self.settings.sanitize and mutant.relative is None:  # a changed constant cannot change memory accesses
-            report = _sanitizer_report(self.code, mutant, self.work / "sanitized-mutant",
+            report = _sanitizer_report(self.code, mutant, self.work / f"sanitized-mutant-{slot}",
                                        to_code_layout(self.inputs, self.model, self.code)[self.sample], self.settings)
             if report is not None:
                 return {**result, "status": "killed", "detected_by": "sanitizer", "cause": report}

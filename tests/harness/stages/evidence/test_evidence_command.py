@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.arm,
@@ -26,17 +27,17 @@ def hashes(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.tor("TOR-EVD-001", "TOR-EVD-002", "TOR-EVD-007")
+@pytest.mark.tor("TOR-EVD-001", "TOR-EVD-002", "TOR-EVD-007", "TOR-EVD-008", "TOR-EVD-009")
 def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
     out, work = tmp_path / "pkg", tmp_path / "work"
     args = ("evidence", "--models", "acas-reg50", "--targets", "host,cortex-m4f", "--inputs", "50",
-            "--wcet-inputs", "5", "--mutants", "0", "--out", str(out), "--work", str(work),
+            "--wcet-inputs", "5", "--set-inputs", "20", "--mutants", "0", "--out", str(out), "--work", str(work),
             "--tor-tests", "tests/harness/stages/evidence/test_package.py -m tor")
     first = assay(*args)
     assert first.returncode == 0, first.stderr[-2000:]
     index = json.loads((out / "evidence.json").read_text())
     assert index["schema"] == "assay-evidence/1" and index["verdict"] == "pass"
-    assert set(index["verdicts"]) == {"semantic", "memory", "met", "wcet", "coverage"}
+    assert set(index["verdicts"]) == {"semantic", "memory", "met", "wcet", "coverage", "inputs"}
     # a subset of Assay's own tests ran: the requirements they verify pass, the others are "not run"
     assert index["tool_qualification"] == "incomplete"
     matrix = json.loads((out / "tool-qualification" / "tor-matrix.json").read_text())
@@ -62,6 +63,18 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
         assert row["object_code"]["cortex-m4f"], row
         figures = row["cycles"]["cortex-m4f/cortex-m4"]
         assert figures["wcet_cycles"] >= figures["max_measured_cycles"] > 0
+        assert row["error"]["compared"] and row["error"]["within_tolerance"], row
+        assert 0 <= row["error"]["max_abs_error"] < 1e-5
+    assert trace["layer_error"]["reference"] == "keras" and trace["layer_error"]["first_over_tolerance"] is None
+    sets = json.loads((out / "inputs" / "input-sets.json").read_text())
+    assert sets["schema"] == "assay-input-sets/1"
+    records = sets["codes"]["acas-reg50/assay-v2-onnx"]
+    assert set(records) == {"uniform", "corners", "thresholds", "coverage"}
+    assert records["uniform"]["inputs"] == 50 and records["corners"]["inputs"] == 20
+    for record in records.values():
+        assert record["verdict"] == "pass" and record["seed"] == 0 and 0 < record["line_percent"] <= 100
+        assert hashlib.sha256(np.load(out / record["file"]).tobytes()).hexdigest() == record["sha256"]
+        assert 0 < record["activation_states"]["reached"] <= record["activation_states"]["states"]
 
     before = hashes(out)
     second = assay(*args)

@@ -116,3 +116,39 @@ def test_weights_are_perturbed_by_the_relative_amount_and_unchanged_float32_is_e
         else:
             assert np.float32(new) == np.float32(old) and mutant.equivalent is not None
     assert "7.0" not in {m.original for m in mutants}
+
+
+ONE_CHANNEL = """void conv(const float *input, float *output) {
+    for (int ow = 0; ow < 3; ++ow) {
+        float acc = 0.0f;
+        for (int kw = 0; kw < 2; ++kw) {
+            for (int ic = 0; ic < 1; ++ic) {
+                acc += input[ow + kw + ic] * 0.5f + input[kw * 2 + ic * 2] - input[ic + kw];
+            }
+        }
+        for (int j = 0; j < 2; ++j) {
+            acc += input[ow + j] + input[j * 3];
+        }
+        output[ow] = acc;
+    }
+}
+"""
+
+
+@pytest.mark.tor("TOR-SEM-005")
+def test_a_counter_fixed_at_zero_makes_only_its_sums_and_products_equivalent(tmp_path):
+    path = tmp_path / "conv.c"
+    path.write_text(ONE_CHANNEL)
+    fixed = {(m.original, m.replacement, m.start) for m in code_mutants(path)
+             if m.equivalent and m.equivalent.startswith("counter fixed at 0")}
+    arith = {m.start: m for m in code_mutants(path) if m.operator == "arith"}
+    line = ONE_CHANNEL.index("acc += input[ow + kw + ic]")
+
+    def at(fragment: str, operator: str) -> int:
+        return ONE_CHANNEL.index(fragment, line) + fragment.index(operator)
+
+    # x + ic, kw * 2 + ic * 2 (right operand 0) and ic * 2 (left operand 0, constant divisor) are equivalent
+    assert {start for _, _, start in fixed} == {at("kw + ic", "+"), at("kw * 2 + ic", "+ ic"), at("ic * 2", "*")}
+    # ic + kw -> ic - kw is -kw: not equivalent; nor is anything in the loop over j (it runs twice)
+    assert arith[at("ic + kw", "+")].equivalent is None
+    assert arith[at("j * 3", "*")].equivalent is None and arith[at("ow + j", "+")].equivalent is None

@@ -1,0 +1,65 @@
+"""Per-layer error: the generated C's intermediate outputs (instrumented host build, in the runner's worker)
+against Keras' layer outputs and ONNX Runtime's intermediate tensors; a weight perturbed in one layer shows up
+as the first layer over the tolerance, the layers before it stay within it."""
+
+import os
+import re
+import shutil
+
+import pytest
+
+from harness.core.inputs import make_inputs
+from harness.core.plan import Settings, load_model
+from harness.generators import get as get_generator
+from harness.generators.generated import GeneratedCode
+from harness.stages.evidence import layererror
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+N_INPUTS = 40
+
+
+@pytest.fixture(scope="module")
+def acas(tmp_path_factory):
+    work = tmp_path_factory.mktemp("work")
+    model = load_model("acas-reg50", Settings(work_dir=work))
+    codes = {variant: get_generator("assay-v2").generate(model, variant, work / variant) for variant in ("keras", "onnx")}
+    return model, codes, make_inputs(model, N_INPUTS, 0)
+
+
+def _measure(model, code, inputs, work):
+    return layererror.measure(code, model, inputs, work, model.tolerance, model.rtol, 120)
+
+
+@pytest.mark.tor("TOR-EVD-008")
+@pytest.mark.parametrize("variant", ["keras", "onnx"])
+def test_every_layer_of_correct_code_is_within_tolerance(acas, variant, tmp_path):
+    model, codes, inputs = acas
+    result = _measure(model, codes[variant], inputs, tmp_path)
+    assert result["available"] and result["reference"] == {"keras": "keras", "onnx": "onnxruntime"}[variant]
+    compared = [row for row in result["layers"] if row["compared"]]
+    assert len(compared) == len(model_layers := [l for l in codes[variant].manifest["layers"] if "output" in l])
+    assert [row["layer"] for row in compared] == [l["name"] for l in model_layers]
+    assert all(row["within_tolerance"] and 0 <= row["max_abs_error"] < model.tolerance for row in compared)
+    assert any(row["max_abs_error"] > 0 for row in compared)  # float32 rounding is seen: the values are compared
+    assert result["first_over_tolerance"] is None
+
+
+@pytest.mark.tor("TOR-EVD-008")
+@pytest.mark.parametrize("layer", ["dense3", "dense6"])
+def test_a_weight_mutated_in_one_layer_is_localised_to_that_layer(acas, layer, tmp_path):
+    model, codes, inputs = acas
+    code = codes["keras"]
+    copy = tmp_path / "mutated"
+    shutil.copytree(code.directory, copy)
+    params = copy / next(s for s in code.manifest["sources"] if s.endswith("params.c"))
+    text = params.read_text()
+    header = re.search(rf"{code.manifest['prefix']}{layer}_kernel\[\d*\]\s*=\s*\{{\s*", text)
+    number = re.compile(r"[-+]?\d[\d.eE+-]*f?").match(text, header.end())
+    value = float(number.group(0).rstrip("f"))
+    params.write_text(text[:number.start()] + f"{value * 1.01 + 0.01:.9g}f" + text[number.end():])
+    result = _measure(model, GeneratedCode.from_directory(copy), inputs, tmp_path / "build")
+    rows = {row["layer"]: row for row in result["layers"]}
+    assert result["first_over_tolerance"] == layer
+    before = [row for row in result["layers"] if row["index"] < rows[layer]["index"]]
+    assert before and all(row["within_tolerance"] for row in before)
+    assert rows[layer]["max_abs_error"] > 100 * max(row["max_abs_error"] for row in before)
