@@ -56,7 +56,7 @@ def evaluate(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray], see
         layer_errors[kind] = errors
         code_inputs = to_code_layout(inputs, model, code)
         out = root / "coverage" / key / "sets" / kind
-        covered = coverage.measure(code, code_inputs, work / "coverage" / kind, out, timeout)
+        covered = coverage.measure(code, code_inputs, work / "coverage", out, timeout)  # one build, counts reset
         mcdc = coverage.measure_mcdc(code, code_inputs, work / "mcdc" / kind, out, timeout)
         record = {"method": kind, "seed": seed, "inputs": len(inputs), "file": path.relative_to(root).as_posix(),
                   "sha256": hashlib.sha256(inputs.tobytes()).hexdigest(),

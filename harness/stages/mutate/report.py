@@ -46,7 +46,12 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
             continue
         s = r["summary"]
         lines += ["", f"## {r['model']} / {r['generator']} / {r['variant']}", "",
-                  f"{r['n_inputs']} inputs, seed {r['seed']}, reference {r['reference']}, tolerance atol "
+                  f"{r['n_inputs']} uniform inputs, seed {r['seed']}"
+                  + (f", then the input sets {', '.join(k for k in r['input_sets'] if k != 'uniform')} "
+                     f"({r['set_inputs']} inputs each; {r['inputs_judged']} judged in all)"
+                     if len(r.get("input_sets", [])) > 1 else "")
+                  + "".join(f"; set {k} left out: {v}" for k, v in r.get("input_sets_left_out", {}).items())
+                  + f", reference {r['reference']}, tolerance atol "
                   f"{r['tolerance']:g} + rtol {r['rtol']:g}; the clean code's largest error "
                   f"{_error(r['clean']['max_abs_error'])}; under the sanitizers ({r['sanitized_inputs']} inputs): "
                   f"{r['clean']['sanitizer'] or 'no report'}. Killed by the oracle {s['detected_by']['oracle']}, "

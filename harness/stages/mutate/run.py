@@ -202,13 +202,14 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
                                 model, code)
 
     start = time.perf_counter()
-    false_alarms, inputs, expected, clean = [], None, None, None
+    false_alarms, inputs, expected, clean, skipped = [], None, None, None, {}
     states = intermediate.activation_states(code, model) \
         if {"thresholds", "coverage"} & set(settings.input_sets) else None
     for seed in range(settings.seed, settings.seed + settings.seeds):
         seed_inputs = make_inputs(model, settings.n_inputs, seed)
         if seed == settings.seed:  # the judged inputs: the uniform ones, then the other sets (core.inputsets)
-            seed_inputs = np.concatenate([seed_inputs, *_other_sets(model, settings, states)])
+            others, skipped = _other_sets(model, code, settings, states)
+            seed_inputs = np.concatenate([seed_inputs, *others])
         seed_expected = references.get(reference).run(model, seed_inputs)
         outputs = run_outputs(clean_build, seed_inputs)
         verdict = oracle.compare(outputs, seed_expected, atol, rtol)
@@ -234,7 +235,8 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     timings["mutants_s"] = time.perf_counter() - start
     summary = summarise(results, false_alarms)
     return {"reference": reference, "tolerance": atol, "rtol": rtol, "input_domain": model.domain_json(),
-            "opt": settings.opt, "first_batch": FIRST_BATCH, "input_sets": list(settings.input_sets),
+            "opt": settings.opt, "first_batch": FIRST_BATCH,
+            "input_sets": [k for k in settings.input_sets if k not in skipped], "input_sets_left_out": skipped,
             "set_inputs": settings.set_inputs, "inputs_judged": len(inputs),
             "sanitized_inputs": len(sample) if settings.sanitize else 0,
             "clean": {"max_abs_error": float(clean_errors.max()), "sanitizer": clean_sanitizer},
@@ -242,18 +244,20 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
             "provenance": provenance, **verdict_of(summary, clean_sanitizer)}
 
 
-def _other_sets(model: Model, settings: Settings, states: inputsets.States | None) -> list[np.ndarray]:
-    """The input sets beyond the uniform one (``settings.input_sets``), ``settings.set_inputs`` inputs each; a set
-    that needs the reference's activation states is refused when no reference gives them."""
-    sets = []
+def _other_sets(model: Model, code: GeneratedCode, settings: Settings, states: inputsets.States | None
+                ) -> tuple[list[np.ndarray], dict[str, str]]:
+    """The input sets beyond the uniform one (``settings.input_sets``), ``settings.set_inputs`` inputs each, and
+    the sets left out with the reason (those that need the reference's activation states when no reference
+    gives them for this code, e.g. C from another generator without layer outputs in its manifest)."""
+    sets, skipped = [], {}
     for kind in settings.input_sets:
         if kind == "uniform":
             continue
         if kind in ("thresholds", "coverage") and states is None:
-            raise ConfigError(f"input set {kind}: no reference gives the intermediate outputs of {model.name}; "
-                              f"leave it out (--input-sets)")
+            skipped[kind] = intermediate.unavailable(code, model) or "no activation states"
+            continue
         sets.append(inputsets.make_set(kind, model, settings.set_inputs, settings.seed, states))
-    return sets
+    return sets, skipped
 
 
 def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
