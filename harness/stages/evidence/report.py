@@ -9,6 +9,8 @@ from pathlib import Path
 PARTS = (("sci/sci.json", "Software Configuration Index: models, generated code, toolchains, images, commands"),
          ("trace/trace.json", "Trace matrix: layer -> C lines -> object code -> tests -> coverage, cycles, WCET"),
          ("coverage/coverage-summary.json", "Structural coverage of the generated code (statements, branches)"),
+         ("inputs/input-sets.json", "Input sets (uniform, corners, thresholds, coverage-directed): seed, hash, "
+                                    "verdict, coverage reached"),
          ("results/semantic/table1.md", "Semantic preservation (paper Table 1), tolerance and float64 arbiter"),
          ("results/semantic/bitcompare.md", "Bit comparison target vs host"),
          ("results/memory/table5.md", "Memory layout and stack (paper Table 5)"),

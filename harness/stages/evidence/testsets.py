@@ -73,11 +73,8 @@ def evaluate(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray], see
         if states is not None:
             reached = states(inputs)
             record["activation_states"] = inputsets.state_coverage(reached)
-            record["classes"] = sorted({int(c) for c in np.flatnonzero(reached[:, -_classes(code):].any(axis=0))})
+            # the arg-max states are the last output_size columns (intermediate.activation_states)
+            record["classes"] = sorted({int(c) for c in np.flatnonzero(reached[:, -code.output_size:].any(axis=0))})
         records[kind] = record
     return records, layer_errors
 
-
-def _classes(code: GeneratedCode) -> int:
-    """The width of the network's output (the arg-max states are its last columns)."""
-    return code.output_size
