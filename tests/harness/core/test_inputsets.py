@@ -17,7 +17,7 @@ def states(inputs: np.ndarray) -> np.ndarray:
     return np.stack([inputs[:, 0] > 0.3, inputs[:, 0] + inputs[:, 2] > 4.0], axis=1)
 
 
-@pytest.mark.tor("TOR-SEM-010")
+@pytest.mark.tor("TOR-SEM-010", "TOR-EVD-009")
 @pytest.mark.parametrize("kind", inputsets.SETS)
 def test_every_set_is_seeded_and_inside_the_domain(kind):
     first = inputsets.make_set(kind, MODEL, 40, 7, states)
