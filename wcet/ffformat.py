@@ -57,7 +57,6 @@ import xml.parsers.expat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import quoteattr
 
 from wcet.errors import WcetError
 from wcet.facts import FlowFacts, LoopBound
@@ -717,9 +716,9 @@ def write_ffx(facts: FlowFacts, elf: Path | None = None, entry: str | None = Non
 
 def _call_targets(elf: Path, sites: set[int]) -> dict[int, str]:
     """The function each direct call at ``sites`` calls, decoded from ``elf``."""
-    from wcet.armcode import ArmCode
+    from wcet.armcode import load_code
 
-    code = ArmCode(Path(elf))
+    code = load_code(elf)
     targets = {}
     for site in sites:
         try:
@@ -732,6 +731,14 @@ def _call_targets(elf: Path, sites: set[int]) -> dict[int, str]:
             if names:
                 targets[site] = names[0]
     return targets
+
+
+def quoteattr(text: str) -> str:
+    """``xml.sax.saxutils.quoteattr``, imported when an FFX file is written (it pulls in ``urllib``, which
+    reading facts and bounding an ELF do without)."""
+    from xml.sax import saxutils
+
+    return saxutils.quoteattr(text)
 
 
 def _ffx_calls(node: dict, depth: int, out: list[str], problems: list[str]) -> None:
