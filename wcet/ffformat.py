@@ -90,24 +90,49 @@ def otawa_checksum(elf: Path | bytes) -> int:
     the high byte left over from the previous half (its ``half`` buffer is not
     cleared), reproduced here.
     """
-    data = elf if isinstance(elf, (bytes, bytearray)) else Path(elf).read_bytes()
+    import numpy as np
+
     sum1 = sum2 = 0xFFFF
-    length = 0
-    high = 0
-    for index in range(0, len(data), 2):
-        low = data[index]
-        if index + 1 < len(data):
-            high = data[index + 1]
-        sum1 += low | (high << 8)
-        sum2 += sum1
-        length += 2
-        if length == 360:
+    weights = np.arange(_BLOCK, 0, -1, dtype=np.int64)
+    previous = b""  # the bytes after the last whole block so far
+    high = 0  # the high byte of the last half added
+    for chunk in _chunks(elf):
+        data = previous + chunk
+        full = len(data) // _BLOCK_BYTES * _BLOCK_BYTES
+        # Per 180 halves (360 bytes) the sums go s1 += sum(h), s2 += 180 * s1 + sum((180 - k) * h[k]), then both
+        # are folded: the block sums are computed at once, only the folds run one block at a time.
+        blocks = np.frombuffer(data, dtype="<u2", count=full // 2).reshape(-1, _BLOCK).astype(np.int64)
+        for plain, weighted in zip(blocks.sum(axis=1).tolist(), (blocks @ weights).tolist()):
+            sum2 += _BLOCK * sum1 + weighted
+            sum1 += plain
             sum1 = (sum1 & 0xFFFF) + (sum1 >> 16)
             sum2 = (sum2 & 0xFFFF) + (sum2 >> 16)
-            length = 0
+        previous = data[full:]
+        high = data[full - 1] if full else high
+    rest = np.frombuffer(previous, dtype="<u2", count=len(previous) // 2).astype(np.int64)
+    if len(previous) % 2:  # the odd last byte, with the high byte of the half before it (0 if none)
+        rest = np.append(rest, previous[-1] | ((previous[-2] if len(previous) > 1 else high) << 8))
+    sum2 += len(rest) * sum1 + int(rest @ np.arange(len(rest), 0, -1, dtype=np.int64))
+    sum1 += int(rest.sum())
     sum1 = (sum1 & 0xFFFF) + (sum1 >> 16)
     sum2 = (sum2 & 0xFFFF) + (sum2 >> 16)
     return ((sum2 << 16) | sum1) & 0xFFFFFFFF
+
+
+def _chunks(elf: Path | bytes):
+    """The file (or bytes) in pieces of whole checksum blocks, so a 500 MB image is never held at once."""
+    size = _BLOCK_BYTES * 4096
+    if isinstance(elf, (bytes, bytearray)):
+        for start in range(0, len(elf), size):
+            yield bytes(elf[start:start + size])
+        return
+    with Path(elf).open("rb") as stream:
+        while chunk := stream.read(size):
+            yield chunk
+
+
+_BLOCK = 180  # halves between folds: elm folds the sums every 360 bytes
+_BLOCK_BYTES = 2 * _BLOCK
 
 
 def content(facts: FlowFacts) -> tuple:
