@@ -13,7 +13,7 @@
 - ``flow(insn)``: what one instruction does to the control flow (call, branch,
   return, indirect jump, ...); the stack analysis (``harness/binary/stack.py``) and the
   WCET analyzer's CFGs (``wcet/cfg.py``) share it.
-- ``ArmCode.line(address)`` / ``line_rows(elf, files)``: the DWARF line table.
+- ``ArmCode.line(address)`` / ``ArmCode.line_rows(files)``: the DWARF line table.
 - ``layer_ranges(code, manifest)``: address ranges of the generated functions,
   each tagged with the manifest layer whose source lines (``layers[*].lines``)
   the DWARF line table gives for it.
@@ -41,7 +41,9 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from wcet.errors import AnalysisError
+from wcet.timing import writes_pc
 
+_BATCH = 8  # instructions decoded with details per miss: code is mostly walked in order, one call costs ~10 us
 _IT = re.compile(r"it[te]{0,3}")  # Thumb-2 IT: one condition letter per covered instruction after 'it'
 OUTSIDE_LAYERS = 0  # bucket of generated code that no layer's line span covers (prologue, epilogue)
 
@@ -173,7 +175,7 @@ class ArmCode:
             raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x} "
                                 f"(unsupported instruction or not an instruction boundary)", address)
         first = it_of.get(address, address)  # inside a Thumb IT block: decode from its IT, so the condition shows
-        count = 1 + it_covers.get(first, 0)  # an IT is decoded with its whole block
+        count = max(_BATCH, 1 + it_covers.get(first, 0))  # an IT is decoded with its whole block
         index = bisect.bisect_left(boundaries, first) + count
         stop = boundaries[index] if index < len(boundaries) else end
         for insn in _disassembler(kind == "t", self.mclass).disasm(code[first - start:stop - start], first, count):
@@ -204,9 +206,20 @@ class ArmCode:
 
     def line(self, address: int) -> tuple[str, int] | None:
         """(source file base name, line) of ``address`` in the DWARF line table, or None."""
+        return self._line_table().line(address)
+
+    def line_rows(self, file_names: set[str]) -> list[tuple[int, int, str, int]]:
+        """(start, end, file base name, line) rows of the DWARF line table for the given source files,
+        sorted; an ``AnalysisError`` without DWARF information."""
+        table = self._line_table()
+        if table.dwarf is None:
+            raise AnalysisError(f"{self.path}: no DWARF information (build with -g)")
+        return table.rows_of(file_names)
+
+    def _line_table(self) -> "_LineTable":
         if self._lines is None:
             self._lines = _LineTable(self.path)
-        return self._lines.line(address)
+        return self._lines
 
     def _span(self, address: int, data_ok: bool = False) -> tuple[int, int, str]:
         """The mapping-symbol span holding ``address``: (start, end, 'a', 't' or 'd')."""
@@ -412,8 +425,7 @@ def flow(insn: capstone.CsInsn) -> Flow:
         return Flow("indirect-jump", final=unconditional)
     if ident in (A.ARM_INS_TBB, A.ARM_INS_TBH):
         return Flow("jump-table", final=True)
-    _, written = insn.regs_access()
-    if _PC in written or (ops and ops[0].type == A.ARM_OP_REG and ops[0].reg == _PC and writes_first_operand(insn)):
+    if writes_pc(insn) or (ops and ops[0].type == A.ARM_OP_REG and ops[0].reg == _PC and writes_first_operand(insn)):
         return _pc_write(insn, unconditional)
     return NEXT
 
@@ -458,9 +470,9 @@ def pc_relative_literal(insn: capstone.CsInsn, thumb: bool) -> int | None:
 # ---------------------------------------------------------------------------- DWARF line table
 
 
-def line_table(elf: Path, file_names: set[str] | None = None) -> list[tuple[int, int, str, int]]:
-    """(start, end, file base name, line) rows of the DWARF line table, sorted by address; only
-    the given source files if ``file_names`` is set. Empty without DWARF information."""
+def line_table(elf: Path) -> list[tuple[int, int, str, int]]:
+    """(start, end, file base name, line) rows of the whole DWARF line table, sorted by address (read at once:
+    ``ArmCode.line`` reads it one unit at a time). Empty without DWARF information."""
     rows = []
     with Path(elf).open("rb") as stream:
         elf_file = ELFFile(stream)
@@ -468,21 +480,19 @@ def line_table(elf: Path, file_names: set[str] | None = None) -> list[tuple[int,
             return []
         dwarf = elf_file.get_dwarf_info()
         for cu in dwarf.iter_CUs():
-            rows += _unit_rows(dwarf, cu, file_names)
+            rows += _unit_rows(dwarf, cu)
     rows.sort()
     return rows
 
 
-def _unit_rows(dwarf, cu, file_names: set[str] | None = None) -> list[tuple[int, int, str, int]]:
-    """The line rows of one compilation unit (of the given source files only, if ``file_names`` is set)."""
+def _unit_rows(dwarf, cu) -> list[tuple[int, int, str, int]]:
+    """The line rows of one compilation unit."""
     program = dwarf.line_program_for_CU(cu)
     if program is None:
         return []
     entries = program["file_entry"]
     base = 0 if program.header["version"] >= 5 else 1
     names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in entries]
-    if file_names is not None and not set(names) & file_names:
-        return []
     rows = []
     previous = None
     for entry in program.get_entries():
@@ -491,9 +501,8 @@ def _unit_rows(dwarf, cu, file_names: set[str] | None = None) -> list[tuple[int,
             continue
         if previous is not None and state.address > previous.address:
             index = previous.file - base
-            name = names[index] if 0 <= index < len(names) else ""
-            if file_names is None or name in file_names:
-                rows.append((previous.address, state.address, name, previous.line))
+            rows.append((previous.address, state.address, names[index] if 0 <= index < len(names) else "",
+                         previous.line))
         previous = None if state.end_sequence else state
     return rows
 
@@ -529,28 +538,28 @@ class _LineTable:
         self._sort()
 
     def line(self, address: int) -> tuple[str, int] | None:
-        units = {unit for start, end, unit in self.pending if start <= address < end}
-        if units:
-            for unit in sorted(units):
-                self.rows += _unit_rows(self.dwarf, self.dwarf.get_CU_at(unit))
-            self.pending = [entry for entry in self.pending if entry[2] not in units]
-            self._sort()
+        self._read({unit for start, end, unit in self.pending if start <= address < end})
         index = bisect.bisect_right(self.starts, address) - 1
         if index >= 0 and self.rows[index][0] <= address < self.rows[index][1]:
             return self.rows[index][2], self.rows[index][3]
         return None
 
+    def _read(self, units: set[int]) -> None:
+        """Read the rows of the compilation units at the given offsets."""
+        if units:
+            for unit in sorted(units):
+                self.rows += _unit_rows(self.dwarf, self.dwarf.get_CU_at(unit))
+            self.pending = [entry for entry in self.pending if entry[2] not in units]
+            self._sort()
+
+    def rows_of(self, file_names: set[str]) -> list[tuple[int, int, str, int]]:
+        """Every row of the given source files (all units read)."""
+        self._read({unit for _, _, unit in self.pending})
+        return [row for row in self.rows if row[2] in file_names]
+
     def _sort(self) -> None:
         self.rows.sort()
         self.starts = [row[0] for row in self.rows]
-
-
-def line_rows(elf: Path, file_names: set[str]) -> list[tuple[int, int, str, int]]:
-    """(start, end, file base name, line) rows of the DWARF line table for the given source files."""
-    with Path(elf).open("rb") as stream:
-        if not ELFFile(stream).has_dwarf_info():
-            raise AnalysisError(f"{elf}: no DWARF information (build with -g)")
-    return line_table(elf, file_names)
 
 
 def layer_ranges(code: ArmCode, manifest: dict, entry: str) -> list[AddressRange]:
@@ -567,7 +576,7 @@ def layer_ranges(code: ArmCode, manifest: dict, entry: str) -> list[AddressRange
     layers = manifest.get("layers", [])
     spans = [(PurePosixPath(layer["file"]).name, int(layer["lines"][0]), int(layer["lines"][1]), i + 1)
              for i, layer in enumerate(layers)]
-    rows = line_rows(code.path, {file for file, _, _, _ in spans}) if spans else []
+    rows = code.line_rows({file for file, _, _, _ in spans}) if spans else []
 
     def bucket(file: str, line: int) -> int:
         for span_file, first, last, number in spans:

@@ -92,3 +92,36 @@ def test_python_m_wcet_imports_no_harness_numpy_or_ilp_solver():
               % (str(OTAWA / "arm7tdmi/dense.elf"), str(OTAWA / "arm7tdmi/dense.ff")))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert run.stdout.splitlines() == ["WCET[main] = 22715 cycles", "0 []"], run.stderr
+
+
+FLOATS = """float scale(float a, float b) { return a * b / (a + b); }
+int entry(void) { volatile float x = 3.0f; return (int) scale(x, 2.0f); }
+"""
+
+
+@needs_gcc
+def test_capstone_writes_pc_only_in_branches_and_instructions_naming_pc(tmp_path):
+    """What ``timing.names_pc`` relies on, checked on every instruction of hand-written code, of libgcc's
+    soft-float routines and of OTAWA's samples."""
+    from capstone import arm as A
+
+    from wcet import timing
+
+    source = tmp_path / "floats.c"
+    source.write_text(FLOATS)
+    elfs = [programs.build(name, target, tmp_path) for name, target in
+            [("arm_flow.S", "arm7tdmi"), ("thumb_flow.S", "cortex-m4"), ("shapes.c", "arm7tdmi")]]
+    for target in ("arm7tdmi", "cortex-m4"):  # with libgcc's soft-float and conversion routines
+        elfs.append(tmp_path / f"floats-{target}.elf")
+        subprocess.run([programs.GCC, *programs.FLAGS[target], "-O0", "-g", "-nostdlib", "-nostartfiles",
+                        "-Wl,-e,entry", "-Wl,-Ttext=0x8000", str(source), "-lgcc", "-o", str(elfs[-1])], check=True)
+    elfs += [OTAWA / "arm7tdmi/dense.elf", OTAWA / "cortex-m4/fdense_m4.elf"] if OTAWA.is_dir() else []
+    checked = 0
+    for elf in elfs:
+        code = armcode.ArmCode(elf)
+        for address in span_decoding(code):
+            insn = code.decode(address)
+            checked += 1
+            if A.ARM_REG_PC in insn.regs_access()[1]:
+                assert insn.id in timing._BRANCHES or timing.names_pc(insn), (elf.name, insn)
+    assert checked > 1000
