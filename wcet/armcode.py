@@ -13,7 +13,7 @@
 - ``flow(insn)``: what one instruction does to the control flow (call, branch,
   return, indirect jump, ...); the stack analysis (``harness/binary/stack.py``) and the
   WCET analyzer's CFGs (``wcet/cfg.py``) share it.
-- ``ArmCode.line(address)`` / ``ArmCode.line_rows(files)``: the DWARF line table.
+- ``ArmCode.line(address)`` / ``ArmCode.line_rows(files, within)``: the DWARF line table.
 - ``layer_ranges(code, manifest)``: address ranges of the generated functions,
   each tagged with the manifest layer whose source lines (``layers[*].lines``)
   the DWARF line table gives for it.
@@ -208,13 +208,13 @@ class ArmCode:
         """(source file base name, line) of ``address`` in the DWARF line table, or None."""
         return self._line_table().line(address)
 
-    def line_rows(self, file_names: set[str]) -> list[tuple[int, int, str, int]]:
-        """(start, end, file base name, line) rows of the DWARF line table for the given source files,
-        sorted; an ``AnalysisError`` without DWARF information."""
+    def line_rows(self, file_names: set[str], within: list[tuple[int, int]]) -> list[tuple[int, int, str, int]]:
+        """(start, end, file base name, line) rows of the DWARF line table for the given source files that
+        overlap the address ranges ``within``, sorted; an ``AnalysisError`` without DWARF information."""
         table = self._line_table()
         if table.dwarf is None:
             raise AnalysisError(f"{self.path}: no DWARF information (build with -g)")
-        return table.rows_of(file_names)
+        return table.rows_of(file_names, within)
 
     def _line_table(self) -> "_LineTable":
         if self._lines is None:
@@ -490,9 +490,8 @@ def _unit_rows(dwarf, cu) -> list[tuple[int, int, str, int]]:
     program = dwarf.line_program_for_CU(cu)
     if program is None:
         return []
-    entries = program["file_entry"]
     base = 0 if program.header["version"] >= 5 else 1
-    names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in entries]
+    names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in program["file_entry"]]
     rows = []
     previous = None
     for entry in program.get_entries():
@@ -552,10 +551,12 @@ class _LineTable:
             self.pending = [entry for entry in self.pending if entry[2] not in units]
             self._sort()
 
-    def rows_of(self, file_names: set[str]) -> list[tuple[int, int, str, int]]:
-        """Every row of the given source files (all units read)."""
-        self._read({unit for _, _, unit in self.pending})
-        return [row for row in self.rows if row[2] in file_names]
+    def rows_of(self, file_names: set[str], within: list[tuple[int, int]]) -> list[tuple[int, int, str, int]]:
+        """The rows of the given source files that overlap the address ranges ``within`` (the units whose
+        ranges do read)."""
+        self._read({unit for start, end, unit in self.pending if any(start < high and low < end for low, high in within)})
+        return [row for row in self.rows if row[2] in file_names and any(row[0] < high and low < row[1]
+                                                                         for low, high in within)]
 
     def _sort(self) -> None:
         self.rows.sort()
@@ -576,7 +577,7 @@ def layer_ranges(code: ArmCode, manifest: dict, entry: str) -> list[AddressRange
     layers = manifest.get("layers", [])
     spans = [(PurePosixPath(layer["file"]).name, int(layer["lines"][0]), int(layer["lines"][1]), i + 1)
              for i, layer in enumerate(layers)]
-    rows = code.line_rows({file for file, _, _, _ in spans}) if spans else []
+    rows = code.line_rows({file for file, _, _, _ in spans}, [(f.start, f.end) for f in functions]) if spans else []
 
     def bucket(file: str, line: int) -> int:
         for span_file, first, last, number in spans:
