@@ -18,7 +18,8 @@ ELF and its automatic flow facts (``.ff``) are made once, then ``assay wcet
 --elf E --function F --flow-facts E.ff`` (run as ``python -m harness.cli``,
 what the ``assay`` entry point runs), ``python -m wcet E F --flow-facts E.ff``
 and, when ``owcet`` is on PATH, ``owcet -s trivial E F -f E.ff`` are each run
-``--repeat`` times as fresh processes: median and fastest wall time, peak
+``--repeat`` times as fresh processes: median and fastest wall time, median
+CPU time (user + system: what a loaded machine inflates least), peak
 resident memory of the process (``wait4``), the WCET each printed, and the
 ratio to OTAWA. Bytecode is compiled by an unmeasured first run (as ``pip
 install`` does; ``PYTHONDONTWRITEBYTECODE`` is dropped for the children).
@@ -133,8 +134,9 @@ def measure(elf: Path, code_dir: Path, timing_name: str) -> dict:
 WCET_LINE = re.compile(r"WCET\[[^\]]*\] = (\d+) cycles")
 
 
-def run_once(command: list[str], cwd: Path, env: dict) -> tuple[float, float, int | None]:
-    """Wall seconds, peak resident MB and the WCET printed, for one fresh process running ``command``."""
+def run_once(command: list[str], cwd: Path, env: dict) -> tuple[float, float, float, int | None]:
+    """Wall seconds, CPU seconds (user + system), peak resident MB and the WCET printed, for one fresh
+    process running ``command``."""
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _, status, usage = os.wait4(process.pid, 0)
@@ -151,7 +153,7 @@ def run_once(command: list[str], cwd: Path, env: dict) -> tuple[float, float, in
     else:
         match = WCET_LINE.search(output)
         cycles = int(match.group(1)) if match else None
-    return wall, usage.ru_maxrss / 1024, cycles
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, cycles
 
 
 def elf_mode(models: list[str], targets: list[str], repeat: int, source: Path, work: Path) -> list[dict]:
@@ -174,9 +176,10 @@ def elf_mode(models: list[str], targets: list[str], repeat: int, source: Path, w
             for name, command in tools.items():
                 run_once(command, source, env)  # compiles the bytecode; not measured
                 runs = [run_once(command, source, env) for _ in range(repeat)]
-                walls = sorted(wall for wall, _, _ in runs)
+                walls = sorted(wall for wall, _, _, _ in runs)
                 row["tools"][name] = {"wall_median_s": statistics.median(walls), "wall_min_s": walls[0],
-                                      "peak_rss_mb": max(rss for _, rss, _ in runs), "wcet_cycles": runs[0][2]}
+                                      "cpu_median_s": statistics.median(cpu for _, cpu, _, _ in runs),
+                                      "peak_rss_mb": max(rss for _, _, rss, _ in runs), "wcet_cycles": runs[0][3]}
             rows.append(row)
             print(_elf_line(row), flush=True)
     return rows
@@ -187,8 +190,8 @@ def _elf_line(row: dict) -> str:
     otawa = row["tools"].get("owcet")
     parts = []
     for name, figures in row["tools"].items():
-        text = (f"{name} {figures['wall_median_s']:.2f} s ({figures['wall_min_s']:.2f}) "
-                f"{figures['peak_rss_mb']:.1f} MB")
+        text = (f"{name} {figures['wall_median_s']:.2f} s ({figures['wall_min_s']:.2f}, CPU "
+                f"{figures['cpu_median_s']:.2f}) {figures['peak_rss_mb']:.1f} MB")
         if otawa is not None and name != "owcet":
             text += (f" = {figures['wall_median_s'] / otawa['wall_median_s']:.1f}x, "
                      f"{figures['peak_rss_mb'] / otawa['peak_rss_mb']:.1f}x OTAWA")
