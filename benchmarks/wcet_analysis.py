@@ -125,7 +125,8 @@ def measure(elf: Path, code_dir: Path, timing_name: str) -> dict:
     from wcet.program import load_program
 
     entry = load_program(elf).function(code.entry)
-    return {"entry": code.entry, "text_bytes": _text_bytes(elf), "wcet_cycles": int(result.wcet_cycles), "wcet_cycles_precise": result.wcet_cycles_precise,
+    return {"entry": code.entry, "text_bytes": _text_bytes(elf), "wcet_cycles": int(result.wcet_cycles),
+            "wcet_cycles_precise": result.wcet_cycles_precise,
             "entry_bytes": entry.end - entry.start, "ilp": result.ilp, "layers": len(regions), "loops": len(result.loops),
             "seconds": seconds, "wcet_seconds": seconds["flowfacts"] + seconds["analysis"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -114,7 +114,8 @@ class ArmCode:
         self._map_addresses = [address for address, _ in mapping]
         self._map_kinds = [kind for _, kind in mapping]
         self._decoded: dict[int, capstone.CsInsn] = {}
-        self._spans: dict[int, tuple[array.array, dict[int, int], dict[int, int], bytes]] = {}  # by span start (``_boundaries``)
+        # by span start: its instruction addresses, IT blocks and bytes (``_boundaries``)
+        self._spans: dict[int, tuple[array.array, dict[int, int], dict[int, int], bytes]] = {}
         # Function extents by start (aliases share one), for ``containing``; a symbol without a size
         # (hand-written assembly without .size) extends to the next symbol or its section's end.
         by_start: dict[int, list[Function]] = {}
@@ -554,9 +555,11 @@ class _LineTable:
     def rows_of(self, file_names: set[str], within: list[tuple[int, int]]) -> list[tuple[int, int, str, int]]:
         """The rows of the given source files that overlap the address ranges ``within`` (the units whose
         ranges do read)."""
-        self._read({unit for start, end, unit in self.pending if any(start < high and low < end for low, high in within)})
-        return [row for row in self.rows if row[2] in file_names and any(row[0] < high and low < row[1]
-                                                                         for low, high in within)]
+        def overlaps(start: int, end: int) -> bool:
+            return any(start < high and low < end for low, high in within)
+
+        self._read({unit for start, end, unit in self.pending if overlaps(start, end)})
+        return [row for row in self.rows if row[2] in file_names and overlaps(row[0], row[1])]
 
     def _sort(self) -> None:
         self.rows.sort()
