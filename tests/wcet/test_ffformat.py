@@ -250,10 +250,12 @@ def _fletcher_one_half_at_a_time(data: bytes) -> int:
     return ((sum2 << 16) | sum1) & 0xFFFFFFFF
 
 
-@pytest.mark.parametrize("length", [0, 1, 2, 3, 359, 360, 361, 720, 721, 5000, 65537])
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 359, 360, 361, 720, 721, 5000, 65537, 2 * 360 * 4096 + 7])
 def test_checksum_equals_elms_loop_on_any_length(length):
     import random
 
     rng = random.Random(length)
-    for data in (bytes(rng.randrange(256) for _ in range(length)), b"\xff" * length):
+    runs = bytes(rng.choice((0, 0, 0, 1, 255)) for _ in range(length))  # zero runs: folds with a zero low half
+    for data in (bytes(rng.randrange(256) for _ in range(length)), b"\xff" * length, bytes(length), runs,
+                 b"\x01\x00" + bytes(max(0, length - 2))):
         assert otawa_checksum(data) == _fletcher_one_half_at_a_time(data)
