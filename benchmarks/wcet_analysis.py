@@ -9,13 +9,37 @@ Not a test: it asserts nothing. The full tier (AlexNet, VGG-16) builds
 multi-hundred-megabyte models first; ask for it with --full.
 
 ``--generator assay-v3 --variant V`` benchmarks another generator's code (V3:
-megabytes of straight-line code). ``--synthetic N`` benchmarks a V3-like
+megabytes of straight-line code).
+
+``--elf-mode`` benchmarks the command a build runs instead, side by side with
+OTAWA (issue 15): for each model and target (default acas-reg50, lenet5 on
+cortex-m4f and arm7tdmi, as ``assay wcet --timing trivial`` builds them) the
+ELF and its automatic flow facts (``.ff``) are made once, then ``assay wcet
+--elf E --function F --flow-facts E.ff`` (run as ``python -m harness.cli``,
+what the ``assay`` entry point runs), ``python -m wcet E F --flow-facts E.ff``
+and, when ``owcet`` is on PATH, ``owcet -s trivial E F -f E.ff`` are each run
+``--repeat`` times as fresh processes: median and fastest wall time, median
+CPU time (user + system: what a loaded machine inflates least), peak
+resident memory of the process (``wait4``), the WCET each printed, and the
+ratio to OTAWA. Bytecode is compiled by an unmeasured first run (as ``pip
+install`` does; ``PYTHONDONTWRITEBYTECODE`` is dropped for the children).
+``--source DIR`` runs another checkout's code (before/after comparisons).
+Writes reports/benchmarks/wcet-elf.json.
+
+``--plot PNG FILE.json...`` draws the analysis time (flow facts + bound) of
+every row of the given campaign-mode result files against the ELF's ``.text``
+size, log-log, with the least-squares line through the origin (time per MB of
+code): the analysis is linear in the size of the code when the points follow
+it over the whole range, from the ACAS nets to V3 binaries and VGG-16. ``--synthetic N`` benchmarks a V3-like
 function instead of a model: N statements ``acc += input[i] * w;`` (one
 soft-float multiply and add each on the ARM7TDMI) with a ReLU store every 200,
 built as a prebuilt item; its bound uses the library annotations only.
 
     python benchmarks/wcet_analysis.py [--target arm7tdmi-ext] [--timing arm7tdmi] [--full] [--models a,b]
                                        [--generator assay-v2 --variant keras] [--synthetic 200000]
+    python benchmarks/wcet_analysis.py --elf-mode [--models acas-reg50,lenet5] [--targets cortex-m4f,arm7tdmi]
+                                       [--repeat 5] [--source DIR]
+    python benchmarks/wcet_analysis.py --plot reports/benchmarks/wcet-scaling.png reports/benchmarks/wcet-*.json
 """
 
 from __future__ import annotations
@@ -24,7 +48,9 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,13 +58,16 @@ import time
 from datetime import date
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's packages (and its children's), not an installed copy of another
+
 
 def prepare(model: str, target: str, work: Path, generator: str = "assay-v2", variant: str = "keras") -> dict:
     """First child: zoo model, generated code and ELF (TensorFlow's memory stays in this process)."""
     from harness.core.pipeline import build_code, generate_code
     from harness.core.plan import Item, Settings, load_model
 
-    settings = Settings(work_dir=work)
+    settings = Settings(work_dir=work, n_inputs=1)  # no inputs run here: the memory budget is for one
     item = Item(model, generator, variant, target, ())
     seconds: dict[str, float] = {}
     start = time.perf_counter()
@@ -96,10 +125,128 @@ def measure(elf: Path, code_dir: Path, timing_name: str) -> dict:
     from wcet.program import load_program
 
     entry = load_program(elf).function(code.entry)
-    return {"wcet_cycles": int(result.wcet_cycles), "wcet_cycles_precise": result.wcet_cycles_precise,
+    return {"entry": code.entry, "text_bytes": _text_bytes(elf), "wcet_cycles": int(result.wcet_cycles),
+            "wcet_cycles_precise": result.wcet_cycles_precise,
             "entry_bytes": entry.end - entry.start, "ilp": result.ilp, "layers": len(regions), "loops": len(result.loops),
             "seconds": seconds, "wcet_seconds": seconds["flowfacts"] + seconds["analysis"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+WCET_LINE = re.compile(r"WCET\[[^\]]*\] = (\d+) cycles")
+
+
+def run_once(command: list[str], cwd: Path, env: dict) -> tuple[float, float, float, int | None]:
+    """Wall seconds, CPU seconds (user + system), peak resident MB and the WCET printed, for one fresh
+    process running ``command``."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    output = process.stdout.read()
+    process.stdout.close()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)}: exit status {process.returncode}: {output.strip()[-300:]}")
+    if Path(command[0]).name == "owcet":
+        from wcet import otawa
+
+        cycles = otawa.parse_owcet_output(output, process.returncode).wcet_cycles
+    else:
+        match = WCET_LINE.search(output)
+        cycles = int(match.group(1)) if match else None
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, cycles
+
+
+def elf_mode(models: list[str], targets: list[str], repeat: int, source: Path, work: Path) -> list[dict]:
+    """The ELF-mode rows (module docstring): per ELF, per tool, its wall times, peak memory and WCET."""
+    from wcet import otawa
+
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    rows = []
+    for model in models:
+        for target in targets:
+            built = _child("prepare", model, target, str(work), "assay-v2", "keras")
+            entry = _child("measure", built["elf"], built["code"], "trivial")["entry"]  # writes the .ff beside it
+            elf, facts = Path(built["elf"]), Path(built["elf"]).with_suffix(".ff")
+            tools = {"assay wcet --elf": [sys.executable, "-m", "harness.cli", "wcet", "--elf", str(elf), "--function",
+                                          entry, "--flow-facts", str(facts), "--timing", "trivial"],
+                     "python -m wcet": [sys.executable, "-m", "wcet", str(elf), entry, "--flow-facts", str(facts)]}
+            if otawa.available():
+                tools["owcet"] = otawa.owcet_command(elf, entry, facts, "trivial")
+            row = {"model": model, "target": target, "elf": str(elf), "text_bytes": _text_bytes(elf), "tools": {}}
+            for name, command in tools.items():
+                run_once(command, source, env)  # compiles the bytecode; not measured
+                runs = [run_once(command, source, env) for _ in range(repeat)]
+                walls = sorted(wall for wall, _, _, _ in runs)
+                row["tools"][name] = {"wall_median_s": statistics.median(walls), "wall_min_s": walls[0],
+                                      "cpu_median_s": statistics.median(cpu for _, cpu, _, _ in runs),
+                                      "peak_rss_mb": max(rss for _, _, rss, _ in runs), "wcet_cycles": runs[0][3]}
+            rows.append(row)
+            print(_elf_line(row), flush=True)
+    return rows
+
+
+def _elf_line(row: dict) -> str:
+    """One printed line: each tool's median (fastest) wall time and peak memory, and the ratios to OTAWA."""
+    otawa = row["tools"].get("owcet")
+    parts = []
+    for name, figures in row["tools"].items():
+        text = (f"{name} {figures['wall_median_s']:.2f} s ({figures['wall_min_s']:.2f}, CPU "
+                f"{figures['cpu_median_s']:.2f}) {figures['peak_rss_mb']:.1f} MB")
+        if otawa is not None and name != "owcet":
+            text += (f" = {figures['wall_median_s'] / otawa['wall_median_s']:.1f}x, "
+                     f"{figures['peak_rss_mb'] / otawa['peak_rss_mb']:.1f}x OTAWA")
+        parts.append(text)
+    cycles = {figures["wcet_cycles"] for figures in row["tools"].values()}
+    agreement = f"WCET {cycles.pop():,}" if len(cycles) == 1 else f"WCETs DIFFER {sorted(cycles, key=str)}"
+    return f"{row['model']:<11} {row['target']:<11} {agreement} | " + " | ".join(parts)
+
+
+def _text_bytes(elf: Path) -> int:
+    """The size of the ELF's ``.text`` section."""
+    from elftools.elf.elffile import ELFFile
+
+    with elf.open("rb") as stream:
+        section = ELFFile(stream).get_section_by_name(".text")
+        return section["sh_size"] if section is not None else 0
+
+
+def plot(png: Path, files: list[Path]) -> None:
+    """The scaling plot (module docstring) of the rows of campaign-mode result files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = []
+    for path in files:
+        report = json.loads(path.read_text())
+        if report.get("schema") != "assay-benchmark-wcet/1":
+            raise SystemExit(f"{path}: not a campaign-mode result file (schema assay-benchmark-wcet/1)")
+        points += [(row["text_bytes"] / 2 ** 20, row["wcet_seconds"], f"{row['model']} {row['generator']}",
+                    report["target"]) for row in report["rows"] if "text_bytes" in row]
+    if not points:
+        raise SystemExit("no rows with a .text size (re-run the campaign mode of this script)")
+    slope = sum(x * y for x, y, _, _ in points) / sum(x * x for x, _, _, _ in points)  # seconds per MB, through 0
+    figure, axes = plt.subplots(figsize=(7, 5))
+    for generator, marker in (("assay-v2", "o"), ("assay-v3", "s"), ("synthetic", "^")):
+        chosen = [(x, y) for x, y, label, _ in points if label.endswith(generator)]
+        if chosen:
+            axes.scatter(*zip(*chosen), marker=marker, label=generator)
+    for x, y, label, _ in points:
+        axes.annotate(label.split()[0], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    span = [min(x for x, _, _, _ in points), max(x for x, _, _, _ in points)]
+    axes.plot(span, [slope * x for x in span], "k--", linewidth=1, label=f"{slope:.1f} s per MB of .text")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel(".text size (MB)")
+    axes.set_ylabel("flow facts + WCET analysis (s)")
+    axes.set_title(f"WCET analysis time against code size ({', '.join(sorted({t for *_, t in points}))})")
+    axes.legend()
+    figure.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(png, dpi=120)
+    print(f"{len(points)} points, {slope:.2f} s per MB of .text; written: {png}")
 
 
 def _child(*args: str) -> dict:
@@ -119,8 +266,17 @@ def main() -> None:
     parser.add_argument("--variant", default="keras")
     parser.add_argument("--synthetic", type=int, metavar="N", help="a straight-line function of N statements "
                                                                     "instead of models")
+    parser.add_argument("--elf-mode", action="store_true", help="time the ELF-mode commands side by side with OTAWA")
+    parser.add_argument("--targets", default="cortex-m4f,arm7tdmi", help="with --elf-mode: comma-separated targets")
+    parser.add_argument("--repeat", type=int, default=5, help="with --elf-mode: measured runs per tool (default 5)")
+    parser.add_argument("--source", type=Path, default=ROOT, help="with --elf-mode: the checkout whose code runs")
+    parser.add_argument("--plot", nargs="+", type=Path, metavar=("PNG", "JSON"),
+                        help="plot analysis time against .text size from campaign-mode result files")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.plot:
+        plot(args.plot[0], args.plot[1:])
+        return
     if args.child:
         stage, *rest, out = args.child
         if stage == "prepare":
@@ -130,6 +286,20 @@ def main() -> None:
         else:
             result = measure(Path(rest[0]), Path(rest[1]), rest[2])
         Path(out).write_text(json.dumps(result))
+        return
+    if args.elf_mode:
+        load = os.getloadavg()
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = elf_mode(args.models.split(",") if args.models else ["acas-reg50", "lenet5"],
+                            args.targets.split(","), args.repeat, args.source.resolve(), Path(tmp) / "work")
+        path = Path("reports/benchmarks/wcet-elf.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"schema": "assay-benchmark-wcet-elf/1", "date": date.today().isoformat(),
+                                    "machine": platform.platform(), "cpus": os.cpu_count(),
+                                    "load_before": load, "load_after": os.getloadavg(),
+                                    "source": str(args.source.resolve()), "repeat": args.repeat, "rows": rows},
+                                   indent=1))
+        print(f"load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after; written: {path}")
         return
     models = args.models.split(",") if args.models else ["lenet5", "cifarnet"] + (["alexnet", "vgg16"] if args.full else [])
     if args.synthetic:
@@ -146,7 +316,8 @@ def main() -> None:
             row["build_seconds"] = built["seconds"]
             rows.append(row)
             s, b = row["seconds"], built["seconds"]
-            print(f"{model:<10} WCET {row['wcet_cycles']:>18,} cycles | flow facts {s['flowfacts']:6.2f} s + "
+            print(f"{model:<10} .text {row['text_bytes'] / 2 ** 10:7.0f} KiB | WCET {row['wcet_cycles']:>18,} cycles | "
+                  f"flow facts {s['flowfacts']:6.2f} s + "
                   f"analysis {s['analysis']:6.2f} s = {row['wcet_seconds']:6.2f} s, peak {row['peak_rss_mb']:6.0f} MB"
                   f" | before: zoo {b['zoo']:5.1f} s, generate {b['generate_s']:5.2f} s, build {b['compile_s']:5.2f} s",
                   flush=True)

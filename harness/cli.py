@@ -81,27 +81,36 @@ def add_opt_option(parser: argparse.ArgumentParser) -> None:
                              "write O3 or --opt=-O3")
 
 
-def command_modules() -> list[ModuleType]:
-    """The modules that add ``assay`` subcommands: the registries' and every stage's."""
+def command_modules(command: str | None = None) -> list[ModuleType]:
+    """The modules that add ``assay`` subcommands: the registries' and every stage's; only the stage's own
+    when ``command`` names a stage (running one command imports no other: ``assay wcet --elf`` is a
+    WCET tool that runs in every build and starts in a fraction of a second)."""
     from harness import stages
 
+    if command is not None:
+        own = stages.command_modules([command])
+        if own:
+            return own
     return [*(importlib.import_module(name) for name in REGISTRY_COMMANDS), *stages.command_modules()]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``assay`` parser with every command, or with ``command`` alone when a stage of that name adds it."""
     parser = argparse.ArgumentParser(
         prog="assay",
         description="Assay: verify neural-network C code generators (semantic preservation against Keras "
                     "and ONNX Runtime, the infinity-norm error of ACETONE Definition 15).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for module in command_modules():
+    for module in command_modules(command):
         module.add_command(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((word for word in argv if not word.startswith("-")), None)  # the top level has only --help
+    args = build_parser(command).parse_args(argv)
     try:
         return args.func(args)
     except USER_ERRORS as exc:

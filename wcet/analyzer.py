@@ -460,6 +460,20 @@ class _Ranges:
         return index >= 0 and address < self.ends[index]
 
 
+class _Holding:
+    """The regions holding an address, found with one search whatever the number of regions (a layer per
+    region: pricing a V3 image asks for each of its hundreds of thousands of instructions)."""
+
+    def __init__(self, regions: dict[str, _Ranges]):
+        self.points = sorted({point for ranges in regions.values() for point in (*ranges.starts, *ranges.ends)})
+        self.names = [tuple(name for name, ranges in regions.items() if ranges.contains(point))
+                      for point in self.points]
+
+    def at(self, address: int) -> tuple[str, ...]:
+        index = bisect.bisect_right(self.points, address) - 1
+        return self.names[index] if index >= 0 else ()
+
+
 def _cycles(model: timing_models.TimingModel, insn: capstone.CsInsn, executed: bool | None) -> int:
     try:
         return model.cycles(insn, executed)
@@ -476,19 +490,19 @@ def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _R
     base_regions: dict[int, dict[str, int]] = {}
     term: dict[tuple[int, bool], int] = {}
     term_regions: dict[tuple[int, bool], list[str]] = {}
+    holding = _Holding(regions)
     for start, block in cfg.blocks.items():
         ordinary = block.instructions[:-1] if block.control else block.instructions
         total, shares = 0, {}
         for insn in ordinary:
             cycles = _cycles(model, insn, None if timing_models.is_conditional(insn) else True)
             total += cycles
-            for name, ranges in regions.items():
-                if ranges.contains(insn.address):
-                    shares[name] = shares.get(name, 0) + cycles
+            for name in holding.at(insn.address):
+                shares[name] = shares.get(name, 0) + cycles
         base[start], base_regions[start] = total, shares
         if block.control:
             last = block.last
-            inside = [name for name, ranges in regions.items() if ranges.contains(last.address)]
+            inside = list(holding.at(last.address))
             for executed in (True, False):
                 term[(start, executed)] = _cycles(model, last, executed)
                 term_regions[(start, executed)] = inside

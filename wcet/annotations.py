@@ -21,10 +21,8 @@ edges per entry, OTAWA's meaning), the source line and a justification.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 import shutil
-import subprocess
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -79,6 +77,8 @@ class Toolchain:
 
 @functools.cache
 def _ask(compiler: str, flags: tuple[str, ...]) -> tuple[str, str]:
+    import subprocess
+
     def run(*arguments: str) -> str:
         result = subprocess.run([compiler, *arguments], capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -177,18 +177,6 @@ def load(path: Path) -> Annotations:
                        multilibs=tuple(data.get("multilibs", [])), functions=tuple(functions))
 
 
-def function_bytes(elf: Path, start: int, end: int) -> bytes:
-    """The bytes of ``[start, end)`` from the ELF's loaded sections."""
-    with Path(elf).open("rb") as stream:
-        for section in ELFFile(stream).iter_sections():
-            if section["sh_type"] != "SHT_PROGBITS" or not section["sh_flags"] & 0x2:  # SHF_ALLOC
-                continue
-            base, size = section["sh_addr"], section["sh_size"]
-            if base <= start and end <= base + size:
-                return section.data()[start - base:end - base]
-    return b""
-
-
 def library_bounds(annotations: Annotations | None, multilib: str | None, program, loops: Iterable) -> tuple[
         list[LoopBound], list[str]]:
     """Bounds for library loops (``wcet.loops.Loop`` of ``program``), and a problem for each loop without one.
@@ -208,7 +196,7 @@ def library_bounds(annotations: Annotations | None, multilib: str | None, progra
             problems.append(f"library loop {loop.label()} has no bound: no annotation file for this compiler "
                             f"(expected {ANNOTATION_DIR.name}/<compiler>-<version>.toml)")
             continue
-        entry, why = _matching(annotations, multilib, program.path, symbol, names)
+        entry, why = _matching(annotations, multilib, code, symbol, names)
         if entry is None:
             problems.append(f"library loop {loop.label()} has no bound: {why}")
             continue
@@ -232,7 +220,7 @@ def _bound(annotations: Annotations, entry: AnnotatedFunction, loop: AnnotatedLo
                      justification=loop.justification, origin=f"annotation:{annotations.path.name}")
 
 
-def _matching(annotations: Annotations, multilib: str | None, elf: Path, symbol, names: list[str]) -> tuple[
+def _matching(annotations: Annotations, multilib: str | None, code, symbol, names: list[str]) -> tuple[
         AnnotatedFunction | None, str]:
     """The annotated build ``symbol`` is (by names, size and bytes), or None and why not."""
     if symbol is None:
@@ -241,12 +229,18 @@ def _matching(annotations: Annotations, multilib: str | None, elf: Path, symbol,
     where = f"for multilib '{multilib}' " if multilib is not None else ""
     if not candidates:
         return None, f"{'/'.join(names)} is not annotated {where}in {annotations.path.name}"
+    from wcet.armcode import sha256
+    from wcet.errors import AnalysisError
+
     size = symbol.end - symbol.start
-    digest = hashlib.sha256(function_bytes(elf, symbol.start, symbol.end)).hexdigest()
+    try:
+        digest = sha256(code.bytes(symbol.start, symbol.end)).hexdigest()
+    except AnalysisError:  # not within one loaded section: no annotated build
+        digest = sha256(b"").hexdigest()
     for entry in candidates:
         if entry.size == size and entry.sha256 == digest:
             return entry, ""
-    return None, (f"{symbol.name} in {Path(elf).name} ({size} bytes, sha256 {digest[:16]}...) is not the build "
+    return None, (f"{symbol.name} in {code.path.name} ({size} bytes, sha256 {digest[:16]}...) is not the build "
                   f"annotated {where}in {annotations.path.name} ("
                   + ", ".join(f"{c.size} bytes, sha256 {c.sha256[:16]}..." for c in candidates)
                   + "): a different library build; derive and measure its bounds again")
@@ -264,15 +258,15 @@ def library_facts(elf: Path, toolchain: Toolchain | None = None, directory: Path
     annotations = load_for(toolchain, directory) if toolchain is not None else None
     if annotations is None:
         return FlowFacts()
-    from wcet.armcode import ArmCode
+    from wcet.armcode import load_code
 
-    code = ArmCode(Path(elf))
+    code = load_code(elf)
     loops, done = [], set()
     for name, function in code.functions.items():
         if function.start in done:
             continue
         names = code.names_at(function.start)
-        entry, _ = _matching(annotations, toolchain.multilib, Path(elf), function, names)
+        entry, _ = _matching(annotations, toolchain.multilib, code, function, names)
         if entry is None:
             continue
         done.add(function.start)

@@ -13,7 +13,7 @@
 - ``flow(insn)``: what one instruction does to the control flow (call, branch,
   return, indirect jump, ...); the stack analysis (``harness/binary/stack.py``) and the
   WCET analyzer's CFGs (``wcet/cfg.py``) share it.
-- ``ArmCode.line(address)`` / ``line_rows(elf, files)``: the DWARF line table.
+- ``ArmCode.line(address)`` / ``ArmCode.line_rows(files, within)``: the DWARF line table.
 - ``layer_ranges(code, manifest)``: address ranges of the generated functions,
   each tagged with the manifest layer whose source lines (``layers[*].lines``)
   the DWARF line table gives for it.
@@ -25,8 +25,12 @@ is optional for everything but ``layer_ranges``). Errors are
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
+import os
+import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -37,7 +41,10 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from wcet.errors import AnalysisError
+from wcet.timing import writes_pc
 
+_BATCH = 8  # instructions decoded with details per miss: code is mostly walked in order, one call costs ~10 us
+_IT = re.compile(r"it[te]{0,3}")  # Thumb-2 IT: one condition letter per covered instruction after 'it'
 OUTSIDE_LAYERS = 0  # bucket of generated code that no layer's line span covers (prologue, epilogue)
 
 
@@ -88,13 +95,15 @@ class ArmCode:
                     if not isinstance(section, SymbolTableSection):
                         continue
                     self.has_symbols = True
-                    for symbol in section.iter_symbols():
-                        name, value = symbol.name, symbol["st_value"]
+                    strings = elf_file.get_section(section["sh_link"]).data()
+                    form = "<IIIBBH" if elf_file.little_endian else ">IIIBBH"
+                    for name_at, value, size, info, _, shndx in struct.iter_unpack(form, section.data()):
+                        name = strings[name_at:strings.index(b"\0", name_at)].decode(errors="replace")
                         if name in ("$a", "$t", "$d") or name.startswith(("$a.", "$t.", "$d.")):
                             mapping.append((value, name[1]))
-                        elif symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_shndx"] != "SHN_UNDEF":
+                        elif info & 0xF == 2 and shndx != 0:  # STT_FUNC, not SHN_UNDEF
                             start = value & ~1
-                            self.functions.setdefault(name, Function(name, start, start + symbol["st_size"],
+                            self.functions.setdefault(name, Function(name, start, start + size,
                                                                      bool(value & 1) or self.mclass,
                                                                      bool(value & 1)))
         except (OSError, ELFError) as exc:
@@ -105,7 +114,8 @@ class ArmCode:
         self._map_addresses = [address for address, _ in mapping]
         self._map_kinds = [kind for _, kind in mapping]
         self._decoded: dict[int, capstone.CsInsn] = {}
-        self._spans_done: set[int] = set()
+        # by span start: its instruction addresses, IT blocks and bytes (``_boundaries``)
+        self._spans: dict[int, tuple[array.array, dict[int, int], dict[int, int], bytes]] = {}
         # Function extents by start (aliases share one), for ``containing``; a symbol without a size
         # (hand-written assembly without .size) extends to the next symbol or its section's end.
         by_start: dict[int, list[Function]] = {}
@@ -121,8 +131,7 @@ class ArmCode:
                 end = min(following, section_end) if following is not None else section_end
             self._extents.append((start, end, sorted(f.name for f in by_start[start])))
         self._extent_starts = starts
-        self._lines: list[tuple[int, int, str, int]] | None = None
-        self._line_starts: list[int] = []
+        self._lines: _LineTable | None = None
 
     def function(self, name: str) -> Function:
         try:
@@ -158,13 +167,21 @@ class ArmCode:
     def decode(self, address: int) -> capstone.CsInsn:
         """The instruction at ``address`` (capstone, with details)."""
         insn = self._decoded.get(address)
-        if insn is None:
-            self._decode_span(address)
-            insn = self._decoded.get(address)
-            if insn is None:
-                raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x} "
-                                    f"(unsupported instruction or not an instruction boundary)", address)
-        return insn
+        if insn is not None:
+            return insn
+        start, end, kind = self._span(address)
+        boundaries, it_of, it_covers, code = self._boundaries(start, end, kind)
+        index = bisect.bisect_left(boundaries, address)
+        if index == len(boundaries) or boundaries[index] != address:
+            raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x} "
+                                f"(unsupported instruction or not an instruction boundary)", address)
+        first = it_of.get(address, address)  # inside a Thumb IT block: decode from its IT, so the condition shows
+        count = max(_BATCH, 1 + it_covers.get(first, 0))  # an IT is decoded with its whole block
+        index = bisect.bisect_left(boundaries, first) + count
+        stop = boundaries[index] if index < len(boundaries) else end
+        for insn in _disassembler(kind == "t", self.mclass).disasm(code[first - start:stop - start], first, count):
+            self._decoded[insn.address] = insn
+        return self._decoded[address]
 
     def kind(self, address: int) -> str:
         """``"a"`` (ARM), ``"t"`` (Thumb) or ``"d"`` (data) at ``address``, by the mapping symbols."""
@@ -177,22 +194,33 @@ class ArmCode:
 
     def read(self, address: int, size: int) -> int:
         """The little-endian unsigned integer of ``size`` bytes at ``address`` of any loaded section."""
-        for start, length, offset in self._data:
-            if start <= address and address + size <= start + length:
+        return int.from_bytes(self.bytes(address, address + size), "little")
+
+    def bytes(self, start: int, end: int) -> bytes:
+        """The bytes [start, end) of one loaded section, read from the file."""
+        for section_start, length, offset in self._data:
+            if section_start <= start and end <= section_start + length:
                 with self.path.open("rb") as stream:
-                    stream.seek(offset + address - start)
-                    return int.from_bytes(stream.read(size), "little")
-        raise AnalysisError(f"{self.path}: no data at {address:#x} to read a literal or table entry from", address)
+                    stream.seek(offset + start - section_start)
+                    return stream.read(end - start)
+        raise AnalysisError(f"{self.path}: no data at {start:#x} to read a literal or table entry from", start)
 
     def line(self, address: int) -> tuple[str, int] | None:
         """(source file base name, line) of ``address`` in the DWARF line table, or None."""
+        return self._line_table().line(address)
+
+    def line_rows(self, file_names: set[str], within: list[tuple[int, int]]) -> list[tuple[int, int, str, int]]:
+        """(start, end, file base name, line) rows of the DWARF line table for the given source files that
+        overlap the address ranges ``within``, sorted; an ``AnalysisError`` without DWARF information."""
+        table = self._line_table()
+        if table.dwarf is None:
+            raise AnalysisError(f"{self.path}: no DWARF information (build with -g)")
+        return table.rows_of(file_names, within)
+
+    def _line_table(self) -> "_LineTable":
         if self._lines is None:
-            self._lines = line_table(self.path)
-            self._line_starts = [row[0] for row in self._lines]
-        index = bisect.bisect_right(self._line_starts, address) - 1
-        if index >= 0 and self._lines[index][0] <= address < self._lines[index][1]:
-            return self._lines[index][2], self._lines[index][3]
-        return None
+            self._lines = _LineTable(self.path)
+        return self._lines
 
     def _span(self, address: int, data_ok: bool = False) -> tuple[int, int, str]:
         """The mapping-symbol span holding ``address``: (start, end, 'a', 't' or 'd')."""
@@ -224,21 +252,109 @@ class ArmCode:
                     return stream.read(min(end, section_start + size) - start)
         return b""
 
-    def _decode_span(self, address: int) -> None:
-        start, end, kind = self._span(address)
-        if start in self._spans_done:
-            return
-        self._spans_done.add(start)
+    def _boundaries(self, start: int, end: int, kind: str) -> tuple[array.array, dict[int, int], dict[int, int],
+                                                                    bytes]:
+        """The addresses of the instructions of the mapping-symbol span [start, end), its Thumb IT blocks
+        (each covered instruction's address -> its IT's address, and each IT's address -> how many
+        instructions it covers) and its bytes.
+
+        The span is disassembled in one pass from its start without details
+        (capstone's ``disasm_lite``: a tuple per instruction, nothing kept but
+        the address), so capstone sees IT blocks in sequence; ``decode`` then
+        decodes with details only the instructions asked for (an analysis
+        reaches a small part of an image's code), from the IT of their block if
+        they are in one. Bytes capstone cannot decode are skipped a halfword
+        (Thumb) or word (ARM) at a time, as before.
+        """
+        found = self._spans.get(start)
+        if found is not None:
+            return found
         disassembler = _disassembler(kind == "t", self.mclass)
         data = self._section_bytes(start, end)
+        addresses = array.array("I")
+        it_of: dict[int, int] = {}
+        it_covers: dict[int, int] = {}
         offset, step = 0, 2 if kind == "t" else 4
+        covered: list[int] = []  # addresses still to be covered by the current IT block
         while offset < len(data):
-            last = None
-            for insn in disassembler.disasm(data[offset:], start + offset):
-                self._decoded[insn.address] = insn
-                last = insn
+            following = None
+            for address, size, mnemonic, _ in disassembler.disasm_lite(data[offset:], start + offset):
+                addresses.append(address)
+                if covered:
+                    it_of[address] = covered.pop()
+                if kind == "t" and _IT.fullmatch(mnemonic):
+                    it_covers[address] = len(mnemonic) - 1
+                    covered = [address] * (len(mnemonic) - 1)
+                following = address + size
             # capstone stops at bytes it cannot decode: skip one halfword (Thumb) or word (ARM)
-            offset = offset + step if last is None else last.address + last.size - start
+            offset = offset + step if following is None else following - start
+            covered = []
+        self._spans[start] = (addresses, it_of, it_covers, data)
+        return self._spans[start]
+
+
+_LOADED: dict[tuple[str, str, bool | None], tuple[bytes, "ArmCode"]] = {}  # the latest ELFs read, by path
+_KEEP = 2  # how many: an analysis reads one ELF several times (library facts, flow facts, bound), then the next
+
+
+def load_code(elf: Path | str, mclass: bool | None = None) -> ArmCode:
+    """``ArmCode(elf, mclass)``, shared with earlier calls on the same file while its content is unchanged.
+
+    Instructions are decoded once per ELF and process however many times the
+    ELF is read (library annotations, flow facts, each bound and timing
+    model). The key is ``content_digest``: a file rewritten in place, even
+    with the same size and time stamp, is read again.
+    """
+    key = (str(elf), os.path.abspath(elf), mclass)
+    digest = content_digest(Path(elf))
+    cached = _LOADED.pop(key, None)
+    code = cached[1] if cached is not None and cached[0] == digest else ArmCode(Path(elf), mclass)
+    _LOADED[key] = (digest, code)
+    while len(_LOADED) > _KEEP:
+        del _LOADED[next(iter(_LOADED))]
+    return code
+
+
+def content_digest(elf: Path) -> bytes:
+    """SHA-256 of everything ``ArmCode`` keeps from ``elf``: the ELF header, the section headers and the
+    contents of every section but loaded data (``.rodata``, ``.data``: a model's weights; ``ArmCode`` reads
+    literals and tables from the file when asked, never from memory) and ``.bss``. A file that is not a
+    32-bit ELF is hashed whole."""
+    digest = sha256()
+    try:
+        with elf.open("rb") as stream:
+            header = stream.read(52)
+            if header[:5] not in (b"\x7fELF\x01",) or header[5] not in (1, 2):
+                digest.update(header + stream.read())
+                return digest.digest()
+            order = "<" if header[5] == 1 else ">"
+            (shoff,) = struct.unpack_from(order + "I", header, 0x20)
+            entry_size, count = struct.unpack_from(order + "HH", header, 0x2E)
+            stream.seek(shoff)
+            table = stream.read(entry_size * count)
+            digest.update(header + table)
+            for n in range(len(table) // entry_size if entry_size else 0):
+                _, kind, flags, _, offset, size = struct.unpack_from(order + "IIIIII", table, n * entry_size)
+                if kind == 8 or (kind == 1 and flags & 0x2 and not flags & 0x4):  # NOBITS; loaded data
+                    continue
+                stream.seek(offset)
+                digest.update(stream.read(size))
+    except OSError as exc:
+        raise AnalysisError(f"{elf}: cannot read the ELF: {exc.strerror or exc}") from None
+    return digest.digest()
+
+
+def sha256(data: bytes = b""):
+    """A SHA-256 hash object from CPython's own implementation when it has one: ``hashlib`` loads OpenSSL's
+    libcrypto (3.6 MB of resident memory, a tenth of what bounding a small ELF needs) for the same digest."""
+    try:
+        from _sha2 import sha256 as builtin  # CPython 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256 as builtin  # CPython 3.11
+        except ImportError:
+            from hashlib import sha256 as builtin
+    return builtin(data)
 
 
 def _is_m_profile(elf_file: ELFFile) -> bool:
@@ -310,8 +426,7 @@ def flow(insn: capstone.CsInsn) -> Flow:
         return Flow("indirect-jump", final=unconditional)
     if ident in (A.ARM_INS_TBB, A.ARM_INS_TBH):
         return Flow("jump-table", final=True)
-    _, written = insn.regs_access()
-    if _PC in written or (ops and ops[0].type == A.ARM_OP_REG and ops[0].reg == _PC and writes_first_operand(insn)):
+    if writes_pc(insn) or (ops and ops[0].type == A.ARM_OP_REG and ops[0].reg == _PC and writes_first_operand(insn)):
         return _pc_write(insn, unconditional)
     return NEXT
 
@@ -356,9 +471,9 @@ def pc_relative_literal(insn: capstone.CsInsn, thumb: bool) -> int | None:
 # ---------------------------------------------------------------------------- DWARF line table
 
 
-def line_table(elf: Path, file_names: set[str] | None = None) -> list[tuple[int, int, str, int]]:
-    """(start, end, file base name, line) rows of the DWARF line table, sorted by address; only
-    the given source files if ``file_names`` is set. Empty without DWARF information."""
+def line_table(elf: Path) -> list[tuple[int, int, str, int]]:
+    """(start, end, file base name, line) rows of the whole DWARF line table, sorted by address (read at once:
+    ``ArmCode.line`` reads it one unit at a time). Empty without DWARF information."""
     rows = []
     with Path(elf).open("rb") as stream:
         elf_file = ELFFile(stream)
@@ -366,35 +481,89 @@ def line_table(elf: Path, file_names: set[str] | None = None) -> list[tuple[int,
             return []
         dwarf = elf_file.get_dwarf_info()
         for cu in dwarf.iter_CUs():
-            program = dwarf.line_program_for_CU(cu)
-            if program is None:
-                continue
-            entries = program["file_entry"]
-            base = 0 if program.header["version"] >= 5 else 1
-            names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in entries]
-            if file_names is not None and not set(names) & file_names:
-                continue
-            previous = None
-            for entry in program.get_entries():
-                state = entry.state
-                if state is None:
-                    continue
-                if previous is not None and state.address > previous.address:
-                    index = previous.file - base
-                    name = names[index] if 0 <= index < len(names) else ""
-                    if file_names is None or name in file_names:
-                        rows.append((previous.address, state.address, name, previous.line))
-                previous = None if state.end_sequence else state
+            rows += _unit_rows(dwarf, cu)
     rows.sort()
     return rows
 
 
-def line_rows(elf: Path, file_names: set[str]) -> list[tuple[int, int, str, int]]:
-    """(start, end, file base name, line) rows of the DWARF line table for the given source files."""
-    with Path(elf).open("rb") as stream:
-        if not ELFFile(stream).has_dwarf_info():
-            raise AnalysisError(f"{elf}: no DWARF information (build with -g)")
-    return line_table(elf, file_names)
+def _unit_rows(dwarf, cu) -> list[tuple[int, int, str, int]]:
+    """The line rows of one compilation unit."""
+    program = dwarf.line_program_for_CU(cu)
+    if program is None:
+        return []
+    base = 0 if program.header["version"] >= 5 else 1
+    names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in program["file_entry"]]
+    rows = []
+    previous = None
+    for entry in program.get_entries():
+        state = entry.state
+        if state is None:
+            continue
+        if previous is not None and state.address > previous.address:
+            index = previous.file - base
+            rows.append((previous.address, state.address, names[index] if 0 <= index < len(names) else "",
+                         previous.line))
+        previous = None if state.end_sequence else state
+    return rows
+
+
+class _LineTable:
+    """The DWARF line table of an ELF, read one compilation unit at a time as addresses are asked for.
+
+    Decoding every unit's line program (a picolibc/libgcc image has about a
+    hundred) costs far more than the analysis of a small function, and only
+    the units holding loop headers are ever asked about. ``.debug_aranges``
+    says which unit covers an address; units it does not list are read at
+    once, and without ``.debug_aranges`` the whole table is, so ``line`` gives
+    what a lookup in the whole of ``line_table`` gives.
+    """
+
+    def __init__(self, elf: Path):
+        self.rows: list[tuple[int, int, str, int]] = []
+        self.starts: list[int] = []
+        self.pending: list[tuple[int, int, int]] = []  # (start, end, unit offset) of units not read yet
+        self.dwarf = None
+        with Path(elf).open("rb") as stream:
+            elf_file = ELFFile(stream)
+            if not elf_file.has_dwarf_info():
+                return
+            self.dwarf = elf_file.get_dwarf_info()  # the debug sections are read into memory
+        aranges = self.dwarf.get_aranges()
+        listed = {entry.info_offset for entry in aranges.entries} if aranges is not None else set()
+        self.pending = sorted((entry.begin_addr, entry.begin_addr + entry.length, entry.info_offset)
+                              for entry in aranges.entries if entry.length) if aranges is not None else []
+        for cu in self.dwarf.iter_CUs():
+            if cu.cu_offset not in listed:
+                self.rows += _unit_rows(self.dwarf, cu)
+        self._sort()
+
+    def line(self, address: int) -> tuple[str, int] | None:
+        self._read({unit for start, end, unit in self.pending if start <= address < end})
+        index = bisect.bisect_right(self.starts, address) - 1
+        if index >= 0 and self.rows[index][0] <= address < self.rows[index][1]:
+            return self.rows[index][2], self.rows[index][3]
+        return None
+
+    def _read(self, units: set[int]) -> None:
+        """Read the rows of the compilation units at the given offsets."""
+        if units:
+            for unit in sorted(units):
+                self.rows += _unit_rows(self.dwarf, self.dwarf.get_CU_at(unit))
+            self.pending = [entry for entry in self.pending if entry[2] not in units]
+            self._sort()
+
+    def rows_of(self, file_names: set[str], within: list[tuple[int, int]]) -> list[tuple[int, int, str, int]]:
+        """The rows of the given source files that overlap the address ranges ``within`` (the units whose
+        ranges do read)."""
+        def overlaps(start: int, end: int) -> bool:
+            return any(start < high and low < end for low, high in within)
+
+        self._read({unit for start, end, unit in self.pending if overlaps(start, end)})
+        return [row for row in self.rows if row[2] in file_names and overlaps(row[0], row[1])]
+
+    def _sort(self) -> None:
+        self.rows.sort()
+        self.starts = [row[0] for row in self.rows]
 
 
 def layer_ranges(code: ArmCode, manifest: dict, entry: str) -> list[AddressRange]:
@@ -411,7 +580,7 @@ def layer_ranges(code: ArmCode, manifest: dict, entry: str) -> list[AddressRange
     layers = manifest.get("layers", [])
     spans = [(PurePosixPath(layer["file"]).name, int(layer["lines"][0]), int(layer["lines"][1]), i + 1)
              for i, layer in enumerate(layers)]
-    rows = line_rows(code.path, {file for file, _, _, _ in spans}) if spans else []
+    rows = code.line_rows({file for file, _, _, _ in spans}, [(f.start, f.end) for f in functions]) if spans else []
 
     def bucket(file: str, line: int) -> int:
         for span_file, first, last, number in spans:

@@ -53,9 +53,6 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import highspy
-import numpy as np
-
 from wcet.errors import AnalysisError
 
 
@@ -116,23 +113,47 @@ def reduce(problem: Problem) -> tuple[Problem, list[int]]:
 
 
 class Solver:
-    """One HiGHS model of ``problem`` (reduced, see ``reduce``); ``maximise(costs)`` for each objective."""
+    """``problem`` (reduced, see ``reduce``) ready for several objectives: ``maximise(costs)`` for each.
 
-    def __init__(self, problem: Problem, time_limit: float = 300.0):
+    ``method``: ``"auto"`` solves structurally (``_Structure``, exact integer
+    arithmetic, no HiGHS) when the problem is the IPET of a reducible CFG with
+    one bound per natural loop and no totals, and by the ILP otherwise;
+    ``"ilp"`` always uses HiGHS (tests compare the two). HiGHS (and NumPy) are
+    imported only when an ILP is solved.
+    """
+
+    def __init__(self, problem: Problem, time_limit: float = 300.0, method: str = "auto"):
+        if method not in ("auto", "ilp"):
+            raise ValueError(f"method {method!r}: expected 'auto' or 'ilp'")
         self.full = problem
         problem, self.mapping = reduce(problem)
         self.problem = problem
-        self.highs = highspy.Highs()
-        self.highs.setOptionValue("output_flag", False)
-        self.highs.setOptionValue("mip_rel_gap", 0.0)
-        self.highs.setOptionValue("mip_abs_gap", 0.5)
-        self.highs.setOptionValue("threads", 1)
-        self.highs.setOptionValue("random_seed", 0)
-        self.highs.setOptionValue("time_limit", float(time_limit))
-        self.rows = _rows(problem)
-        self.ends = _ends(problem)
-        self.order = _sweep_order(problem, self.ends)
-        self.highs.passModel(_model(problem, self.rows))
+        self.time_limit = time_limit
+        self.structure = _Structure.of(problem) if method == "auto" else None
+        self.highs = None  # the HiGHS model, built on the first ILP solve
+
+    @property
+    def structural(self) -> bool:
+        """Whether objectives are solved structurally (exactly, without an ILP)."""
+        return self.structure is not None
+
+    def _highs_model(self):
+        """The HiGHS model of the reduced problem (built once)."""
+        if self.highs is None:
+            import highspy
+
+            self.highs = highspy.Highs()
+            self.highs.setOptionValue("output_flag", False)
+            self.highs.setOptionValue("mip_rel_gap", 0.0)
+            self.highs.setOptionValue("mip_abs_gap", 0.5)
+            self.highs.setOptionValue("threads", 1)
+            self.highs.setOptionValue("random_seed", 0)
+            self.highs.setOptionValue("time_limit", float(self.time_limit))
+            self.rows = _rows(self.problem)
+            self.ends = _ends(self.problem)
+            self.order = _sweep_order(self.problem, self.ends)
+            self.highs.passModel(_model(self.problem, self.rows))
+        return self.highs
 
     def maximise(self, costs: list[int]) -> Solution:
         """The maximum of ``costs`` (one per variable of the full problem) over the problem's paths."""
@@ -141,14 +162,18 @@ class Solver:
         reduced = [0] * self.problem.n
         for v, cost in enumerate(costs):
             reduced[self.mapping[v]] += cost
-        solution = self._maximise(reduced)
+        solution = self.structure.maximise(reduced) if self.structure is not None else self._maximise(reduced)
         if not solution.counts:
             return solution
         counts = tuple(solution.counts[self.mapping[v]] for v in range(self.full.n))
         return Solution(solution.value, counts, solution.exact, solution.certified, solution.upper)
 
     def _maximise(self, costs: list[int]) -> Solution:
+        import highspy
+        import numpy as np
+
         problem = self.problem
+        self._highs_model()
         columns = np.arange(problem.n, dtype=np.int32)
         self.highs.changeColsCost(problem.n, columns, np.asarray(costs, dtype=np.float64))
         # 1. the LP relaxation: a certified upper bound, and often an integral optimum
@@ -181,7 +206,9 @@ class Solver:
         return Solution(min(bounds), best[1] if best else (), False, ceiling is not None and min(bounds) == ceiling,
                         ceiling)
 
-    def _run(self) -> highspy.HighsModelStatus:
+    def _run(self) -> "highspy.HighsModelStatus":
+        import highspy
+
         self.highs.run()
         status = self.highs.getModelStatus()
         name = self.highs.modelStatusToString(status)
@@ -262,6 +289,206 @@ class Solver:
         return costs[problem.entry] - adjust[problem.entry] - distance[entry_block] + extra
 
 
+class _Structure:
+    """The exact optimum of an IPET problem of a reducible CFG, by dynamic programming (no ILP).
+
+    Applies when (checked by ``of``, else None): only the entry variable
+    comes from no block, every variable leaves one block and enters at most
+    one; each loop row's back and entry variables together are exactly the
+    in-edges of one block, its *header* (one row per header); the header's
+    *body* (it, and every block reaching a back edge's source without passing
+    through it) is entered only through the header, by its entry edges; the
+    graph without the back edges is acyclic; and the headers nest (no header
+    in another's body while that one is in its body). No ``totals``.
+
+    Why the optimum is exact: a feasible integer flow decomposes into one
+    path from the entry to an exit and simple cycles. The path takes no back
+    edge (it would pass the header twice) and neither takes any cycle more
+    than one (a cycle through back edges of headers h and g lies in both
+    bodies, so each header is in the other's body: refused above); a cycle
+    of loop L stays in L's body, and any entry edge on it is that of a loop
+    nested in L. Loop L's rows allow ``bound * entries(L)`` cycles, so the
+    flow is worth at most the best path of the acyclic graph in which every
+    traversal of an entry edge of a loop L also earns ``bound(L) * max(0,
+    C(L))``, C(L) being the best cycle of L earned the same way, inner loops
+    first. The construction that takes that path and, at each entry of L,
+    ``bound(L)`` best cycles of L (if C(L) > 0) is a feasible flow worth
+    exactly that: the two are equal, in integers. ``tests/wcet/test_ipet.py``
+    checks it against HiGHS on random structured programs and real routines.
+    """
+
+    def __init__(self, problem: Problem, source: list[int | None], target: list[int | None], topo: list[int],
+                 loops: list[tuple[int, int, frozenset[int], frozenset[int], frozenset[int]]]):
+        self.problem, self.source, self.target, self.topo = problem, source, target, topo
+        self.loops = loops  # (header, bound, back, entries, body), inner loops first
+        self.leaving: list[list[int]] = [[] for _ in problem.blocks]
+        for v, block in enumerate(source):
+            if block is not None:
+                self.leaving[block].append(v)
+        self.back = frozenset(v for _, _, back, _, _ in loops for v in back)
+        self.entered = {v: n for n, (_, _, _, entries, _) in enumerate(loops) for v in entries}
+
+    @classmethod
+    def of(cls, problem: Problem) -> "_Structure | None":
+        """The structure of ``problem``, or None if the conditions of the class docstring do not hold."""
+        if problem.totals:
+            return None
+        n_blocks = len(problem.blocks)
+        source: list[int | None] = [None] * problem.n
+        target: list[int | None] = [None] * problem.n
+        for block, (into, out) in enumerate(problem.blocks):
+            for v in out:
+                if source[v] is not None:
+                    return None
+                source[v] = block
+            for v in into:
+                if target[v] is not None:
+                    return None
+                target[v] = block
+        if any(source[v] is None for v in range(problem.n) if v != problem.entry) \
+                or source[problem.entry] is not None:
+            return None
+        predecessors: list[list[int]] = [[] for _ in range(n_blocks)]
+        for v in range(problem.n):
+            if target[v] is not None and source[v] is not None:
+                predecessors[target[v]].append(source[v])
+        rows: dict[int, tuple[int, frozenset[int], frozenset[int], frozenset[int]]] = {}
+        for back, entries, bound in problem.loops:
+            back_set, entry_set = frozenset(back), frozenset(entries)
+            headers = {target[v] for v in back_set | entry_set}
+            if not back_set or len(headers) != 1 or None in headers or back_set & entry_set or bound < 0:
+                return None
+            (header,) = headers
+            if header in rows or back_set | entry_set != frozenset(problem.blocks[header][0]):
+                return None
+            body, todo = {header}, [source[v] for v in back_set]
+            while todo:
+                block = todo.pop()
+                if block not in body:
+                    body.add(block)
+                    todo.extend(predecessors[block])
+            for v in back_set:
+                if source[v] not in body:
+                    return None
+            for v in entry_set:
+                if source[v] in body:
+                    return None
+            for block in body - {header}:
+                if any(source[v] is None or source[v] not in body for v in problem.blocks[block][0]):
+                    return None
+            rows[header] = (bound, back_set, entry_set, frozenset(body))
+        back_all = {v for _, back, _, _ in rows.values() for v in back}
+        topo = _topological(n_blocks, [(source[v], target[v]) for v in range(problem.n)
+                                       if v not in back_all and source[v] is not None and target[v] is not None])
+        if topo is None:
+            return None
+        inside = {h: [g for g in rows if g != h and g in rows[h][3]] for h in rows}  # headers nested in h
+        order = _topological(0, [(g, h) for h, nested in inside.items() for g in nested], nodes=list(rows))
+        if order is None:
+            return None
+        loops = [(h, rows[h][0], rows[h][1], rows[h][2], rows[h][3]) for h in order]  # inner loops first
+        return cls(problem, source, target, topo, loops)
+
+    def maximise(self, costs: list[int]) -> Solution:
+        """The exact optimum of ``costs`` (one per reduced variable), with the counts of an optimal flow."""
+        problem, target = self.problem, self.target
+        earn = [0] * len(self.loops)  # bound * max(0, best cycle), per loop
+        cycles: list[list[int]] = []  # the best cycle of each loop, as variables from its header
+        for n, (header, bound, back, _, body) in enumerate(self.loops):
+            best: dict[int, tuple[int, int]] = {}  # block -> (value to close the cycle, variable taken)
+            for block in reversed(self.topo):
+                if block not in body:
+                    continue
+                choice = None
+                for v in self.leaving[block]:
+                    if v in back:
+                        value = costs[v]
+                    elif v in self.back or target[v] is None or target[v] not in body or target[v] not in best:
+                        continue
+                    else:
+                        value = costs[v] + self._earned(v, earn) + best[target[v]][0]
+                    if choice is None or value > choice[0]:
+                        choice = (value, v)
+                if choice is not None:
+                    best[block] = choice
+            cycle = self._walk(header, best, back)
+            cycles.append(cycle)
+            earn[n] = bound * max(0, best[header][0])
+        top: dict[int, tuple[int, int]] = {}
+        for block in reversed(self.topo):
+            choice = None
+            for v in self.leaving[block]:
+                if v in self.back:
+                    continue
+                if target[v] is None:
+                    value = costs[v]
+                elif target[v] in top:
+                    value = costs[v] + self._earned(v, earn) + top[target[v]][0]
+                else:
+                    continue
+                if choice is None or value > choice[0]:
+                    choice = (value, v)
+            if choice is not None:
+                top[block] = choice
+        entry = problem.entry
+        first = target[entry]
+        if first is not None and first not in top:
+            raise AnalysisError(f"{problem.name}: the ILP is infeasible (no path from the entry to a return "
+                                f"within the loop bounds)")
+        value = costs[entry] + self._earned(entry, earn) + (top[first][0] if first is not None else 0)
+        path = [entry] + (self._walk(first, top, frozenset()) if first is not None else [])
+        counts = [0] * problem.n
+        taken = [0] * len(self.loops)  # entries of each loop on the chosen flow
+
+        def add(variables: list[int], times: int) -> None:
+            for v in variables:
+                counts[v] += times
+                if v in self.entered:
+                    taken[self.entered[v]] += times
+
+        add(path, 1)
+        for n in reversed(range(len(self.loops))):  # outer loops first: their cycles enter the inner ones
+            if earn[n] > 0:
+                add(cycles[n], self.loops[n][1] * taken[n])
+        return Solution(value, tuple(counts), True, True, value)
+
+    def _earned(self, v: int, earn: list[int]) -> int:
+        """What taking ``v`` earns besides its cost: the best cycles of the loop it enters, if any."""
+        n = self.entered.get(v)
+        return earn[n] if n is not None else 0
+
+    def _walk(self, block: int, choices: dict[int, tuple[int, int]], stop: frozenset[int]) -> list[int]:
+        """The variables chosen from ``block`` on, up to a variable in ``stop`` or an exit."""
+        variables = []
+        while True:
+            v = choices[block][1]
+            variables.append(v)
+            if v in stop or self.target[v] is None:
+                return variables
+            block = self.target[v]
+
+
+def _topological(count: int, edges: list[tuple[int, int]], nodes: list[int] | None = None) -> list[int] | None:
+    """The nodes (``range(count)``, or ``nodes``) in an order where every edge goes forwards; None if the
+    edges form a cycle."""
+    nodes = list(range(count)) if nodes is None else nodes
+    successors: dict[int, list[int]] = {node: [] for node in nodes}
+    indegree = dict.fromkeys(nodes, 0)
+    for a, b in edges:
+        successors[a].append(b)
+        indegree[b] += 1
+    ready = [node for node in nodes if indegree[node] == 0]
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for following in successors[node]:
+            indegree[following] -= 1
+            if indegree[following] == 0:
+                ready.append(following)
+    return order if len(order) == len(nodes) else None
+
+
 def maximise(problem: Problem, costs: list[int]) -> Solution:
     return Solver(problem).maximise(costs)
 
@@ -325,16 +552,19 @@ def _rows(problem: Problem) -> list[tuple[dict[int, int], float, float]]:
             row[v] = row.get(v, 0) + 1
         for v in entries:
             row[v] = row.get(v, 0) - bound
-        rows.append(({v: c for v, c in row.items() if c}, -highspy.kHighsInf, 0.0))
+        rows.append(({v: c for v, c in row.items() if c}, -math.inf, 0.0))
     for back, total in problem.totals:
         row = {}
         for v in back:
             row[v] = row.get(v, 0) + 1
-        rows.append((row, -highspy.kHighsInf, float(total)))
+        rows.append((row, -math.inf, float(total)))
     return rows
 
 
-def _model(problem: Problem, rows) -> highspy.HighsLp:
+def _model(problem: Problem, rows) -> "highspy.HighsLp":
+    import highspy
+    import numpy as np
+
     columns: list[list[tuple[int, int]]] = [[] for _ in range(problem.n)]
     for r, (row, _, _) in enumerate(rows):
         for v, c in row.items():

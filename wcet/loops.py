@@ -134,6 +134,8 @@ def find_loops(cfg: Cfg, code: ArmCode | None = None) -> list[Loop]:
             raise AnalysisError(f"irreducible loop in {cfg.name}: the edge {last:#x} -> {target:#x} enters a cycle "
                                 f"that {target:#x} does not dominate", target)
         latches.setdefault(target, []).append(source)
+    if not latches:
+        return []  # no back edge (straight-line code, V3): no loop
     predecessors: dict[int, set[int]] = {start: set() for start in cfg.blocks}
     for edge in cfg.edges:
         if edge.source != ENTRY and edge.target != EXIT:

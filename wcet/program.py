@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wcet import cfg as cfgs
-from wcet.armcode import ArmCode, Function
+from wcet.armcode import ArmCode, Function, load_code
 from wcet.cfg import Cfg
 from wcet.errors import AnalysisError
 from wcet.facts import FlowFacts
@@ -95,13 +95,14 @@ def load_program(elf: Path | str, mclass: bool | None = None) -> Program:
     """Read ``elf`` (symbols, mapping symbols, code; DWARF lines when present).
 
     ``mclass`` forces the M-profile (Thumb-only) decoding; by default it comes
-    from the ELF's build attributes. A stripped ELF loads, but naming a function
+    from the ELF's build attributes. The decoded code is shared with earlier
+    loads of the same, unchanged file (``wcet.armcode.load_code``). A stripped ELF loads, but naming a function
     in it is an ``AnalysisError``.
     """
     path = Path(elf)
     if not path.is_file():
         raise AnalysisError(f"{path}: no such file")
-    return Program(ArmCode(path, mclass))
+    return Program(load_code(path, mclass))
 
 
 def _facts_key(facts: FlowFacts | None) -> tuple:

@@ -70,7 +70,15 @@ _COMPARE_BRANCHES = _ids("CBZ", "CBNZ")
 
 def writes_pc(insn: capstone.CsInsn) -> bool:
     """True for an instruction that may change the flow: a branch, a call, a return, any write to PC."""
-    return insn.id in _BRANCHES or A.ARM_REG_PC in insn.regs_access()[1]
+    return insn.id in _BRANCHES or (names_pc(insn) and A.ARM_REG_PC in insn.regs_access()[1])
+
+
+def names_pc(insn: capstone.CsInsn) -> bool:
+    """Whether PC is one of ``insn``'s register operands. Capstone counts PC among the registers an
+    instruction writes (``regs_access``) only for such an instruction or a branch (checked on every
+    instruction of the test images, tests/wcet/test_armcode.py); asking ``regs_access`` costs far more than
+    looking at the operands, and a V3 image has hundreds of thousands of instructions."""
+    return any(op.type == A.ARM_OP_REG and op.reg == A.ARM_REG_PC for op in insn.operands)
 
 
 def is_conditional(insn: capstone.CsInsn) -> bool:

@@ -19,10 +19,10 @@ def names() -> list[str]:
     return sorted(info.name for info in pkgutil.iter_modules(__path__) if info.ispkg)
 
 
-def command_modules() -> list[ModuleType]:
-    """The ``command`` module of every stage that has one."""
+def command_modules(only: list[str] | None = None) -> list[ModuleType]:
+    """The ``command`` module of every stage that has one (of the stages in ``only``, if given)."""
     found = []
-    for name in names():
+    for name in names() if only is None else [name for name in names() if name in only]:
         try:
             found.append(importlib.import_module(f"{__name__}.{name}.command"))
         except ModuleNotFoundError as exc:

@@ -116,3 +116,24 @@ def test_wcet_elf_mode_reproduces_the_recorded_otawa_runs():
     assert 'loop "layer" + 0x6a' in unbounded.stderr and 'loop "layer" + 0x52' in unbounded.stderr
     missing = assay("wcet", "--elf", str(otawa / "cortex-m4/fdense_m4.elf"), "--function", "nosuch")
     assert missing.returncode == 2 and "no function 'nosuch'" in missing.stderr and "Traceback" not in missing.stderr
+
+
+# What running one ELF analysis may import: no other stage, no ML framework, no ILP solver for OTAWA's samples.
+HEAVY = ("numpy", "highspy", "tensorflow", "keras", "onnxruntime", "onnx", "codegen", "harness.models",
+         "harness.core", "harness.generators", "harness.references")
+
+
+def test_wcet_elf_mode_imports_only_what_it_needs():
+    from pathlib import Path
+
+    otawa = Path(__file__).resolve().parents[3] / "shared" / "otawa"
+    if not otawa.is_dir():
+        pytest.skip("../shared/otawa not found")
+    script = ("import sys\nfrom harness import cli\n"
+              f"status = cli.main(['wcet', '--elf', {str(otawa / 'arm7tdmi/dense.elf')!r}, '--function', 'main', "
+              f"'--flow-facts', {str(otawa / 'arm7tdmi/dense.ff')!r}])\n"
+              "print(status, sorted(m for m in sys.modules if m.startswith(('harness.stages.', *HEAVY)) "
+              "and not m.startswith('harness.stages.wcet')))\n")
+    run = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n" + script], capture_output=True, text=True,
+                         timeout=600)
+    assert run.stdout.splitlines() == ["WCET[main] = 22715 cycles", "0 []"], run.stderr

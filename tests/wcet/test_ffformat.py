@@ -228,3 +228,34 @@ def test_ffx_functions_must_be_named_by_label_at_top_level_and_in_calls():
                          '<function address="0x8000"/></call></function></flowfacts>')
     with pytest.raises(FlowFactFormatError, match="a called <function> is named by its label"):
         parse_ffx(callee_by_address, source="call.ffx")
+
+
+def _fletcher_one_half_at_a_time(data: bytes) -> int:
+    """elm's loop as written (otawa_checksum's docstring), for the vectorised version to be checked against."""
+    sum1 = sum2 = 0xFFFF
+    length = high = 0
+    for index in range(0, len(data), 2):
+        low = data[index]
+        if index + 1 < len(data):
+            high = data[index + 1]
+        sum1 += low | (high << 8)
+        sum2 += sum1
+        length += 2
+        if length == 360:
+            sum1 = (sum1 & 0xFFFF) + (sum1 >> 16)
+            sum2 = (sum2 & 0xFFFF) + (sum2 >> 16)
+            length = 0
+    sum1 = (sum1 & 0xFFFF) + (sum1 >> 16)
+    sum2 = (sum2 & 0xFFFF) + (sum2 >> 16)
+    return ((sum2 << 16) | sum1) & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 359, 360, 361, 720, 721, 5000, 65537, 2 * 360 * 4096 + 7])
+def test_checksum_equals_elms_loop_on_any_length(length):
+    import random
+
+    rng = random.Random(length)
+    runs = bytes(rng.choice((0, 0, 0, 1, 255)) for _ in range(length))  # zero runs: folds with a zero low half
+    for data in (bytes(rng.randrange(256) for _ in range(length)), b"\xff" * length, bytes(length), runs,
+                 b"\x01\x00" + bytes(max(0, length - 2))):
+        assert otawa_checksum(data) == _fletcher_one_half_at_a_time(data)

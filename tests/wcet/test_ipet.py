@@ -9,6 +9,8 @@ the analyzer, not the ILP: the two maxima must be equal.
 """
 
 import functools
+import itertools
+import random
 
 import programs
 import pytest
@@ -19,6 +21,7 @@ from wcet.cfg import ENTRY, EXIT
 from wcet.errors import AnalysisError
 from wcet.facts import FlowFacts, LoopBound
 from wcet.program import load_program
+from recordings import OTAWA, needs_recordings
 
 needs_gcc = pytest.mark.skipif(not programs.HAVE_GCC, reason="arm-none-eabi-gcc not installed (.ci/setup)")
 
@@ -191,3 +194,143 @@ def test_straight_line_chains_are_merged_before_the_ilp():
     assert solution.exact and solution.certified
     assert solution.value == sum(costs) - costs[n // 2 + 1] - costs[n // 2 + 2]  # the cheaper arm left out
     assert len(solution.counts) == n + 3 and solution.counts[n + 1] == 1 and solution.counts[n // 2 + 1] == 0
+
+
+# --------------------------------------------------------------------------- the structural solution against HiGHS
+
+
+def random_program(rng: random.Random, depth: int) -> tuple[ipet.Problem, int]:
+    """The IPET problem of a random structured routine (sequences, if/else, loops with breaks, continues
+    and early returns, nested to ``depth``), as the analyzer builds it, and its number of loops."""
+    edges: list[tuple[int | None, int | None]] = []
+    loops: list[tuple[int, list[int], int]] = []  # (header, back edges, bound)
+    blocks = itertools.count()
+
+    def fragment(level: int) -> tuple[int, int]:
+        kind = rng.choice(["block", "seq", "if", "loop", "loop", "return"]) if level else "block"
+        if kind == "block":
+            block = next(blocks)
+            return block, block
+        if kind == "seq":
+            first, second = fragment(level - 1), fragment(level - 1)
+            edges.append((first[1], second[0]))
+            return first[0], second[1]
+        if kind == "if":
+            test, then, orelse, join = next(blocks), fragment(level - 1), fragment(level - 1), next(blocks)
+            edges.extend([(test, then[0]), (test, orelse[0]), (then[1], join), (orelse[1], join)])
+            if rng.random() < 0.3:
+                edges.append((test, join))
+            return test, join
+        if kind == "return":
+            block, following = next(blocks), next(blocks)
+            edges.extend([(block, None), (block, following)])
+            return block, following
+        header = next(blocks)
+        start = header + 1
+        body = fragment(level - 1)
+        inside = range(start, next(blocks))
+        after = next(blocks)
+        edges.extend([(header, body[0]), (header, after)])
+        back = [len(edges)]
+        edges.append((body[1], header))
+        if rng.random() < 0.4:  # continue
+            back.append(len(edges))
+            edges.append((rng.choice(inside), header))
+        if rng.random() < 0.4:  # break
+            edges.append((rng.choice(inside), after))
+        loops.append((header, back, rng.randint(0, 6)))
+        return header, after
+
+    first, last = fragment(depth)
+    edges = [(None, first)] + edges + [(last, None)]
+    count = next(blocks)
+    into: list[list[int]] = [[] for _ in range(count)]
+    out: list[list[int]] = [[] for _ in range(count)]
+    for n, (source, target) in enumerate(edges):
+        if source is not None:
+            out[source].append(n)
+        if target is not None:
+            into[target].append(n)
+    problem = ipet.Problem(n=len(edges), entry=0, blocks=list(zip(into, out)), name="random")
+    for header, back, bound in loops:
+        back = [b + 1 for b in back]  # the entry edge comes first
+        problem.loops.append((back, [e for e in into[header] if e not in back], bound))
+    return problem, len(loops)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_structural_optimum_equals_the_ilp_on_random_structured_routines(seed):
+    rng = random.Random(seed)
+    problem, n_loops = random_program(rng, depth=4)
+    for round in range(3):
+        costs = [rng.randint(-3 if round == 2 else 0, 30) for _ in range(problem.n)]
+        structural, ilp = ipet.Solver(problem), ipet.Solver(problem, method="ilp")
+        assert structural.structural and not ilp.structural
+        found, reference = structural.maximise(costs), ilp.maximise(costs)
+        assert reference.exact and found.exact and found.certified
+        assert found.value == reference.value, (seed, n_loops, costs)
+        assert ipet._feasible(problem, found.counts)
+        assert sum(c * x for c, x in zip(costs, found.counts)) == found.value
+
+
+def test_problems_outside_the_structure_go_to_the_ilp():
+    # irreducible: entry -> S; S -> A (1) | B (2); A -> B (3); B -> A (4); A, B -> exit (5, 6); a row on A
+    irreducible = ipet.Problem(n=7, entry=0, blocks=[([0], [1, 2]), ([1, 4], [3, 5]), ([2, 3], [4, 6])],
+                               loops=[([4], [1], 3)])
+    solver = ipet.Solver(irreducible)
+    assert not solver.structural and solver.maximise([0, 0, 0, 1, 1, 0, 0]).value == 7
+    with_total = ipet.Problem(n=4, entry=0, blocks=[([0, 2], [1, 3]), ([1], [2])], loops=[([2], [0], 8)],
+                              totals=[([2], 5)])
+    solver = ipet.Solver(with_total)
+    assert not solver.structural and solver.maximise([0, 0, 1, 0]).value == 5
+
+
+class _IlpOnly(ipet.Solver):
+    """The analyzer's solver with the structural solution turned off."""
+
+    def __init__(self, problem, time_limit=300.0, method="ilp"):
+        super().__init__(problem, time_limit, "ilp")
+
+
+def both_ways(monkeypatch, program, function, facts, model, regions=None):
+    """(the analysis as it runs, the same with every problem solved by HiGHS)."""
+    fast = analyze(program, function, facts, model, regions)
+    with monkeypatch.context() as patch:
+        patch.setattr(ipet, "Solver", _IlpOnly)
+        slow = analyze(program, function, facts, model, regions)
+    return fast, slow
+
+
+@needs_gcc
+@pytest.mark.parametrize("target, model", [("arm7tdmi", "arm7tdmi"), ("cortex-m4", "cortex-m4")])
+def test_structural_analysis_equals_the_ilp_on_c_shapes(monkeypatch, shapes, target, model):
+    program = shapes[target]
+    facts = shape_facts(program)
+    for function in ("diamond", "nested", "early_exit", "calls_in_loop", "choose", "entry"):
+        regions = {"own": [(program.function(function).start, program.function(function).end)]}
+        fast, slow = both_ways(monkeypatch, program, function, facts, timing.get(model), regions)
+        assert (fast.wcet_cycles, fast.regions) == (slow.wcet_cycles, slow.regions)
+        assert fast.certified and fast.ilp == slow.ilp
+
+
+@needs_recordings
+@pytest.mark.parametrize("elf, function, facts, expected", [
+    ("arm7tdmi/dense.elf", "main", "arm7tdmi/dense.ff", 22715),
+    ("arm7tdmi/dense.elf", "main", "arm7tdmi/dense-context.ffx", 22715),
+    ("cortex-m4/fdense_m4.elf", "layer", "cortex-m4/fdense_m4.ff", 15755)])
+def test_structural_analysis_reproduces_otawa_as_the_ilp_does(monkeypatch, elf, function, facts, expected):
+    from wcet.bound import facts_for_elf
+
+    program = load_program(OTAWA / elf)
+    regions = {name: [(f.start, f.end)] for name, f in program.functions.items()}
+    fast, slow = both_ways(monkeypatch, program, function, facts_for_elf(OTAWA / elf, OTAWA / facts), "trivial",
+                           regions)
+    assert fast.wcet_cycles == slow.wcet_cycles == expected
+    assert fast.regions == slow.regions
+
+
+def test_infeasible_structural_problem_is_refused_as_by_the_ilp():
+    problem = ipet.Problem(n=2, entry=0, blocks=[([0, 1], [1])], loops=[([1], [0], 3)], name="stuck")
+    for method in ("auto", "ilp"):
+        with pytest.raises(AnalysisError, match="stuck: the ILP is infeasible"):
+            ipet.Solver(problem, method=method).maximise([1, 1])

@@ -121,7 +121,7 @@ def _regions(elf: Path, code) -> tuple[dict[str, list[tuple[int, int]]], list[st
     """Address ranges of each manifest layer (and of the code outside layers), from the DWARF line table."""
     from wcet import armcode
 
-    program = armcode.ArmCode(elf)
+    program = armcode.load_code(elf)  # decoded once for facts, regions and bounds
     names = execcount.bucket_names(code.manifest)
     regions: dict[str, list[tuple[int, int]]] = {}
     for span in armcode.layer_ranges(program, code.manifest, code.entry):

@@ -1,0 +1,127 @@
+"""Decoding ARM ELFs: on-demand decoding equals decoding whole spans, the per-unit line table equals the
+whole table, and the content-keyed cache of decoded ELFs never serves a changed file."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import capstone
+import programs
+import pytest
+
+from wcet import armcode
+from recordings import OTAWA, needs_recordings
+
+needs_gcc = pytest.mark.skipif(not programs.HAVE_GCC, reason="arm-none-eabi-gcc not installed (.ci/setup)")
+
+
+def span_decoding(code: armcode.ArmCode) -> dict[int, tuple]:
+    """Every instruction of every code span, decoded with details in one pass from the span's start."""
+    found = {}
+    for address, kind in zip(code._map_addresses, code._map_kinds):
+        if kind == "d":
+            continue
+        start, end, _ = code._span(address)
+        disassembler = capstone.Cs(capstone.CS_ARCH_ARM, (capstone.CS_MODE_THUMB if kind == "t" else
+                                                          capstone.CS_MODE_ARM)
+                                   | (capstone.CS_MODE_MCLASS if code.mclass else 0))
+        disassembler.detail = True
+        for insn in disassembler.disasm(code._section_bytes(start, end), start):
+            found[insn.address] = (insn.mnemonic, insn.op_str, insn.cc, insn.size, insn.regs_access())
+    return found
+
+
+@needs_gcc
+@pytest.mark.parametrize("source, target", [("thumb_flow.S", "cortex-m4"), ("arm_flow.S", "arm7tdmi"),
+                                            ("shapes.c", "cortex-m4")])
+def test_on_demand_decoding_equals_decoding_whole_spans(tmp_path, source, target):
+    elf = programs.build(source, target, tmp_path)
+    expected = span_decoding(armcode.ArmCode(elf))
+    assert any(mnemonic.startswith("it") for mnemonic, *_ in expected.values()) == (source == "thumb_flow.S")
+    code = armcode.ArmCode(elf)
+    for address in sorted(expected, reverse=True):  # from the end: IT blocks reached from inside first
+        insn = code.decode(address)
+        assert (insn.mnemonic, insn.op_str, insn.cc, insn.size, insn.regs_access()) == expected[address]
+    with pytest.raises(armcode.AnalysisError, match="not an instruction boundary"):
+        code.decode(max(expected) + 1)
+
+
+@needs_recordings
+@pytest.mark.parametrize("elf", ["arm7tdmi/dense.elf", "cortex-m4/fdense_m4.elf"])
+def test_line_lookup_by_unit_equals_the_whole_table(elf):
+    rows = armcode.line_table(OTAWA / elf)
+    code = armcode.ArmCode(OTAWA / elf)
+    assert rows
+    for start, end, file, line in rows:
+        assert code.line(start) == code.line(end - 1) == (file, line)
+    assert code.line(rows[-1][1] + 0x1000) is None
+
+
+@needs_gcc
+def test_a_changed_elf_is_decoded_again_even_with_the_same_size_and_time(tmp_path):
+    arm, thumb = programs.build("arm_flow.S", "arm7tdmi", tmp_path), programs.build("thumb_flow.S", "cortex-m4",
+                                                                                     tmp_path)
+    elf = tmp_path / "program.elf"
+    shutil.copy(arm, elf)
+    first = armcode.load_code(elf)
+    assert armcode.load_code(elf) is first  # unchanged: decoded once
+    entry = first.function("entry").start
+    before = first.decode(entry).bytes
+    # the same file rewritten in place: one byte of the entry's first instruction flipped, same size and times
+    stat = os.stat(elf)
+    data = bytearray(elf.read_bytes())
+    offset = next(offset + entry - start for start, size, offset in first._sections if start <= entry < start + size)
+    data[offset] ^= 0x01
+    elf.write_bytes(bytes(data))
+    os.utime(elf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = armcode.load_code(elf)
+    assert changed is not first and changed.decode(entry).bytes != before
+    # another ELF copied over it
+    shutil.copy(thumb, elf)
+    other = armcode.load_code(elf)
+    assert other.mclass and other.function("entry").thumb and not changed.mclass
+
+
+@needs_recordings
+def test_python_m_wcet_imports_no_harness_numpy_or_ilp_solver():
+    script = ("import sys, runpy\nsys.argv = ['wcet', %r, 'main', '--flow-facts', %r]\n"
+              "try:\n    runpy.run_module('wcet', run_name='__main__')\nexcept SystemExit as exit:\n"
+              "    print(exit.code, sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('harness', 'numpy', 'highspy', 'tensorflow', 'codegen')))\n"
+              % (str(OTAWA / "arm7tdmi/dense.elf"), str(OTAWA / "arm7tdmi/dense.ff")))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert run.stdout.splitlines() == ["WCET[main] = 22715 cycles", "0 []"], run.stderr
+
+
+FLOATS = """float scale(float a, float b) { return a * b / (a + b); }
+int entry(void) { volatile float x = 3.0f; return (int) scale(x, 2.0f); }
+"""
+
+
+@needs_gcc
+def test_capstone_writes_pc_only_in_branches_and_instructions_naming_pc(tmp_path):
+    """What ``timing.names_pc`` relies on, checked on every instruction of hand-written code, of libgcc's
+    soft-float routines and of OTAWA's samples."""
+    from capstone import arm as A
+
+    from wcet import timing
+
+    source = tmp_path / "floats.c"
+    source.write_text(FLOATS)
+    elfs = [programs.build(name, target, tmp_path) for name, target in
+            [("arm_flow.S", "arm7tdmi"), ("thumb_flow.S", "cortex-m4"), ("shapes.c", "arm7tdmi")]]
+    for target in ("arm7tdmi", "cortex-m4"):  # with libgcc's soft-float and conversion routines
+        elfs.append(tmp_path / f"floats-{target}.elf")
+        subprocess.run([programs.GCC, *programs.FLAGS[target], "-O0", "-g", "-nostdlib", "-nostartfiles",
+                        "-Wl,-e,entry", "-Wl,-Ttext=0x8000", str(source), "-lgcc", "-o", str(elfs[-1])], check=True)
+    elfs += [OTAWA / "arm7tdmi/dense.elf", OTAWA / "cortex-m4/fdense_m4.elf"] if OTAWA.is_dir() else []
+    checked = 0
+    for elf in elfs:
+        code = armcode.ArmCode(elf)
+        for address in span_decoding(code):
+            insn = code.decode(address)
+            checked += 1
+            if A.ARM_REG_PC in insn.regs_access()[1]:
+                assert insn.id in timing._BRANCHES or timing.names_pc(insn), (elf.name, insn)
+    assert checked > 1000
