@@ -50,6 +50,8 @@ sweep per loop nesting level otherwise) instead of one per block.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -112,6 +114,29 @@ def reduce(problem: Problem) -> tuple[Problem, list[int]]:
     return reduced, mapping
 
 
+def _quiet_highs():
+    """A HiGHS instance that writes nothing to standard output.
+
+    highspy 1.16 prints its licence banner while ``Highs()`` is constructed,
+    before any option can be set, and the banner would corrupt ``--json``
+    output. The C-level stdout is pointed at /dev/null for the construction
+    only (the analysis is single-threaded, so nothing else is lost).
+    """
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+            highs = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    highs.setOptionValue("output_flag", False)
+    return highs
+
+
 class Solver:
     """``problem`` (reduced, see ``reduce``) ready for several objectives: ``maximise(costs)`` for each.
 
@@ -140,10 +165,7 @@ class Solver:
     def _highs_model(self):
         """The HiGHS model of the reduced problem (built once)."""
         if self.highs is None:
-            import highspy
-
-            self.highs = highspy.Highs()
-            self.highs.setOptionValue("output_flag", False)
+            self.highs = _quiet_highs()
             self.highs.setOptionValue("mip_rel_gap", 0.0)
             self.highs.setOptionValue("mip_abs_gap", 0.5)
             self.highs.setOptionValue("threads", 1)

@@ -36,6 +36,13 @@ def test_diamond_takes_the_dearer_arm():
     assert (solution.value, solution.counts, solution.exact) == (10, (1, 1, 0, 1, 0, 1), True)
 
 
+def test_the_ilp_solver_writes_nothing_to_standard_output(capfd):
+    # highspy prints a licence banner at construction; it must not reach stdout (``--json``)
+    problem = ipet.Problem(n=6, entry=0, blocks=[([0], [1, 2]), ([1], [3]), ([2], [4]), ([3, 4], [5])])
+    assert ipet.Solver(problem, method="ilp").maximise([1, 7, 3, 0, 0, 2]).value == 10
+    assert capfd.readouterr().out == ""
+
+
 def test_loop_bound_counts_back_edges_per_entry():
     # entry(0) -> H; H -> body (1); body -> H (2, back); H -> exit (3)
     problem = ipet.Problem(n=4, entry=0, blocks=[([0, 2], [1, 3]), ([1], [2])], loops=[([2], [0], 8)])
