@@ -13,8 +13,12 @@ For one item:
    once as it is, then K times with seeded random delays before every layer
    and operator on every core;
 4. every run's trace is checked against the schedule and the channel protocol
-   (``tracecheck``) and its outputs compared bit for bit with the sequential
-   ones. The first run's outputs go to the oracle like any item's.
+   (``tracecheck``), and replayed, inference by inference, on the coloured
+   Petri net of the model's NNEF description split into one item per core
+   along the same schedule (``petri.schedule_net``: the NNEF paper's
+   Translation 2, the Writing/Reading operators logging the phases of its
+   sync transitions); its outputs are compared bit for bit with the
+   sequential ones. The first run's outputs go to the oracle like any item's.
 
 Any failure (a deadlock caught by the watchdog, a trace violation, a bit
 difference) is a ``RunError`` whose message is the record's cause; the
@@ -35,8 +39,9 @@ from harness.core import stagecall
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import from_code_layout, item_dir, slug, to_code_layout
 from harness.core.plan import Item
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ModelError
 from harness.generators.generated import GeneratedCode
+from harness.models import nnef, nnef_items, petri
 from harness.models.model import Model
 from harness.runners import RunError, host, parallel_host
 from harness.scheduling import parallel_wcet
@@ -123,11 +128,15 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
         delayed = runner.build(code, work / f"build-delays{settings.opt}", profile, settings.opt, trace=True,
                                delays=True)
         runs += [(delayed, settings.seed * 1000 + k) for k in range(options.delays)]
+    net = petri_net(model, tasks, work / "nnef")
+    replay = PetriReplay(net, code.manifest["parallel"])
     outputs = None
     checked = []
     for built, seed in runs:
         outcome = runner.run(built, inputs, settings.timeout, delay_seed=seed)
         violations = tracecheck.check(code.manifest["parallel"], code.manifest["layers"], tasks, outcome.trace or [])
+        violations += replay.check(outcome.trace or [], seed)
+        parallel["petri"] = replay.summary()
         bits = None
         if outcome.run is not None:
             same = bitcompare.compare(outcome.run.outputs, expected)
@@ -150,6 +159,54 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
             outputs = outcome.run.outputs
             timings.update(run_s=outcome.run.wall_seconds, c_run_s=outcome.run.c_seconds)
     return code, from_code_layout(outputs, model, code)
+
+
+def petri_net(model: Model, tasks: list[list[dict]], folder: Path) -> tuple | str:
+    """(net, groups) of the model's NNEF description split along ``tasks``, or why there is none (a model
+    the NNEF writer refuses: the trace check above still applies)."""
+    try:
+        if "nnef" in model.files:
+            folder = model.file("nnef")
+        else:
+            nnef.export_onnx(model.file("onnx"), folder, model.name)
+        (description,) = nnef_items.parse((folder / nnef.GRAPH_FILE).read_text(), str(folder / nnef.GRAPH_FILE))
+        return petri.schedule_net(description, tasks)
+    except ModelError as exc:
+        return str(exc)
+
+
+class PetriReplay:
+    """Every inference of every run replayed on the items' Petri net; the distinct interleavings counted."""
+
+    def __init__(self, net: tuple | str, parallel: dict) -> None:
+        self.net, self.parallel = net, parallel
+        self.logged = bool(parallel["channels"])  # the code logs every communication it makes
+        self.inferences = 0
+        self.interleavings: set[tuple] = set()
+        self.rejected: list[str] = []
+
+    def check(self, rows: list[tuple[int, ...]], seed: int | None) -> list[str]:
+        """Lines for the rejected inferences of one run (the first violating event of each, up to 3)."""
+        if isinstance(self.net, str) or not rows:
+            return []
+        net, groups = self.net
+        problems = []
+        for run, events in petri.trace_from_parallel(rows, self.parallel["per_core"], groups).items():
+            self.inferences += 1
+            self.interleavings.add(tuple(events))
+            verdict = petri.check_trace(net, events, logged=self.logged)
+            if not verdict.accepted:
+                problems.append(f"Petri net (delay seed {seed}), inference {run}: {verdict.line()}")
+        self.rejected += problems
+        return problems[:3]
+
+    def summary(self) -> dict:
+        if isinstance(self.net, str):
+            return {"verdict": "not available", "cause": self.net}
+        net = self.net[0]
+        return {"verdict": "fail" if self.rejected else "pass", "inferences": self.inferences,
+                "distinct_interleavings": len(self.interleavings), "rejected": self.rejected[:5],
+                "places": len(net.places), "transitions": len(net.transitions), "items": len(net.colours)}
 
 
 def composed_wcet(record: dict, code: GeneratedCode, interference: float) -> dict | None:

@@ -1,11 +1,13 @@
 """Parallel code on host threads: outputs equal the sequential V2 code's bit for bit, plain and with seeded
-delays, every trace conforms; removing a flag wait or checking against another schedule is caught."""
+delays, every trace conforms and replays on the NNEF items' Petri net; removing a flag wait, checking against another
+schedule, or a real trace with a read moved before its write or a message left out is caught."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from harness.models import nnef, nnef_items, petri
 from harness.runners import host, parallel_host
 from harness.stages.semantic import tracecheck
 
@@ -56,11 +58,31 @@ def test_inception_on_four_cores(tmp_path_factory, tmp_path):
     assert len(code.manifest["parallel"]["channels"]) >= 6
     inputs = np.random.default_rng(2).random((6, sizes(model)), dtype=np.float32)
     expected = host.run(host.build(seq, tmp_path / "seq-build"), inputs).outputs
+    nnef.export_onnx(model.file("onnx"), tmp_path / "nnef", model.name)
+    (description,) = nnef_items.parse((tmp_path / "nnef" / nnef.GRAPH_FILE).read_text())
+    net, groups = petri.schedule_net(description, schedule)
+    per_core = code.manifest["parallel"]["per_core"]
     for seed in (None, 3):
         outcome = _run(code, tmp_path / f"build-{seed}", inputs, seed)
         assert outcome.error is None
         assert np.array_equal(outcome.run.outputs.view(np.uint32), expected.view(np.uint32))
         assert _check(code, schedule, outcome) == []
+        runs = petri.trace_from_parallel(outcome.trace, per_core, groups)
+        assert len(runs) == len(inputs) and all(petri.check_trace(net, events, logged=True).accepted
+                                                for events in runs.values())
+    # the same real trace tampered with: a read moved before its write's end, then a message left out
+    read = next(item for core in per_core for item in core["items"] if item["kind"] == "read")
+    write = next(item for core in per_core for item in core["items"]
+                 if item["kind"] == "write" and (item["layer"], item["src"], item["dst"]) ==
+                 (read["layer"], read["src"], read["dst"]))
+    first = [row for row in outcome.trace if row[0] == 0]
+    write_end = next(row[3] for row in first if row[2] == 2 * write["event"] + 1)
+    early = [(r, c, w, write_end - 0.5 if w == 2 * read["event"] else stamp, q) for r, c, w, stamp, q in first]
+    verdict = petri.check_trace(net, petri.trace_from_parallel(early, per_core, groups)[0], logged=True)
+    assert not verdict.accepted and "read before its write ended" in verdict.reason
+    lost = [row for row in first if row[2] // 2 not in (read["event"], write["event"])]
+    verdict = petri.check_trace(net, petri.trace_from_parallel(lost, per_core, groups)[0], logged=True)
+    assert not verdict.accepted and "not enabled, missing" in verdict.reason
 
 
 def test_a_removed_read_wait_is_caught(split, tmp_path):

@@ -44,6 +44,9 @@ def test_parallel_campaign_records_the_trace_verdict(target, tmp_path):
         assert checked["cores"] == 2 and checked["trace"] == {"verdict": "pass", "violations": []}
         assert [run["delay_seed"] for run in checked["runs"]] == [None, 0]
         assert all(run["bits_vs_sequential"]["differing_values"] == 0 for run in checked["runs"])
+        petri = checked["petri"]  # every inference of both runs replayed on the NNEF items' Petri net
+        assert petri["verdict"] == "pass" and petri["inferences"] == 16 and petri["items"] == 2
+        assert 1 <= petri["distinct_interleavings"] <= 16
 
 
 def test_parallel_options_are_checked(tmp_path):
