@@ -44,7 +44,7 @@ from harness.generators.generated import GeneratedCode
 from harness.models import nnef, nnef_items, petri
 from harness.models.model import Model
 from harness.runners import RunError, host, parallel_host
-from harness.scheduling import parallel_wcet
+from harness.scheduling import layers, parallel_wcet
 from harness.stages.semantic import bitcompare, tracecheck
 
 SCHEDULE_SCHEMA = "assay-schedule/1"
@@ -210,20 +210,20 @@ class PetriReplay:
 
 
 def composed_wcet(record: dict, code: GeneratedCode, interference: float) -> dict | None:
-    """§5.4 on the generated code: layers' WCETs from the schedule's nodes, operators from its copy cost.
+    """§5.4 on the generated code: layers' WCETs from the schedule's nodes, operators' from its
+    ``communication_cost`` (their own WCET analysis per tensor size, or the provisional copy model).
 
     None when the schedule carries no WCETs (a hand-written schedule.json without ``nodes``).
     """
     nodes = record.get("nodes")
     cost = record.get("communication_cost") or {}
-    if not nodes or "fixed_cycles" not in cost:
+    if not nodes or "model" not in cost:
         return None
-    fixed, per_float = cost["fixed_cycles"], cost["cycles_per_float"]
     composed = parallel_wcet.compose(code.manifest["parallel"]["per_core"],
                                      {node["node"]: node["wcet_cycles"] for node in nodes},
-                                     lambda floats: fixed + per_float * floats, interference)
+                                     layers.operator_cycles(cost), interference)
     return {**composed.as_dict(), "layers_from": record.get("wcet", {}).get("source"),
-            "operator_cycles": f"{fixed} + {per_float} x floats (the schedule's communication cost model)",
+            "operator_cycles": f"{cost['model']}: {cost['formula']}",
             "timing": record.get("timing"), "wcet_target": record.get("target")}
 
 
