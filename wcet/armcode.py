@@ -397,20 +397,24 @@ def line_rows(elf: Path, file_names: set[str]) -> list[tuple[int, int, str, int]
     return line_table(elf, file_names)
 
 
-def layer_ranges(code: ArmCode, manifest: dict, entry: str) -> list[AddressRange]:
+def layer_ranges(code: ArmCode, manifest: dict, entry: str,
+                 spans: list[tuple[str, int, int, int]] | None = None) -> list[AddressRange]:
     """Non-overlapping ranges covering the generated functions, tagged by layer.
 
     The generated functions are the manifest's ``symbols.code`` (or the entry
     alone for a small manifest). An address whose DWARF line falls in a layer's
     ``lines`` span of that layer's ``file`` belongs to that layer (bucket
     1 + index); any other address of those functions to ``OUTSIDE_LAYERS``.
+    ``spans`` (file, first line, last line, bucket) replaces the layers' spans
+    (the first span holding a line wins), e.g. per operator of parallel code.
     """
     names = list(dict.fromkeys([entry, *manifest.get("symbols", {}).get("code", [])]))
     functions = sorted((code.function(name) for name in names if name in code.functions or name == entry),
                        key=lambda f: f.start)
     layers = manifest.get("layers", [])
-    spans = [(PurePosixPath(layer["file"]).name, int(layer["lines"][0]), int(layer["lines"][1]), i + 1)
-             for i, layer in enumerate(layers)]
+    if spans is None:
+        spans = [(PurePosixPath(layer["file"]).name, int(layer["lines"][0]), int(layer["lines"][1]), i + 1)
+                 for i, layer in enumerate(layers)]
     rows = line_rows(code.path, {file for file, _, _, _ in spans}) if spans else []
 
     def bucket(file: str, line: int) -> int:

@@ -19,6 +19,9 @@ For one item:
    Translation 2, the Writing/Reading operators logging the phases of its
    sync transitions); its outputs are compared bit for bit with the
    sequential ones. The first run's outputs go to the oracle like any item's.
+5. under QEMU, the instructions of each core's function (the counting
+   plugin per vCPU) and of the sequential code give the measured speedup,
+   next to the schedule's predicted one and the composed WCET's.
 
 Any failure (a deadlock caught by the watchdog, a trace violation, a bit
 difference) is a ``RunError`` whose message is the record's cause; the
@@ -49,6 +52,7 @@ from harness.stages.semantic import bitcompare, tracecheck
 
 SCHEDULE_SCHEMA = "assay-schedule/1"
 SEQUENTIAL_CORES = 1
+MEASURED_INPUTS = 3  # inputs counted instruction by instruction under QEMU (the counts vary little)
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,49 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
         if outputs is None:
             outputs = outcome.run.outputs
             timings.update(run_s=outcome.run.wall_seconds, c_run_s=outcome.run.c_seconds)
+    if runner is not parallel_host:  # instruction counts mean something on an emulated core only
+        parallel["measured"] = measured_speedup(runner, code, sequential, inputs[:MEASURED_INPUTS], settings,
+                                                profile, work, record, parallel.get("wcet"))
     return code, from_code_layout(outputs, model, code)
+
+
+def measured_speedup(runner, code: GeneratedCode, sequential: GeneratedCode, inputs: np.ndarray, settings, profile,
+                     work: Path, record: dict, wcet: dict | None) -> dict:
+    """Instructions per core under QEMU (the counting plugin per vCPU, busy waits apart) against the
+    sequential V2 code's on the same target, and the speedups the schedule and the WCET composition predict.
+
+    Two measured speedups: the sequential count over the critical core's own work (waits excluded: what
+    the core computes), and over the §5.4 composition of the measured per-item counts along the code
+    (``parallel_wcet.compose``: each operator starts when its partner ended), the makespan of an ideal
+    platform where an instruction takes the same time on every core. QEMU's own interleaving of the vCPUs
+    (how long a core spins) says nothing about time and is only reported.
+    """
+    from harness.measurement import execcount
+
+    opt = settings.opt
+    seq_built = runner.build(sequential, work / f"build-sequential{opt}", profile, opt, trace=False, delays=False)
+    seq = max(call.instructions() for call in execcount.count(seq_built, inputs, settings.timeout,
+                                                               smp_run=runner.run).calls)
+    built = runner.build(code, work / f"build-counted{opt}", profile, opt, trace=False, delays=False)
+    cores = execcount.count_parallel(built, inputs, runner.run, settings.timeout)
+    per_core = code.manifest["parallel"]["per_core"]
+    items = {item["event"]: item for core in per_core for item in core["items"]}
+    layer_counts: dict[str, int] = {}
+    operator_counts: dict[tuple[str, int], int] = {}
+    for core in cores:
+        for event, count in core.items.items():
+            item = items[event]
+            key = item["name"] if item["kind"] == "layer" else (item["kind"], item["floats"])
+            table = layer_counts if item["kind"] == "layer" else operator_counts
+            table[key] = max(table.get(key, 0), count)
+    composed = parallel_wcet.compose(per_core, layer_counts, lambda kind, floats: operator_counts[(kind, floats)])
+    work_counts = [max(core.work, default=0) for core in cores]
+    critical = max(range(len(cores)), key=lambda k: work_counts[k])
+    return {"unit": "instructions (max over the inputs counted)", "inputs": len(inputs), "sequential": seq,
+            "per_core": work_counts, "per_core_waits": [max(core.waits, default=0) for core in cores],
+            "critical_core": critical, "speedup_critical_core": seq / work_counts[critical],
+            "composed_makespan": composed.parallel, "speedup_composed": seq / composed.parallel,
+            "predicted_speedup": record.get("speedup"), "wcet_speedup": (wcet or {}).get("speedup")}
 
 
 def petri_net(model: Model, tasks: list[list[dict]], folder: Path) -> tuple | str:
