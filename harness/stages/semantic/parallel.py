@@ -208,17 +208,21 @@ def measured_speedup(runner, code: GeneratedCode, sequential: GeneratedCode, inp
 
 
 def petri_net(model: Model, tasks: list[list[dict]], folder: Path) -> tuple | str:
-    """(net, groups) of the model's NNEF description split along ``tasks``, or why there is none (a model
-    the NNEF writer refuses: the trace check above still applies)."""
+    """(net, groups, picture) of the model's NNEF description split along ``tasks`` (the picture of the net,
+    or None without Graphviz), or why there is none (a model the NNEF writer refuses: the trace check
+    above still applies)."""
+    picture = folder.parent / "petri-items.svg"
     try:
         if "nnef" in model.files:
             folder = model.file("nnef")
         else:
             nnef.export_onnx(model.file("onnx"), folder, model.name)
         (description,) = nnef_items.parse((folder / nnef.GRAPH_FILE).read_text(), str(folder / nnef.GRAPH_FILE))
-        return petri.schedule_net(description, tasks)
+        net, groups = petri.schedule_net(description, tasks)
     except ModelError as exc:
         return str(exc)
+    drawn = petri.render(petri.to_dot(net, f"{model.name}: {len(net.colours)} items"), picture)
+    return net, groups, str(drawn) if drawn else None
 
 
 class PetriReplay:
@@ -235,7 +239,7 @@ class PetriReplay:
         """Lines for the rejected inferences of one run (the first violating event of each, up to 3)."""
         if isinstance(self.net, str) or not rows:
             return []
-        net, groups = self.net
+        net, groups, _ = self.net
         problems = []
         for run, events in petri.trace_from_parallel(rows, self.parallel["per_core"], groups).items():
             self.inferences += 1
@@ -249,10 +253,11 @@ class PetriReplay:
     def summary(self) -> dict:
         if isinstance(self.net, str):
             return {"verdict": "not available", "cause": self.net}
-        net = self.net[0]
+        net, _, picture = self.net
         return {"verdict": "fail" if self.rejected else "pass", "inferences": self.inferences,
                 "distinct_interleavings": len(self.interleavings), "rejected": self.rejected[:5],
-                "places": len(net.places), "transitions": len(net.transitions), "items": len(net.colours)}
+                "places": len(net.places), "transitions": len(net.transitions), "items": len(net.colours),
+                "picture": picture}
 
 
 def composed_wcet(record: dict, code: GeneratedCode, interference: float) -> dict | None:

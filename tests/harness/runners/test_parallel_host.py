@@ -11,7 +11,8 @@ from harness.models import nnef, nnef_items, petri
 from harness.runners import host, parallel_host
 from harness.stages.semantic import tracecheck
 
-from parallel_support import SPLIT_SCHEDULE, TWO_MESSAGES, dsh_schedule, load, parallel, sequential, sizes
+from parallel_support import (BRANCH_A, BRANCH_B, SPLIT_SCHEDULE, TAIL, TWO_MESSAGES, dsh_schedule, load,
+                              parallel, sequential, sizes)
 
 N = 12
 
@@ -62,6 +63,7 @@ def test_inception_on_four_cores(tmp_path_factory, tmp_path):
     (description,) = nnef_items.parse((tmp_path / "nnef" / nnef.GRAPH_FILE).read_text())
     net, groups = petri.schedule_net(description, schedule)
     per_core = code.manifest["parallel"]["per_core"]
+    interleavings = set()
     for seed in (None, 3):
         outcome = _run(code, tmp_path / f"build-{seed}", inputs, seed)
         assert outcome.error is None
@@ -70,6 +72,8 @@ def test_inception_on_four_cores(tmp_path_factory, tmp_path):
         runs = petri.trace_from_parallel(outcome.trace, per_core, groups)
         assert len(runs) == len(inputs) and all(petri.check_trace(net, events, logged=True).accepted
                                                 for events in runs.values())
+        interleavings |= {tuple(events) for events in runs.values()}
+    assert len(interleavings) > 1  # threads and delays do shake the order, and every order is accepted
     # the same real trace tampered with: a read moved before its write's end, then a message left out
     read = next(item for core in per_core for item in core["items"] if item["kind"] == "read")
     write = next(item for core in per_core for item in core["items"]
@@ -117,3 +121,25 @@ def test_a_trace_of_another_schedule_is_refused(split, tmp_path):
     assert _check(code, SPLIT_SCHEDULE, outcome) == []
     problems = _check(code, TWO_MESSAGES, outcome)
     assert any("the schedule says" in line for line in problems)
+
+
+def test_one_core_code_logs_a_sequential_trace_the_whole_models_net_accepts(split, tmp_path):
+    """The V2 layers on one core, instrumented: a logged sequential trace, replayed on Translation 1 of the
+    exported NNEF; the same trace with two dependent layers swapped is rejected."""
+    model, _, inputs, expected = split
+    order = BRANCH_A + BRANCH_B + TAIL
+    schedule = [[{"node": name, "start": 10 * k, "end": 10 * k + 10} for k, name in enumerate(order)]]
+    code = parallel(model, tmp_path / "src", 1, schedule)
+    outcome = _run(code, tmp_path / "build", inputs[:2])
+    assert outcome.error is None and np.array_equal(outcome.run.outputs.view(np.uint32), expected[:2].view(np.uint32))
+    nnef.export_onnx(model.file("onnx"), tmp_path / "nnef", model.name)
+    (description,) = nnef_items.parse((tmp_path / "nnef" / nnef.GRAPH_FILE).read_text())
+    net = petri.translate(description)
+    groups = nnef_items.layer_groups(description, order)
+    runs = petri.trace_from_parallel(outcome.trace, code.manifest["parallel"]["per_core"], groups)
+    assert [petri.check_trace(net, events).accepted for events in runs.values()] == [True, True]
+    events = runs[0]
+    k = next(i for i, e in enumerate(events) if e.node.startswith("split_a1_avgpool") and e.kind == "start")
+    swapped = events[:k - 4] + events[k:k + 2] + events[k - 4:k] + events[k + 2:]  # the pooling before its tanh
+    verdict = petri.check_trace(net, swapped)
+    assert not verdict.accepted and "not enabled, missing split_a1_conv_tanh" in verdict.reason

@@ -47,6 +47,7 @@ def test_parallel_campaign_records_the_trace_verdict(target, tmp_path):
         petri = checked["petri"]  # every inference of both runs replayed on the NNEF items' Petri net
         assert petri["verdict"] == "pass" and petri["inferences"] == 16 and petri["items"] == 2
         assert 1 <= petri["distinct_interleavings"] <= 16
+        assert petri["picture"] is None or Path(petri["picture"]).read_text().lstrip().startswith(("<?xml", "<svg"))
         measured = checked.get("measured")  # instruction counts per vCPU: under QEMU only
         if target == "host":
             assert measured is None
