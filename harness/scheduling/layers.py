@@ -11,7 +11,7 @@ An edge's weight is the cost of moving the producer's output tensor from one
 core to another: the Writing operator on the source core plus the Reading
 operator on the destination (§5.2-5.3). ``OperatorCost`` takes both from the
 WCET analysis of the generated operators for that tensor size
-(``harness.scheduling.operator_wcet``, waits excluded: the schedule's
+(``harness.stages.schedule.operator_wcet``, waits excluded: the schedule's
 communication already starts when the producer ends). ``CopyCost`` is the
 earlier *provisional* model, ``fixed + per_float * floats`` per operator,
 still selectable (``assay schedule --comm-fixed/--comm-per-float``) and used

@@ -10,7 +10,7 @@
    used, and only if its soundness check passed.
 3. Edge costs are the WCETs of the generated Writing and Reading operators
    for each tensor size, analysed on the same target and timing model
-   (``harness.scheduling.operator_wcet``), or the provisional copy-cost
+   (``harness.stages.schedule.operator_wcet``), or the provisional copy-cost
    model when asked for (``layers.CopyCost``); recorded in the file.
 4. The DAG is scheduled by the chosen algorithm and the schedule checked
    (``harness.scheduling.schedule.check``); a schedule that fails the check
@@ -34,7 +34,7 @@ from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
 from harness.errors import AssayError, ConfigError
 from harness.scheduling import layers
-from harness.scheduling.operator_wcet import operator_wcets
+from harness.stages.schedule.operator_wcet import operator_wcets
 
 SCHEMA = "assay-schedule/1"
 WCET_SCHEMA = "assay-wcet/1"

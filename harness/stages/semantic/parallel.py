@@ -241,7 +241,12 @@ class PetriReplay:
             return []
         net, groups, _ = self.net
         problems = []
-        for run, events in petri.trace_from_parallel(rows, self.parallel["per_core"], groups).items():
+        try:
+            runs = petri.trace_from_parallel(rows, self.parallel["per_core"], groups)
+        except ValueError as exc:  # an event id the manifest does not know: the trace check names it too
+            self.rejected.append(f"Petri net (delay seed {seed}): {exc}")
+            return self.rejected[-1:]
+        for run, events in runs.items():
             self.inferences += 1
             self.interleavings.add(tuple(events))
             verdict = petri.check_trace(net, events, logged=self.logged)

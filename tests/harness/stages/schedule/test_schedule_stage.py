@@ -124,7 +124,7 @@ def test_edges_cost_the_operators_wcet_by_default(branching, tmp_path):
     """Without --comm-*, an edge costs the WCET of the generated Writing + Reading operators for the
     producer's tensor, analysed on the schedule's target and timing model."""
     from harness import targets
-    from harness.scheduling.operator_wcet import operator_wcets
+    from harness.stages.schedule.operator_wcet import operator_wcets
 
     out = tmp_path / "out"
     assert main(["schedule", "--model", str(branching), "--cores", "2", "--algorithm", "dsh", "--wcet-json",

@@ -10,7 +10,7 @@ import pytest
 
 from harness import targets
 from harness.errors import AssayError
-from harness.scheduling.operator_wcet import operator_wcets
+from harness.stages.schedule.operator_wcet import operator_wcets
 
 pytestmark = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
 
