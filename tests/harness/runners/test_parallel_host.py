@@ -98,6 +98,13 @@ def test_a_removed_read_wait_is_caught(split, tmp_path):
     assert outcome.error is not None and outcome.error.startswith("deadlock")
     problems = _check(code, SPLIT_SCHEDULE, outcome)
     assert any("read but never written" in line or "read before its write ended" in line for line in problems)
+    # the same broken synchronisation on the NNEF items' Petri net: the read that had no write is rejected
+    nnef.export_onnx(model.file("onnx"), tmp_path / "nnef", model.name)
+    (description,) = nnef_items.parse((tmp_path / "nnef" / nnef.GRAPH_FILE).read_text())
+    net, groups = petri.schedule_net(description, SPLIT_SCHEDULE)
+    runs = petri.trace_from_parallel(outcome.trace, code.manifest["parallel"]["per_core"], groups)
+    verdicts = [petri.check_trace(net, events, logged=True) for events in runs.values()]
+    assert any("read before its write ended" in verdict.reason for verdict in verdicts)
 
 
 def test_a_removed_write_wait_is_caught(split, tmp_path):
