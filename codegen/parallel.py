@@ -347,21 +347,30 @@ def _operator(w: CWriter, ctx: Context, kind: str, message: Message, ident: int,
               graph: Graph, omit_wait: bool) -> dict:
     """A Writing or Reading operator (§5.3) at the writer's position; its manifest record."""
     src, dst = message.producer.core, message.dst
-    flag, comm = f"{prefix}flag_{src}_{dst}", f"{prefix}comm_{src}_{dst}"
-    counter = f"{prefix}{'sent' if kind == 'write' else 'received'}_{src}_{dst}"
     producer = graph.nodes[message.producer.node].name
     start = w.comment(f"{'Writing' if kind == 'write' else 'Reading'} operator: output of '{producer}' "
                       f"({message.floats} floats), core {src} -> core {dst}, message {message.seq} of the channel")
+    first_loop = len(w.loops)
+    wait_line = _operator_body(w, kind, f"{prefix}flag_{src}_{dst}", f"{prefix}comm_{src}_{dst}",
+                               f"{prefix}{'sent' if kind == 'write' else 'received'}_{src}_{dst}",
+                               ctx.buffers[message.tensor], message.floats, ident, core, P, omit_wait)
+    return {"kind": kind, "event": ident, "src": src, "dst": dst, "seq": message.seq, "layer": producer,
+            "floats": message.floats, "write_time": message.producer.end, "lines": [start, w.line_number],
+            "wait_line": wait_line, "loops": [loop.record() for loop in w.loops[first_loop:]]}
+
+
+def _operator_body(w: CWriter, kind: str, flag: str, comm: str, counter: str, local: Buffer, floats: int,
+                   ident: int, core: int, P: str, omit_wait: bool) -> int | None:
+    """The statements of one operator: flag wait, copy, flag update; the line of the wait (None if left out)."""
     wait = f"2u * {counter}" if kind == "write" else f"2u * {counter} + 1u"
     if omit_wait:
         w.comment("MUTATION: the flag wait is left out")
+        wait_line = None
     else:
-        w.line(f"while ({flag} != {wait}) {{ }}")
+        wait_line = w.line(f"while ({flag} != {wait}) {{ }}")
     w.line("__sync_synchronize();")
     w.line(f"{P}LOG({core}, {ident}, 0, {counter});")
-    local = ctx.buffers[message.tensor]
-    first_loop = len(w.loops)
-    with w.loop("i", message.floats):
+    with w.loop("i", floats):
         if kind == "write":
             w.line(f"{comm}[i] = {local.at('i')};")
         else:
@@ -370,9 +379,34 @@ def _operator(w: CWriter, ctx: Context, kind: str, message: Message, ident: int,
     w.line("__sync_synchronize();")
     w.line(f"{flag} = 2u * {counter} + {'1u' if kind == 'write' else '2u'};")
     w.line(f"{counter} += 1u;")
-    return {"kind": kind, "event": ident, "src": src, "dst": dst, "seq": message.seq, "layer": producer,
-            "floats": message.floats, "write_time": message.producer.end, "lines": [start, w.line_number],
-            "loops": [loop.record() for loop in w.loops[first_loop:]]}
+    return wait_line
+
+
+def operator_pair(floats: int, prefix: str = "assay_op_") -> tuple[str, dict]:
+    """A C file with one Writing and one Reading operator of ``floats`` floats, each a function of its own
+    (``<prefix>write(const float *src)``, ``<prefix>read(float *dst)``) around the very statements the
+    parallel code inlines, for their WCET analysis per tensor size; and per function its ``wait_line``
+    (the busy wait, which the composition accounts for) and ``loops`` (the copy loop, bounded).
+    """
+    w = CWriter()
+    P = prefix.upper()
+    w.comment(f"Writing and Reading operators of {floats} floats (codegen.parallel), for WCET analysis")
+    w.line(f"#define {P}LOG(core, event, phase, seq) ((void)0)")
+    w.line(f"static volatile unsigned {prefix}flag;")
+    w.line(f"static float {prefix}comm[{floats}];")
+    w.line(f"static unsigned {prefix}sent;")
+    w.line(f"static unsigned {prefix}received;")
+    functions = {}
+    for kind, argument, local in (("write", "const float *src", "src"), ("read", "float *dst", "dst")):
+        name = f"{prefix}{kind}"
+        first_loop = len(w.loops)
+        with w.block(f"void {name}({argument})"):
+            wait_line = _operator_body(w, kind, f"{prefix}flag", f"{prefix}comm",
+                                       f"{prefix}{'sent' if kind == 'write' else 'received'}", Buffer(local, 0),
+                                       floats, 0, 0, P, False)
+        functions[name] = {"kind": kind, "wait_line": wait_line,
+                           "loops": [loop.record() for loop in w.loops[first_loop:]]}
+    return w.text(), functions
 
 
 def _header(prefix: str, graph: Graph, functions: list[str], cores: int, trace_len: int, banner: str) -> str:

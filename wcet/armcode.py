@@ -566,20 +566,24 @@ class _LineTable:
         self.starts = [row[0] for row in self.rows]
 
 
-def layer_ranges(code: ArmCode, manifest: dict, entry: str) -> list[AddressRange]:
+def layer_ranges(code: ArmCode, manifest: dict, entry: str,
+                 spans: list[tuple[str, int, int, int]] | None = None) -> list[AddressRange]:
     """Non-overlapping ranges covering the generated functions, tagged by layer.
 
     The generated functions are the manifest's ``symbols.code`` (or the entry
     alone for a small manifest). An address whose DWARF line falls in a layer's
     ``lines`` span of that layer's ``file`` belongs to that layer (bucket
     1 + index); any other address of those functions to ``OUTSIDE_LAYERS``.
+    ``spans`` (file, first line, last line, bucket) replaces the layers' spans
+    (the first span holding a line wins), e.g. per operator of parallel code.
     """
     names = list(dict.fromkeys([entry, *manifest.get("symbols", {}).get("code", [])]))
     functions = sorted((code.function(name) for name in names if name in code.functions or name == entry),
                        key=lambda f: f.start)
     layers = manifest.get("layers", [])
-    spans = [(PurePosixPath(layer["file"]).name, int(layer["lines"][0]), int(layer["lines"][1]), i + 1)
-             for i, layer in enumerate(layers)]
+    if spans is None:
+        spans = [(PurePosixPath(layer["file"]).name, int(layer["lines"][0]), int(layer["lines"][1]), i + 1)
+                 for i, layer in enumerate(layers)]
     rows = code.line_rows({file for file, _, _, _ in spans}, [(f.start, f.end) for f in functions]) if spans else []
 
     def bucket(file: str, line: int) -> int:

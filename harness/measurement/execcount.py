@@ -46,6 +46,7 @@ class CallCounts:
     """
 
     counts: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+    vcpu: int = 0  # the emulated core that made the call (SMP guests)
 
     def instructions(self, bucket: int | None = None) -> int:
         """Instructions executed in ``bucket`` (None: in the whole call)."""
@@ -114,27 +115,99 @@ def write_map(code: armcode.ArmCode, manifest: dict, entry: str, path: Path) -> 
 
 
 def count(built: qemu.QemuBuild, inputs: np.ndarray, timeout: float = 600.0,
-          cache_dir: Path | None = None) -> ExecCounts:
-    """Run ``inputs`` under QEMU with the counting plugin; one ``CallCounts`` per input."""
+          cache_dir: Path | None = None, smp_run=None) -> ExecCounts:
+    """Run ``inputs`` under QEMU with the counting plugin; one ``CallCounts`` per input. ``smp_run``: the SMP
+    runner's ``run`` when ``built`` is sequential code built for it (``harness.runners.qemu_smp``)."""
     code = armcode.ArmCode(built.elf)
-    work = built.elf.parent
-    map_path, out_path = work / MAP_FILE, work / OUT_FILE
-    names = write_map(code, built.code.manifest, built.code.entry, map_path)
-    library = plugin_library(cache_dir)
-    argument = f"{library},map={map_path},out={out_path}"
-    if argument.count(",") != 2:
-        raise ConfigError(f"QEMU plugin arguments cannot contain commas: {argument}")
-    out_path.unlink(missing_ok=True)
-    profile = dataclasses.replace(built.profile, emulator_args=(*built.profile.emulator_args, "-plugin", argument))
-    try:
-        outcome = qemu.run(dataclasses.replace(built, profile=profile), inputs, timeout)
-    except RunError as exc:
-        raise RunError(f"{exc} (with the counting plugin; QEMU's messages are in {work / qemu.LOG_FILE})") from None
-    calls = parse(out_path)
+    names = write_map(code, built.code.manifest, built.code.entry, built.elf.parent / MAP_FILE)
+    runner, extra = (qemu.run, ()) if smp_run is None else (_smp(smp_run), SMP_COUNTING_ARGS)
+    outcome, calls = _run_counted(built, inputs, timeout, cache_dir, runner, extra)
     if len(calls) != len(inputs):
         raise RunError(f"the counting plugin saw {len(calls)} calls of {built.code.entry} for {len(inputs)} inputs")
     return ExecCounts(calls=calls, bucket_names=names, code=code, outputs=outcome.outputs,
                       emulator_seconds=outcome.c_seconds)
+
+
+def _run_counted(built: qemu.QemuBuild, inputs: np.ndarray, timeout: float, cache_dir: Path | None, runner,
+                 extra_args: tuple[str, ...]):
+    """Run with the plugin loaded (map file written already); the runner's outcome and the calls counted."""
+    work = built.elf.parent
+    map_path, out_path = work / MAP_FILE, work / OUT_FILE
+    argument = f"{plugin_library(cache_dir)},map={map_path},out={out_path}"
+    if argument.count(",") != 2:
+        raise ConfigError(f"QEMU plugin arguments cannot contain commas: {argument}")
+    out_path.unlink(missing_ok=True)
+    profile = dataclasses.replace(built.profile, emulator_args=(*built.profile.emulator_args, *extra_args,
+                                                                "-plugin", argument))
+    try:
+        outcome = runner(dataclasses.replace(built, profile=profile), inputs, timeout)
+    except RunError as exc:
+        raise RunError(f"{exc} (with the counting plugin; QEMU's messages are in {work / qemu.LOG_FILE})") from None
+    return outcome, parse(out_path)
+
+
+# one host thread runs the vCPUs in turn: the plugin's per-vCPU state needs no lock (assay_count.c)
+SMP_COUNTING_ARGS = ("-accel", "tcg,thread=single")
+
+
+def _smp(run):
+    """The SMP runner's ``run`` (untraced) as a function returning the batch's outcome or raising."""
+    def batch(built, inputs, timeout):
+        outcome = run(built, inputs, timeout, trace=False)
+        if outcome.run is None:
+            raise RunError(f"SMP run with the counting plugin failed: {outcome.error}")
+        return outcome.run
+    return batch
+
+
+@dataclass
+class CoreCounts:
+    """Instructions of one core's inference function over the calls counted (one per input)."""
+
+    core: int
+    work: list[int]  # per call: its instructions, the busy waits excluded
+    waits: list[int]  # per call: the instructions of its busy waits (flag polling)
+    items: dict[int, int]  # event id -> most instructions one call spent in it (waits excluded)
+
+
+def count_parallel(built: qemu.QemuBuild, inputs: np.ndarray, run, timeout: float = 600.0,
+                   cache_dir: Path | None = None) -> list[CoreCounts]:
+    """Per core, the instructions of its function for each input under SMP QEMU (``run``: the SMP runner's,
+    built without trace and delays), the busy waits counted apart.
+
+    Buckets: one per item of the manifest's ``parallel.per_core`` (layer or operator, by event id), the
+    busy-wait line of every operator in a bucket of its own; every core function is an entry. vCPU k runs
+    core k's function (PSCI CPU_ON k); a call whose items are another core's is an error.
+    """
+    manifest = built.code.manifest
+    per_core = manifest["parallel"]["per_core"]
+    file = Path(manifest["entry"]["file"]).name
+    events = [item for core in per_core for item in core["items"]]
+    waits = 1 + len(events)
+    spans = [(file, item["wait_line"], item["wait_line"], waits) for item in events if item.get("wait_line")]
+    spans += [(file, item["lines"][0], item["lines"][1], 1 + item["event"]) for item in events]
+    code = armcode.ArmCode(built.elf)
+    ranges = armcode.layer_ranges(code, manifest, manifest["entry"]["symbol"], spans)
+    lines = [f"entry {code.function(f).start:x}" for f in manifest["parallel"]["functions"]]
+    lines += [f"buckets {waits + 1}"] + [f"range {r.start:x} {r.end:x} {r.bucket}" for r in ranges]
+    (built.elf.parent / MAP_FILE).write_text("\n".join(lines) + "\n")
+    _, calls = _run_counted(built, inputs, timeout, cache_dir, _smp(run), SMP_COUNTING_ARGS)
+    owner = {item["event"]: core["core"] for core in per_core for item in core["items"]}
+    result = [CoreCounts(core["core"], [], [], {}) for core in per_core]
+    for call in calls:
+        cores = {owner[bucket - 1] for bucket in call.counts if 0 < bucket < waits}
+        if cores - {call.vcpu} or call.vcpu >= len(result):
+            raise RunError(f"vCPU {call.vcpu} ran items of core(s) {sorted(cores)}: not its own function")
+        entry = result[call.vcpu]
+        entry.work.append(call.instructions() - call.instructions(waits))
+        entry.waits.append(call.instructions(waits))
+        for bucket in call.counts:
+            if 0 < bucket < waits:
+                entry.items[bucket - 1] = max(entry.items.get(bucket - 1, 0), call.instructions(bucket))
+    if any(len(core.work) != len(inputs) for core in result if per_core[core.core]["items"]):
+        raise RunError(f"the counting plugin saw {[len(c.work) for c in result]} calls per core for "
+                       f"{len(inputs)} inputs")
+    return result
 
 
 def parse(path: Path) -> list[CallCounts]:
@@ -161,7 +234,7 @@ def parse(path: Path) -> list[CallCounts]:
                 if jumps:
                     per_address[addresses[-1]][1] += jumps
             elif kind == "I":
-                current = CallCounts()
+                current = CallCounts(vcpu=int(fields[1]) if len(fields) > 1 else 0)
             elif kind == "E":
                 if current is None:
                     raise RunError(f"{path}: end of a call that did not begin")

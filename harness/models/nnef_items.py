@@ -15,8 +15,11 @@ identifiers too, so they are kept apart from tensor names.
 description per item; ``check_composition`` verifies the paper's composition
 rule mechanically: the union of the items' instructions, without the
 communications, is the original description, every layer is computed by
-exactly one item, and every ``get_var`` reads a variable its source item sends
-to it. A broken partition or item set is refused with one line naming the
+an item (by several only when each copy is used there: a schedule's
+duplication), and every ``get_var`` reads a variable its source item sends
+to it. ``split_schedule`` splits along a timed schedule (``assay schedule``)
+with the routing of the parallel code, whose traces then replay on the
+items' Petri net (``petri.trace_from_parallel``). A broken partition or item set is refused with one line naming the
 problem (``ItemError``).
 """
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from harness.errors import ModelError
 
 DECLARATIONS = frozenset({"external", "variable", "constant"})
+VIRTUAL_SINK = "(sink)"  # the scheduler's node joining several sinks (harness.scheduling): no instruction
 COMMUNICATIONS = frozenset({"variablesync", "send_var", "get_var"})
 
 
@@ -279,8 +283,10 @@ def parse(text: str, source: str = "<text>") -> list[Description]:
 # --- splitting ----------------------------------------------------------------------------
 
 
-def sync_name(tensor: str) -> str:
-    return f"{tensor}_sync"
+def sync_name(tensor: str, source: str | None = None) -> str:
+    """The variablesync of ``tensor``: one per tensor (``split``), or one per tensor and sending item
+    (``split_schedule``: with duplication, two items may send copies of one tensor)."""
+    return f"{tensor}_sync" if source is None else f"{tensor}_sync_{source}"
 
 
 def split(description: Description, partition: dict[str, list[str]],
@@ -352,30 +358,124 @@ def check_partition(description: Description, partition: dict[str, list[str]]) -
 
 
 def partition_from_json(data: dict) -> dict[str, list[str]]:
-    """A partition from ``{item: [layer, ...]}`` or a schedule (``{"cores": {core: [{node, start, end}, ...]}}``).
-
-    Schedule entries are ordered by start time; a core named by a number
-    becomes the item ``core<N>``.
-    """
+    """A partition ``{item: [layer, ...]}`` as given (a schedule.json goes to ``schedule_tasks``)."""
     if not isinstance(data, dict):
-        raise ItemError("partition: expected a JSON object (item -> list of layer names, or a schedule)")
-    groups = data.get("cores", {k: v for k, v in data.items() if k != "schema"})
-    if not isinstance(groups, dict):
-        raise ItemError("partition: 'cores' must map each core to its list of {node, start, end}")
+        raise ItemError("partition: expected a JSON object (item -> list of layer names, or a schedule.json)")
     partition = {}
-    for key, entries in groups.items():
-        item = f"core{key}" if str(key).isdigit() else str(key)
-        if not isinstance(entries, list):
-            raise ItemError(f"partition: item {item} must list layer names or {{node, start, end}} entries")
-        if all(isinstance(entry, dict) for entry in entries):
-            try:
-                entries = [entry["node"] for entry in sorted(entries, key=lambda e: float(e.get("start", 0)))]
-            except (KeyError, TypeError, ValueError):
-                raise ItemError(f"partition: core {key} has an entry without a node name or a numeric start") from None
-        if not all(isinstance(entry, str) for entry in entries):
+    for item, entries in data.items():
+        if not isinstance(entries, list) or not all(isinstance(entry, str) for entry in entries):
             raise ItemError(f"partition: item {item} must list layer names (strings)")
-        partition[item] = list(entries)
+        partition[str(item)] = list(entries)
     return partition
+
+
+def schedule_tasks(data: dict) -> list[list[dict]] | None:
+    """Per core, its timed tasks ``{node, start, end}`` if ``data`` is a schedule.json (``assay-schedule/1``:
+    ``schedule: [{"core": i, "tasks": [...]}]``), else None."""
+    if not isinstance(data, dict) or "schedule" not in data:
+        return None
+    cores = data["schedule"]
+    try:
+        ordered = sorted(cores, key=lambda entry: int(entry["core"]))
+        tasks = [[{"node": str(t["node"]), "start": float(t["start"]), "end": float(t["end"])} for t in entry["tasks"]]
+                 for entry in ordered]
+    except (KeyError, TypeError, ValueError):
+        raise ItemError("schedule: each core needs 'core' and 'tasks' of {node, start, end} with numeric times") \
+            from None
+    if [int(entry["core"]) for entry in ordered] != list(range(len(ordered))):
+        raise ItemError("schedule: cores must be numbered 0 to N-1")
+    return tasks
+
+
+def layer_groups(description: Description, nodes: list[str]) -> dict[str, list[str]]:
+    """Code layer -> the description's instructions it computes, in order (the last gives its output).
+
+    The exported NNEF names each instruction after its ONNX node, itself named after the Keras layer
+    (``conv1`` -> ``conv1_conv``, ``conv1_tanh``); the ONNX front end's layers are those nodes, and an
+    activation it fuses into its producer is not scheduled. So an instruction belongs to the layer of its
+    own name, else to the longest layer name it extends by ``_``, else (a fused activation) to the layer
+    of the one instruction it reads (and nothing else). Anything else is an ItemError naming it.
+    """
+    known = [node for node in dict.fromkeys(nodes) if node != VIRTUAL_SINK]
+    owner: dict[str, str] = {}
+    for ins in description.layers():
+        name = ins.result
+        prefixes = [node for node in known if name.startswith(node + "_")]
+        producers = [source for source in ins.reads() if source in owner]
+        if name in known:
+            owner[name] = name
+        elif prefixes:
+            owner[name] = max(prefixes, key=len)
+        elif ins.reads() == producers and len(producers) == 1:  # reads one layer and no parameter
+            owner[name] = owner[producers[0]]
+        else:
+            raise ItemError(f"layer '{name}' of {description.name} belongs to no scheduled layer (neither named "
+                            "after one nor a fused activation of one)")
+    groups: dict[str, list[str]] = {node: [] for node in known}
+    for name, node in owner.items():
+        groups[node].append(name)
+    empty = [node for node, members in groups.items() if not members]
+    if empty:
+        raise ItemError(f"the schedule places '{empty[0]}', which is no layer of {description.name}")
+    return groups
+
+
+def split_schedule(description: Description, tasks: list[list[dict]],
+                   shapes: dict[str, list[int]] | None = None) -> dict[str, Description]:
+    """One description per core (item ``core<N>``) of a timed schedule, duplicated layers included.
+
+    Routing is the scheduler's and the parallel code's (``codegen.parallel``): a layer takes an input
+    from an earlier copy of its producer on its own core, else from the copy on another core that ends
+    first; one message per (producer, source core, destination core): a ``send_var`` of the producer's
+    copy to its destinations right after it (variablesync ``sync_name(tensor, source item)``) and a
+    ``get_var`` before the first use. The Writing and Reading operators of the generated code log the
+    phases of exactly these sync transitions (``petri.trace_from_parallel``).
+    """
+    instances = [sorted(((t["start"], t["end"], t["node"]) for t in core if t["node"] != VIRTUAL_SINK))
+                 for core in tasks]
+    groups = layer_groups(description, [node for core in instances for _, _, node in core])
+    layers = {ins.result: ins for ins in description.layers()}
+    group_of = {name: node for node, members in groups.items() for name in members}
+    output_of = {node: members[-1] for node, members in groups.items()}
+    declared = description.declarations()
+    items = {f"core{core}": [] for core in range(len(instances))}
+    messages: dict[tuple[str, int, int], int] = {}  # (producer, src, dst) -> position of the first consumer
+    for core, placed in enumerate(instances):
+        for position, (_, _, node) in enumerate(placed):
+            for source in (s for name in groups[node] for s in layers[name].reads()):
+                producer = group_of.get(source)
+                if producer is None or producer == node or any(n == producer for _, _, n in placed[:position]):
+                    continue
+                remote = [(end, other) for other, copies in enumerate(instances) if other != core
+                          for _, end, n in copies if n == producer]
+                if not remote:
+                    raise ItemError(f"schedule: '{node}' on core {core} reads '{source}', which no core computes")
+                key = (producer, min(remote)[1], core)
+                messages[key] = min(messages.get(key, position), position)
+    for core, placed in enumerate(instances):
+        item = f"core{core}"
+        body: list[Instruction] = []
+        mine = [name for _, _, node in placed for name in groups[node]]
+        reads = [source for name in mine for source in layers[name].reads()]
+        received = {(p, src): sync_name(output_of[p], f"core{src}") for (p, src, dst) in messages if dst == core}
+        sent = {p: sync_name(output_of[p], item) for (p, src, _) in messages if src == core}
+        body += [declared[name] for name in declared if name in reads]
+        body += [Instruction((sync,), "variablesync", (),
+                             (("shape", list((shapes or {}).get(output_of[p], []))),), "scalar")
+                 for (p, sync) in [*((p, s) for (p, _), s in received.items()), *sent.items()]]
+        for position, (_, _, node) in enumerate(placed):
+            for (p, src, dst), first in messages.items():
+                if dst == core and first == position:
+                    body.append(Instruction((output_of[p],), "get_var", (Ref(f"core{src}"), Ref(received[(p, src)]))))
+            body += [layers[name] for name in groups[node]]
+            if node in sent:
+                readers = [Ref(f"core{dst}") for (p, src, dst) in messages if src == core and p == node]
+                body.append(Instruction((sent[node],), "send_var", (readers, Ref(output_of[node]))))
+        output = description.outputs[0]
+        inputs = [name for name in description.inputs if name in reads] + list(received.values())
+        outputs = list(sent.values()) + ([output] if output in mine else [])
+        items[item] = Description(f"{description.name}_{item}", inputs, outputs, body, item, list(description.header))
+    return items
 
 
 # --- the composition rule -------------------------------------------------------------------
@@ -387,7 +487,8 @@ def check_composition(original: Description, items: list[Description]) -> None:
     - every item is a ``graphitem`` with a distinct item name;
     - every instruction of an item other than the communications is an
       instruction of the original (same results, operation and arguments);
-    - every layer of the original is computed by exactly one item;
+    - every layer of the original is computed by at least one item, and a layer computed by several
+      (the scheduler's duplication) is used in each of them: a duplicate without purpose is refused;
     - in each item every tensor read is declared there, computed earlier there
       or received earlier by ``get_var``;
     - every ``get_var(SOURCE, v)`` names an item SOURCE that sends ``v`` to it
@@ -401,7 +502,7 @@ def check_composition(original: Description, items: list[Description]) -> None:
     if duplicates:
         raise ItemError(f"items: item name {duplicates[0]} is used by {Counter(names)[duplicates[0]]} descriptions")
     reference = {ins.result: ins for ins in original.body}
-    computed_by: dict[str, str] = {}
+    computed_by: dict[str, list[str]] = {}
     sends: dict[tuple[str, str], Instruction] = {}  # (item, variablesync) -> send_var
     for d in items:
         for ins in d.body:
@@ -441,14 +542,17 @@ def check_composition(original: Description, items: list[Description]) -> None:
                 what = "is no instruction of" if expected is None else "differs from its instruction in"
                 raise ItemError(f"{where}: '{ins.text()}' {what} {original.name}")
             if ins.op not in DECLARATIONS:
-                if ins.result in computed_by:
-                    raise ItemError(f"items: layer '{ins.result}' is computed by items {computed_by[ins.result]} and "
-                                    f"{d.item}")
-                computed_by[ins.result] = d.item
+                computed_by.setdefault(ins.result, []).append(d.item)
             available.add(ins.result)
     missing = [ins.result for ins in original.layers() if ins.result not in computed_by]
     if missing:
         raise ItemError(f"items: layer '{missing[0]}' of {original.name} is computed by no item")
+    for name, owners in computed_by.items():  # a duplicate must serve its item (the scheduler's duplication)
+        for d in (d for d in items if len(owners) > 1 and d.item in owners):
+            used = name in d.outputs or any(name in ins.reads() for ins in d.body if ins.result != name)
+            if not used:
+                raise ItemError(f"items: layer '{name}' is computed by items {' and '.join(owners)}, and "
+                                f"{d.item}'s copy is used by nothing in {d.item} (a duplicate without purpose)")
 
 
 def _as_list(value) -> list:

@@ -9,15 +9,15 @@ than a silent 0.
 
 An edge's weight is the cost of moving the producer's output tensor from one
 core to another: the Writing operator on the source core plus the Reading
-operator on the destination (§5.2-5.3). Those operators are not generated yet,
-so ``CopyCost`` is a *provisional* model, a parameter of every schedule that
-is recorded with it: each operator waits on its flag, copies the tensor and
-bumps the flag, so it costs ``fixed`` cycles plus ``per_float`` cycles per
-float copied, and an edge costs two operators. The defaults are small: a
-word copy loop at -O0 on an in-order ARM core is a load, a store and the loop
-counter's update and branch, 8 cycles per float with single-cycle memory,
-and the flag handshake a few loads, a compare and a store. Once the operators
-exist, their per-operator WCETs replace this model.
+operator on the destination (§5.2-5.3). ``OperatorCost`` takes both from the
+WCET analysis of the generated operators for that tensor size
+(``harness.stages.schedule.operator_wcet``, waits excluded: the schedule's
+communication already starts when the producer ends). ``CopyCost`` is the
+earlier *provisional* model, ``fixed + per_float * floats`` per operator,
+still selectable (``assay schedule --comm-fixed/--comm-per-float``) and used
+for hand-made DAGs. Either is recorded with every schedule
+(``communication_cost``), and ``operator_cycles`` reads it back for the
+parallel WCET composition.
 """
 
 from __future__ import annotations
@@ -35,12 +35,53 @@ class CopyCost:
     fixed: int = 20  # cycles per operator: flag wait (when no wait is needed), flag update
     per_float: int = 8  # cycles per float copied by one operator
 
+    def operator(self, kind: str, floats: int) -> int:
+        return self.fixed + self.per_float * floats
+
     def cycles(self, floats: int) -> int:
-        return 2 * (self.fixed + self.per_float * floats)  # Writing + Reading
+        return self.operator("write", floats) + self.operator("read", floats)
 
     def describe(self) -> dict:
         return {"model": "provisional-copy", "fixed_cycles": self.fixed, "cycles_per_float": self.per_float,
                 "formula": "2 * (fixed_cycles + cycles_per_float * floats)  (Writing + Reading operators)"}
+
+
+@dataclass(frozen=True)
+class OperatorCost:
+    """Edge cost from the WCETs of the generated Writing and Reading operators, per tensor size."""
+
+    table: dict[int, dict[str, int]]  # floats -> {"write": cycles, "read": cycles}
+    target: str
+    timing: str
+
+    def operator(self, kind: str, floats: int) -> int:
+        if floats not in self.table:
+            raise LayerGraphError(f"no operator WCET for a tensor of {floats} floats")
+        return self.table[floats][kind]
+
+    def cycles(self, floats: int) -> int:
+        return self.operator("write", floats) + self.operator("read", floats)
+
+    def describe(self) -> dict:
+        return {"model": "operator-wcet", "target": self.target, "timing": self.timing,
+                "formula": "WCET(Writing operator) + WCET(Reading operator) of the tensor's size, waits excluded",
+                "operators": [{"floats": n, "write_cycles": c["write"], "read_cycles": c["read"]}
+                              for n, c in sorted(self.table.items())]}
+
+
+def operator_cycles(cost: dict):
+    """``(kind, floats) -> cycles`` of one operator from a schedule's ``communication_cost`` record."""
+    if cost.get("model") == "operator-wcet":
+        return OperatorCost({o["floats"]: {"write": o["write_cycles"], "read": o["read_cycles"]}
+                             for o in cost["operators"]}, cost["target"], cost["timing"]).operator
+    return CopyCost(cost["fixed_cycles"], cost["cycles_per_float"]).operator
+
+
+def edge_sizes(manifest: dict) -> set[int]:
+    """The output sizes (floats) of the layers whose output another layer reads: the tensors edges move."""
+    by_index = {layer["index"]: layer for layer in manifest.get("layers", [])}
+    return {prod(by_index[source]["output_shape"]) for layer in manifest.get("layers", [])
+            for source in layer.get("inputs") or [] if source is not None and source in by_index}
 
 
 class LayerGraphError(ValueError):
@@ -53,7 +94,7 @@ def has_code(layer: dict) -> bool:
     return last > first
 
 
-def from_manifest(manifest: dict, wcets: dict[str, int], cost: CopyCost) -> Dag:
+def from_manifest(manifest: dict, wcets: dict[str, int], cost: CopyCost | OperatorCost) -> Dag:
     """The model's DAG: one node per layer with inputs, weighted by ``wcets`` (layer name -> cycles)."""
     layers = [layer for layer in manifest.get("layers", []) if layer.get("inputs")]
     if not layers:

@@ -4,7 +4,9 @@ Per core, the generated code is a sequence of layers and Writing/Reading
 operators (the manifest's ``parallel.per_core``). Each item has a WCET of its
 own, the operators' waits excluded: a layer's is its WCET bound on one core
 (the layers' code is the sequential V2 code, so the sequential per-layer bounds
-apply); an operator's is the cost of its copy and flag handshake. The waits are
+apply); an operator's is the WCET bound of its copy and flag handshake with the
+wait passing at once (``operator_wcet``, the generated operator analysed per
+tensor size). The waits are
 accounted for by the composition, which follows the protocol: a Reading
 operator cannot start before the matching Writing operator has ended, and a
 Writing operator cannot start before the previous message of its channel has
@@ -45,12 +47,12 @@ class ParallelWcet:
                 self.sequential / self.parallel if self.parallel else None, "interference": self.interference}
 
 
-def compose(per_core: list[dict], layer_wcet: dict[str, int], operator_wcet: Callable[[int], int],
+def compose(per_core: list[dict], layer_wcet: dict[str, int], operator_wcet: Callable[[str, int], int],
             interference: float = 0.0) -> ParallelWcet:
     """Compose the parallel WCET of ``per_core`` (the manifest's ``parallel.per_core``).
 
     ``layer_wcet``: layer name -> cycles (a layer absent from it costs 0: no code);
-    ``operator_wcet``: floats copied -> cycles of one Writing or Reading operator, waits excluded.
+    ``operator_wcet``: (kind "write" or "read", floats copied) -> cycles of one operator, waits excluded.
     """
     if interference < 0:
         raise ValueError(f"the interference margin must not be negative, not {interference:g}")
@@ -73,7 +75,7 @@ def compose(per_core: list[dict], layer_wcet: dict[str, int], operator_wcet: Cal
                                read_end.get((item["src"], item["dst"], item["seq"] - 1)) if item["seq"] else 0.0)
                     if awaited is None:
                         break  # the other side has not got there yet: try the other cores
-                    time[index] = max(time[index], awaited) + scale * operator_wcet(item["floats"])
+                    time[index] = max(time[index], awaited) + scale * operator_wcet(item["kind"], item["floats"])
                     (write_end if item["kind"] == "write" else read_end)[key] = time[index]
                 position[index] += 1
                 remaining -= 1

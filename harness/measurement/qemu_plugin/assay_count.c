@@ -6,21 +6,22 @@
  *   qemu-arm|qemu-system-arm ... -plugin assay_count.so,map=MAP,out=OUT
  *
  * MAP (text, written by harness/measurement/execcount.py):
- *   entry ADDR            first instruction of the entry function
+ *   entry ADDR            first instruction of an entry function (one line per entry: parallel code
+ *                         has one function per core)
  *   buckets N             bucket numbers are 0 .. N-1
  *   range START END B     instructions in [START, END) belong to bucket B
  * Addresses are hexadecimal, without the Thumb bit. An instruction in no range
  * (C library, libgcc) belongs to no bucket: it is counted in the bucket of the
  * last instruction executed that had one, i.e. the code that called it.
  *
- * OUT (text), one block per call of the entry:
- *   I K                   call number K (0, 1, ...) begins
+ * OUT (text), one block per call of an entry, written when the call returns:
+ *   I K V                 call number K (0, 1, ... per vCPU) of vCPU V
  *   D ID N ADDR...        definition of segment ID: N instructions at these addresses
  *                         (printed once, before the first C line that names ID)
  *   C ID B COUNT JUMPS    segment ID ran COUNT times in bucket B; after JUMPS of those
  *                         runs the next instruction executed was not the one after
  *                         the segment's last instruction (a taken branch or a return)
- *   E K                   call K returned
+ *   E K V                 call K of vCPU V returned
  * and at exit "X incomplete" if the program ended inside a call, or
  * "X error TEXT" if the counts cannot be trusted.
  *
@@ -43,10 +44,16 @@
  * address runs. The call instruction itself is not counted; the entry's
  * return instruction is.
  *
+ * Several vCPUs (bare-metal SMP, one inference function per core): every
+ * vCPU has its own call state and its own counts (callbacks receive the vCPU
+ * index), so each core's calls are counted apart. The state is not locked:
+ * the harness runs SMP guests with "-accel tcg,thread=single", which executes
+ * the vCPUs one after another in one host thread (qemu-arm runs one guest
+ * thread anyway). At most MAX_VCPUS vCPUs.
+ *
  * No QEMU header is needed: the few declarations of QEMU's plugin API
  * (version 1, QEMU 4.2 to 8.1; include/qemu/qemu-plugin.h) are repeated
- * below. Debian does not ship that header. One vCPU is assumed (qemu-arm runs
- * one guest thread; the boards used have one core).
+ * below. Debian does not ship that header.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -77,6 +84,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 /* ---- configuration ---- */
 #define NO_BUCKET (-1)
+#define MAX_VCPUS 8
+#define MAX_ENTRIES 16
 
 struct range {
     uint64_t start, end;
@@ -86,8 +95,8 @@ struct range {
 static struct range *ranges;
 static size_t n_ranges;
 static int n_buckets;
-static uint64_t entry_addr;
-static int have_entry;
+static uint64_t entries[MAX_ENTRIES];
+static int n_entries;
 static FILE *out;
 
 /* ---- segments ---- */
@@ -98,24 +107,37 @@ struct segment {
     unsigned id;
     unsigned n;
     int defined;      /* D line printed */
-    int touched;      /* on the touched list for the current call */
+    int touched[MAX_VCPUS]; /* on that vCPU's touched list for its current call */
     uint64_t *addrs;  /* n instruction addresses */
-    uint64_t *count;  /* per bucket, allocated on first use */
+    uint64_t *count;  /* per vCPU and bucket (vcpu * n_buckets + bucket), allocated on first use */
     uint64_t *jumps;
-    struct segment *next_touched;
+    struct segment *next_touched[MAX_VCPUS];
 };
 
 static unsigned n_segments;
 
-/* ---- execution state ---- */
-static int active;                  /* inside a call of the entry */
-static uint64_t return_addr;
-static uint64_t calls;
-static int current_bucket;          /* bucket of the last instruction executed that has one */
-static struct segment *previous;    /* segment executed last (any code) */
-static int previous_counted_in = NO_BUCKET; /* bucket it was counted in, NO_BUCKET if not counted */
-static struct segment *touched;
+/* ---- execution state, per vCPU ---- */
+struct vcpu {
+    int active;                     /* inside a call of an entry */
+    uint64_t return_addr;
+    uint64_t calls;
+    int current_bucket;             /* bucket of the last instruction executed that has one */
+    struct segment *previous;       /* segment executed last (any code) */
+    int previous_counted_in;        /* bucket it was counted in, NO_BUCKET if not counted */
+    struct segment *touched;
+};
+static struct vcpu vcpus[MAX_VCPUS];
 static int failed;
+
+static int is_entry(uint64_t addr)
+{
+    for (int i = 0; i < n_entries; ++i) {
+        if (entries[i] == addr) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static int bucket_of(uint64_t addr)
 {
@@ -141,10 +163,12 @@ static void fail(const char *message)
     }
 }
 
-static void end_call(void)
+static void end_call(unsigned v)
 {
+    struct vcpu *cpu = &vcpus[v];
     struct segment *s;
-    for (s = touched; s != NULL; s = s->next_touched) {
+    fprintf(out, "I %" PRIu64 " %u\n", cpu->calls, v);
+    for (s = cpu->touched; s != NULL; s = s->next_touched[v]) {
         if (!s->defined) {
             fprintf(out, "D %u %u", s->id, s->n);
             for (unsigned i = 0; i < s->n; ++i) {
@@ -153,67 +177,71 @@ static void end_call(void)
             fputc('\n', out);
             s->defined = 1;
         }
+        uint64_t *count = s->count + (size_t)v * n_buckets, *jumps = s->jumps + (size_t)v * n_buckets;
         for (int b = 0; b < n_buckets; ++b) {
-            if (s->count[b] != 0) {
-                fprintf(out, "C %u %d %" PRIu64 " %" PRIu64 "\n", s->id, b, s->count[b], s->jumps[b]);
-                s->count[b] = 0;
-                s->jumps[b] = 0;
+            if (count[b] != 0) {
+                fprintf(out, "C %u %d %" PRIu64 " %" PRIu64 "\n", s->id, b, count[b], jumps[b]);
+                count[b] = 0;
+                jumps[b] = 0;
             }
         }
-        s->touched = 0;
+        s->touched[v] = 0;
     }
-    touched = NULL;
-    fprintf(out, "E %" PRIu64 "\n", calls);
+    cpu->touched = NULL;
+    fprintf(out, "E %" PRIu64 " %u\n", cpu->calls, v);
     fflush(out);
-    ++calls;
+    ++cpu->calls;
 }
 
 static void segment_exec(unsigned int vcpu_index, void *userdata)
 {
     struct segment *s = userdata;
-    (void)vcpu_index;
-    if (previous_counted_in != NO_BUCKET && s->first != previous->next) {
-        ++previous->jumps[previous_counted_in];
+    if (vcpu_index >= MAX_VCPUS) {
+        fail("more vCPUs than MAX_VCPUS");
+        return;
     }
-    if (!active) {
-        if (s->first == entry_addr) {
-            if (previous == NULL) {
+    struct vcpu *cpu = &vcpus[vcpu_index];
+    if (cpu->previous_counted_in != NO_BUCKET && s->first != cpu->previous->next) {
+        ++cpu->previous->jumps[(size_t)vcpu_index * n_buckets + cpu->previous_counted_in];
+    }
+    if (!cpu->active) {
+        if (is_entry(s->first)) {
+            if (cpu->previous == NULL) {
                 fail("entry reached before any other code");
                 return;
             }
-            active = 1;
-            return_addr = previous->next;
-            current_bucket = 0;
-            fprintf(out, "I %" PRIu64 "\n", calls);
+            cpu->active = 1;
+            cpu->return_addr = cpu->previous->next;
+            cpu->current_bucket = 0;
         }
-    } else if (s->first == return_addr) {
-        end_call();
-        active = 0;
-    } else if (return_addr > s->first && return_addr < s->next) {
+    } else if (s->first == cpu->return_addr) {
+        end_call(vcpu_index);
+        cpu->active = 0;
+    } else if (cpu->return_addr > s->first && cpu->return_addr < s->next) {
         fail("return address inside a segment");
     }
-    previous = s;
-    previous_counted_in = NO_BUCKET;
-    if (!active) {
+    cpu->previous = s;
+    cpu->previous_counted_in = NO_BUCKET;
+    if (!cpu->active) {
         return;
     }
-    int b = s->bucket == NO_BUCKET ? current_bucket : s->bucket;
+    int b = s->bucket == NO_BUCKET ? cpu->current_bucket : s->bucket;
     if (s->count == NULL) {
-        s->count = calloc((size_t)n_buckets, sizeof *s->count);
-        s->jumps = calloc((size_t)n_buckets, sizeof *s->jumps);
+        s->count = calloc((size_t)MAX_VCPUS * n_buckets, sizeof *s->count);
+        s->jumps = calloc((size_t)MAX_VCPUS * n_buckets, sizeof *s->jumps);
         if (s->count == NULL || s->jumps == NULL) {
             fail("out of memory");
             exit(1);
         }
     }
-    s->count[b] += 1;
-    if (!s->touched) {
-        s->touched = 1;
-        s->next_touched = touched;
-        touched = s;
+    s->count[(size_t)vcpu_index * n_buckets + b] += 1;
+    if (!s->touched[vcpu_index]) {
+        s->touched[vcpu_index] = 1;
+        s->next_touched[vcpu_index] = cpu->touched;
+        cpu->touched = s;
     }
-    current_bucket = b;
-    previous_counted_in = b;
+    cpu->current_bucket = b;
+    cpu->previous_counted_in = b;
 }
 
 static void add_segment(struct qemu_plugin_tb *tb, size_t from, size_t to, int bucket)
@@ -247,7 +275,7 @@ static void tb_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         int b = bucket_of(addr);
         if (i == 0) {
             bucket = b;
-        } else if (b != bucket || addr == entry_addr) {
+        } else if (b != bucket || is_entry(addr)) {
             add_segment(tb, start, i, bucket);
             start = i;
             bucket = b;
@@ -262,8 +290,11 @@ static void at_exit(qemu_plugin_id_t id, void *userdata)
 {
     (void)id;
     (void)userdata;
-    if (active) {
-        fprintf(out, "X incomplete\n");
+    for (int v = 0; v < MAX_VCPUS; ++v) {
+        if (vcpus[v].active) {
+            fprintf(out, "X incomplete\n");
+            break;
+        }
     }
     fclose(out);
 }
@@ -285,8 +316,8 @@ static int read_map(const char *path)
     }
     while (fscanf(map, "%15s", key) == 1) {
         if (strcmp(key, "entry") == 0) {
-            if (fscanf(map, "%" SCNx64, &entry_addr) != 1) break;
-            have_entry = 1;
+            if (n_entries == MAX_ENTRIES || fscanf(map, "%" SCNx64, &entries[n_entries]) != 1) break;
+            ++n_entries;
         } else if (strcmp(key, "buckets") == 0) {
             if (fscanf(map, "%d", &n_buckets) != 1) break;
         } else if (strcmp(key, "range") == 0) {
@@ -304,7 +335,7 @@ static int read_map(const char *path)
     }
     int complete = feof(map);
     fclose(map);
-    if (!complete || !have_entry || n_buckets <= 0) {
+    if (!complete || n_entries == 0 || n_buckets <= 0) {
         fprintf(stderr, "assay_count: malformed map %s\n", path);
         return -1;
     }
@@ -338,6 +369,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     }
     if (read_map(map) != 0) {
         return -1;
+    }
+    for (int v = 0; v < MAX_VCPUS; ++v) {
+        vcpus[v].previous_counted_in = NO_BUCKET;
     }
     out = fopen(out_path, "w");
     if (out == NULL) {

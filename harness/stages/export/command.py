@@ -27,8 +27,9 @@ def add_command(subparsers) -> None:
     parser.add_argument("--model", required=True, help="zoo name, model file or NNEF folder")
     parser.add_argument("--format", choices=("nnef",), default="nnef", help="output format (nnef)")
     parser.add_argument("--out", type=Path, required=True, help="the NNEF folder to write")
-    parser.add_argument("--items", type=Path, help="JSON partition {item: [layer, ...]} or schedule "
-                                                   "{cores: {core: [{node, start, end}, ...]}}: also write one "
-                                                   "graphitem description per item in OUT/items/")
+    parser.add_argument("--items", type=Path, help="JSON partition {item: [layer, ...]} or a schedule.json of "
+                                                   "`assay schedule` (duplications and routing as in the parallel "
+                                                   "code): also write one graphitem description per item in "
+                                                   "OUT/items/")
     add_common_options(parser)
     parser.set_defaults(func=cmd_export)

@@ -53,8 +53,9 @@ def _write_items(description, shapes: dict, items_file: Path, directory: Path, n
         data = json.loads(items_file.read_text())
     except (OSError, ValueError) as error:
         raise nnef_items.ItemError(f"{items_file}: cannot read the partition ({error})") from None
-    partition = nnef_items.partition_from_json(data)
-    items = nnef_items.split(description, partition, shapes)
+    tasks = nnef_items.schedule_tasks(data)
+    items = (nnef_items.split(description, nnef_items.partition_from_json(data), shapes) if tasks is None
+             else nnef_items.split_schedule(description, tasks, shapes))
     nnef_items.check_composition(description, list(items.values()))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)

@@ -21,7 +21,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     settings = run.Settings(cores=args.cores, algorithm=args.algorithm, target=args.target, timing=args.timing,
                             variant=args.variant, time_limit=args.time_limit, workers=args.workers,
-                            cost=CopyCost(fixed=args.comm_fixed, per_float=args.comm_per_float),
+                            cost=None if args.comm_fixed is None and args.comm_per_float is None else
+                            CopyCost(fixed=20 if args.comm_fixed is None else args.comm_fixed,
+                                     per_float=8 if args.comm_per_float is None else args.comm_per_float),
                             wcet_json=args.wcet_json, n_inputs=args.inputs, seed=args.seed,
                             model_seed=args.model_seed, opt=args.opt, work_dir=args.work)
     run.check_settings(settings)
@@ -43,8 +45,8 @@ def add_command(subparsers) -> None:
     parser = subparsers.add_parser(
         "schedule", help="schedule a model's layers on N cores (multi-core paper: ISH, DSH, exact CP-SAT)",
         description="Builds the model's DAG (layers and which feed which from the assay-v2 manifest, per-layer "
-                    "WCETs from `assay wcet` on the target and timing model, edge costs from a provisional "
-                    "copy-cost model), schedules it on --cores identical cores and checks the schedule (§2.3). "
+                    "WCETs from `assay wcet` on the target and timing model, edge costs from the WCETs of the "
+                    "generated Writing and Reading operators), schedules it on --cores identical cores and checks the schedule (§2.3). "
                     "Writes OUT/schedule.json, OUT/gantt.png and OUT/schedule.html.")
     parser.add_argument("--model", required=True, help="a zoo name or a model file")
     parser.add_argument("--cores", type=int, required=True, help="number of identical cores")
@@ -60,10 +62,12 @@ def add_command(subparsers) -> None:
                         help="take per-layer WCETs from this wcet.json instead of running `assay wcet`")
     parser.add_argument("--inputs", type=int, default=20,
                         help="inputs measured by `assay wcet` for its soundness check (default 20)")
-    parser.add_argument("--comm-fixed", type=int, default=20,
-                        help="provisional communication cost: cycles per Writing or Reading operator (default 20)")
-    parser.add_argument("--comm-per-float", type=int, default=8,
-                        help="provisional communication cost: cycles per float copied by one operator (default 8)")
+    parser.add_argument("--comm-fixed", type=int,
+                        help="use the provisional copy-cost model instead of the operators' WCETs: cycles per "
+                             "Writing or Reading operator (default 20)")
+    parser.add_argument("--comm-per-float", type=int,
+                        help="use the provisional copy-cost model: cycles per float copied by one operator "
+                             "(default 8)")
     add_opt_option(parser)
     add_output_options(parser, "reports/schedule", "schedule.json, gantt.png and schedule.html")
     add_common_options(parser)

@@ -72,8 +72,9 @@ def html_page(data: dict, png: Path) -> str:
                ["optimal", data["optimal"]], ["valid (§2.3)", data["valid"]]]
     summary += [[f"solver {key}", value] for key, value in solver.items()]
     cost = data["communication_cost"]
-    summary.append(["communication cost", f"{cost['formula']}, fixed {cost['fixed_cycles']}, per float "
-                                          f"{cost['cycles_per_float']} ({cost['model']})"])
+    summary.append(["communication cost", f"{cost['model']}: {cost['formula']}"])
+    summary += [[f"operators of {o['floats']} floats [cycles]", f"write {o['write_cycles']}, read {o['read_cycles']}"]
+                for o in cost.get("operators", [])]
     summary.append(["WCET source", data["wcet"]["source"]])
     tasks = [[lane["core"], t["node"], group_digits(t["start"]), group_digits(t["end"])]
              for lane in data["schedule"] for t in lane["tasks"]]

@@ -8,8 +8,10 @@
    them) into ``OUT/wcet/``, or a ``wcet.json`` the user gives. The record of
    this model, variant, target and timing model from the built-in engine is
    used, and only if its soundness check passed.
-3. Edge costs come from the provisional copy-cost model
-   (``harness.scheduling.layers.CopyCost``), recorded in the file.
+3. Edge costs are the WCETs of the generated Writing and Reading operators
+   for each tensor size, analysed on the same target and timing model
+   (``harness.stages.schedule.operator_wcet``), or the provisional copy-cost
+   model when asked for (``layers.CopyCost``); recorded in the file.
 4. The DAG is scheduled by the chosen algorithm and the schedule checked
    (``harness.scheduling.schedule.check``); a schedule that fails the check
    is still written, with its violations, and the command exits 1.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
 from harness.errors import AssayError, ConfigError
 from harness.scheduling import layers
+from harness.stages.schedule.operator_wcet import operator_wcets
 
 SCHEMA = "assay-schedule/1"
 WCET_SCHEMA = "assay-wcet/1"
@@ -49,7 +52,7 @@ class Settings(core_plan.Settings):
     variant: str | None = None  # None: the generator's first variant for the model
     time_limit: float = 10.0
     workers: int = 1
-    cost: layers.CopyCost = field(default_factory=layers.CopyCost)
+    cost: layers.CopyCost | None = None  # None: the operators' own WCETs (operator_wcet)
     wcet_json: Path | None = None
     n_inputs: int = 20  # inputs of the WCET stage's soundness check
 
@@ -62,7 +65,7 @@ def check_settings(settings: Settings) -> str:
         raise ConfigError(f"--cores must be at least 1, not {settings.cores}")
     if settings.time_limit <= 0:
         raise ConfigError(f"--time-limit must be positive, not {settings.time_limit:g}")
-    if settings.cost.fixed < 0 or settings.cost.per_float < 0:
+    if settings.cost is not None and (settings.cost.fixed < 0 or settings.cost.per_float < 0):
         raise ConfigError("communication costs must not be negative")
     if settings.wcet_json is not None and not settings.wcet_json.is_file():
         raise ConfigError(f"--wcet-json {settings.wcet_json}: no such file")
@@ -93,8 +96,14 @@ def schedule_model(model_name: str, settings: Settings, out: Path) -> dict:
     seconds["wcet_s"] = time.perf_counter() - start
     wcets = {layer["layer"]: layer["wcet_cycles"] for layer in wcet_record.get("layers", [])
              if layer["wcet_cycles"] is not None}
+    start = time.perf_counter()
+    cost = settings.cost or layers.OperatorCost(
+        {floats: operator_wcets(floats, targets.get(settings.target), timing_name, settings.opt,
+                                Path(settings.work_dir) / "operator-wcet")
+         for floats in sorted(layers.edge_sizes(code.manifest))}, settings.target, timing_name)
+    seconds["operator_wcet_s"] = time.perf_counter() - start
     try:
-        dag = layers.from_manifest(code.manifest, wcets, settings.cost)
+        dag = layers.from_manifest(code.manifest, wcets, cost)
     except layers.LayerGraphError as exc:
         raise AssayError(f"{item.id}: {exc}") from None
 
@@ -110,7 +119,7 @@ def schedule_model(model_name: str, settings: Settings, out: Path) -> dict:
                          "level": dag.levels[v]} for v in range(dag.n)],
               "edges": [{"from": dag.names[u], "to": dag.names[v], "floats": dag.size(u), "cost": cost}
                         for (u, v), cost in sorted(dag.edges.items())],
-              "communication_cost": settings.cost.describe(),
+              "communication_cost": cost.describe(),
               "wcet": {**wcet_source, "function_wcet_cycles": wcet_record.get("wcet_cycles"),
                        "fingerprint": wcet_record.get("fingerprint")},
               "seconds": seconds, "provenance": provenance,

@@ -215,3 +215,40 @@ def test_parse_reports_an_incomplete_call_and_plugin_errors(tmp_path):
 def test_plugin_builds_once_per_source(tmp_path):
     first = execcount.plugin_library(tmp_path)
     assert first.is_file() and execcount.plugin_library(tmp_path) == first
+
+
+@pytest.mark.arm
+@pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
+                    reason="needs qemu-system-arm and arm-none-eabi-gcc (.ci/setup)")
+def test_per_vcpu_counts_of_parallel_code_match_the_sequential_layers(tmp_path_factory, tmp_path):
+    """lenet5-split on two cortex-a15x4 cores: each vCPU is counted apart, a layer costs on its core what it
+    costs in the sequential V2 code (same C, same compiler; within 10 %: buffers differ), the busy waits apart."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
+    from parallel_support import BRANCH_B, SPLIT_SCHEDULE, load, parallel, sequential, sizes
+    from harness.runners import qemu_smp
+
+    profile = targets.get("cortex-a15x4")
+    model = load("lenet5-split", tmp_path_factory.getbasetemp() / "zoo-cache")
+    seq = sequential(model, tmp_path / "seq")
+    code = parallel(model, tmp_path / "par", 2, SPLIT_SCHEDULE)
+    inputs = np.random.default_rng(3).random((2, sizes(model)), dtype=np.float32)
+    sequential_counts = execcount.count(qemu_smp.build(seq, tmp_path / "seq-build", profile, trace=False),
+                                        inputs, smp_run=qemu_smp.run)
+    assert [call.vcpu for call in sequential_counts.calls] == [0, 0]
+    cores = execcount.count_parallel(qemu_smp.build(code, tmp_path / "par-build", profile, trace=False), inputs,
+                                     qemu_smp.run)
+    assert [core.core for core in cores] == [0, 1] and all(len(core.work) == 2 for core in cores)
+    names = sequential_counts.bucket_names
+    per_core = code.manifest["parallel"]["per_core"]
+    for core in per_core:
+        for item in (i for i in core["items"] if i["kind"] == "layer"):
+            expected = max(call.instructions(names.index(item["name"])) for call in sequential_counts.calls)
+            # the same C but other buffers: arena offsets change address computations at -O0
+            assert cores[core["core"]].items.get(item["event"], 0) == pytest.approx(expected, rel=0.1), item["name"]
+    assert {i["name"] for i in per_core[1]["items"] if i["kind"] == "layer"} == set(BRANCH_B)
+    total = max(call.instructions() for call in sequential_counts.calls)
+    assert cores[1].work[0] < total / 3 < cores[0].work[0] < total < cores[0].work[0] + cores[1].work[0]
+    assert cores[1].waits[0] < 20 < cores[0].waits[0]  # core 0 spins for branch b; core 1 never waits

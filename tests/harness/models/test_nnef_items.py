@@ -100,14 +100,56 @@ def test_a_layer_left_out_or_computed_twice_is_refused():
         ni.check_composition(original, items)
 
 
-def test_partition_from_a_schedule_orders_by_start():
-    schedule = {"schema": "assay-schedule/1", "cores": {"0": [{"node": "b", "start": 5, "end": 6},
-                                                              {"node": "a", "start": 0, "end": 4}],
-                                                        "1": [{"node": "c", "start": 4, "end": 9}]}}
-    assert ni.partition_from_json(schedule) == {"core0": ["a", "b"], "core1": ["c"]}
-    assert ni.partition_from_json({"A": ["x"]}) == {"A": ["x"]}
-    with pytest.raises(ni.ItemError, match="without a node name"):
-        ni.partition_from_json({"cores": {"0": [{"start": 1}]}})
+def _timed(names: list[str], start: int = 0) -> list[dict]:
+    return [{"node": name, "start": start + 2 * k, "end": start + 2 * k + 2} for k, name in enumerate(names)]
+
+
+# Listing 2 on two cores as DSH would place it: o1 duplicated so that core 1 needs no message from core 0
+DUPLICATED = {"schema": "assay-schedule/1", "schedule": [
+    {"core": 0, "tasks": _timed(["o1", "o2", "o3", "o6", "o7", "out"])},
+    {"core": 1, "tasks": _timed(["o1", "o4", "o5"])}]}
+
+
+def test_a_schedule_json_gives_timed_tasks_and_a_partition_stays_a_partition():
+    assert [[t["node"] for t in core] for core in ni.schedule_tasks(DUPLICATED)] == [
+        ["o1", "o2", "o3", "o6", "o7", "out"], ["o1", "o4", "o5"]]
+    assert ni.schedule_tasks({"A": ["x"]}) is None and ni.partition_from_json({"A": ["x"]}) == {"A": ["x"]}
+    with pytest.raises(ni.ItemError, match="numeric times"):
+        ni.schedule_tasks({"schedule": [{"core": 0, "tasks": [{"start": 1}]}]})
+    with pytest.raises(ni.ItemError, match="must list layer names"):
+        ni.partition_from_json({"A": [{"node": "o1"}]})
+
+
+def test_split_along_a_schedule_keeps_a_useful_duplicate_and_refuses_a_useless_one():
+    (original,) = listing("listing2_dnn.nnef")
+    items = ni.split_schedule(original, ni.schedule_tasks(DUPLICATED), {"o5": [1, 4, 16, 16]})
+    ni.check_composition(original, list(items.values()))
+    core1 = items["core1"].text()
+    assert "o5_sync_core1 = send_var([core0], o5);" in core1 and "get_var" not in core1  # o1 is its own copy
+    assert "o5 = get_var(core1, o5_sync_core1);" in items["core0"].text()
+    missing = {"schedule": [DUPLICATED["schedule"][0], {"core": 1, "tasks": _timed(["o1"])}]}
+    with pytest.raises(ni.ItemError, match="layer 'o4' of DNN belongs to no scheduled layer"):
+        ni.check_composition(original, list(ni.split_schedule(original, ni.schedule_tasks(missing)).values()))
+    items = ni.split_schedule(original, ni.schedule_tasks(
+        {"schedule": [{"core": 0, "tasks": _timed(["o1", "o2", "o3", "o4", "o5", "o6", "o7", "out"])},
+                      {"core": 1, "tasks": _timed(["o1"])}]}))
+    with pytest.raises(ni.ItemError, match="core1's copy is used by nothing in core1 .a duplicate without purpose"):
+        ni.check_composition(original, list(items.values()))
+
+
+def test_layer_groups_map_keras_layers_and_fused_activations_to_instructions():
+    (d,) = ni.parse("""version 1.0;
+graph g(x) -> (y) {
+  x = external<scalar>(shape = [1, 4]); w = variable<scalar>(shape = [4, 4], label = 'w');
+  dense1_gemm = linear(x, w); dense1_tanh = tanh(dense1_gemm); dense2_gemm = linear(dense1_tanh, w);
+  y = relu(dense2_gemm);
+}""")
+    assert ni.layer_groups(d, ["dense1", "dense2"]) == {"dense1": ["dense1_gemm", "dense1_tanh"],
+                                                        "dense2": ["dense2_gemm", "y"]}
+    assert ni.layer_groups(d, ["dense1_gemm", "dense2_gemm"]) == {"dense1_gemm": ["dense1_gemm", "dense1_tanh"],
+                                                                  "dense2_gemm": ["dense2_gemm", "y"]}
+    with pytest.raises(ni.ItemError, match="places 'dense3', which is no layer"):
+        ni.layer_groups(d, ["dense1", "dense2", "dense3"])
 
 
 def test_syntax_errors_name_the_line():

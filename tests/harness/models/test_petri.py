@@ -71,6 +71,35 @@ def test_interleaved_parallel_traces_are_accepted_and_a_broken_synchronisation_r
     assert "the description puts o1 on item ITEM1" in wrong_item.reason
 
 
+def test_logged_communications_replay_and_a_reordered_or_missing_sync_is_rejected():
+    """The phases of a send_var logged by Writing/Reading operators: a read only after its write ended,
+    the reader's layer only after its read ended; a duplicated layer runs on each item that computes it."""
+    (original,) = listing("listing2_dnn.nnef")
+    tasks = [[{"node": n, "start": 2 * k, "end": 2 * k + 2} for k, n in enumerate(names)]
+             for names in (["o1", "o2", "o3", "o6", "o7", "out"], ["o1", "o4", "o5"])]
+    net, groups = petri.schedule_net(original, tasks)
+    assert net.transition_for("o1", "core1").name == "o1@core1" and groups["o1"] == ["o1"]
+
+    def layers(item, names):
+        return [petri.Event(kind, name, item) for name in names for kind in ("start", "end")]
+    send = [petri.Event(kind, "o5_sync_core1", "core1", "core0") for kind in ("write-start", "write-end")]
+    receive = [petri.Event(kind, "o5_sync_core1", "core0") for kind in ("read-start", "read-end")]
+    good = (layers("core1", ["o1", "o4"]) + layers("core0", ["o1", "o2"]) + layers("core1", ["o5"]) + send
+            + layers("core0", ["o3"]) + receive + layers("core0", ["o6", "o7", "out"]))
+    assert petri.check_trace(net, good).accepted
+    reordered = good[:]
+    k = reordered.index(receive[0])
+    reordered.insert(reordered.index(send[1]), reordered.pop(k))  # the read starts before the write ended
+    verdict = petri.check_trace(net, reordered)
+    assert not verdict.accepted and "read-start o5_sync_core1 on core0: read before its write ended" in verdict.reason
+    missing = [event for event in good if event not in send + receive]
+    assert petri.check_trace(net, missing).accepted  # as a schedule's trace: syncs fire when enabled
+    verdict = petri.check_trace(net, missing, logged=True)
+    assert not verdict.accepted and verdict.reason.startswith("start o6 on core0: not enabled, missing o5 for core0")
+    unsent = layers("core1", ["o1", "o4"]) + send
+    assert "missing o5 for core1 (written before it was computed)" in petri.check_trace(net, unsent).reason
+
+
 def test_picture(tmp_path):
     net = petri.translate_items(listing("listing3_items.nnef"))
     text = petri.to_dot(net, "Listing 3")

@@ -1,15 +1,18 @@
 """Parallel code on host threads: outputs equal the sequential V2 code's bit for bit, plain and with seeded
-delays, every trace conforms; removing a flag wait or checking against another schedule is caught."""
+delays, every trace conforms and replays on the NNEF items' Petri net; removing a flag wait, checking against another
+schedule, or a real trace with a read moved before its write or a message left out is caught."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from harness.models import nnef, nnef_items, petri
 from harness.runners import host, parallel_host
 from harness.stages.semantic import tracecheck
 
-from parallel_support import SPLIT_SCHEDULE, TWO_MESSAGES, dsh_schedule, load, parallel, sequential, sizes
+from parallel_support import (BRANCH_A, BRANCH_B, SPLIT_SCHEDULE, TAIL, TWO_MESSAGES, dsh_schedule, load,
+                              parallel, sequential, sizes)
 
 N = 12
 
@@ -56,11 +59,34 @@ def test_inception_on_four_cores(tmp_path_factory, tmp_path):
     assert len(code.manifest["parallel"]["channels"]) >= 6
     inputs = np.random.default_rng(2).random((6, sizes(model)), dtype=np.float32)
     expected = host.run(host.build(seq, tmp_path / "seq-build"), inputs).outputs
+    nnef.export_onnx(model.file("onnx"), tmp_path / "nnef", model.name)
+    (description,) = nnef_items.parse((tmp_path / "nnef" / nnef.GRAPH_FILE).read_text())
+    net, groups = petri.schedule_net(description, schedule)
+    per_core = code.manifest["parallel"]["per_core"]
+    interleavings = set()
     for seed in (None, 3):
         outcome = _run(code, tmp_path / f"build-{seed}", inputs, seed)
         assert outcome.error is None
         assert np.array_equal(outcome.run.outputs.view(np.uint32), expected.view(np.uint32))
         assert _check(code, schedule, outcome) == []
+        runs = petri.trace_from_parallel(outcome.trace, per_core, groups)
+        assert len(runs) == len(inputs) and all(petri.check_trace(net, events, logged=True).accepted
+                                                for events in runs.values())
+        interleavings |= {tuple(events) for events in runs.values()}
+    assert len(interleavings) > 1  # threads and delays do shake the order, and every order is accepted
+    # the same real trace tampered with: a read moved before its write's end, then a message left out
+    read = next(item for core in per_core for item in core["items"] if item["kind"] == "read")
+    write = next(item for core in per_core for item in core["items"]
+                 if item["kind"] == "write" and (item["layer"], item["src"], item["dst"]) ==
+                 (read["layer"], read["src"], read["dst"]))
+    first = [row for row in outcome.trace if row[0] == 0]
+    write_end = next(row[3] for row in first if row[2] == 2 * write["event"] + 1)
+    early = [(r, c, w, write_end - 0.5 if w == 2 * read["event"] else stamp, q) for r, c, w, stamp, q in first]
+    verdict = petri.check_trace(net, petri.trace_from_parallel(early, per_core, groups)[0], logged=True)
+    assert not verdict.accepted and "read before its write ended" in verdict.reason
+    lost = [row for row in first if row[2] // 2 not in (read["event"], write["event"])]
+    verdict = petri.check_trace(net, petri.trace_from_parallel(lost, per_core, groups)[0], logged=True)
+    assert not verdict.accepted and "not enabled, missing" in verdict.reason
 
 
 def test_a_removed_read_wait_is_caught(split, tmp_path):
@@ -72,6 +98,13 @@ def test_a_removed_read_wait_is_caught(split, tmp_path):
     assert outcome.error is not None and outcome.error.startswith("deadlock")
     problems = _check(code, SPLIT_SCHEDULE, outcome)
     assert any("read but never written" in line or "read before its write ended" in line for line in problems)
+    # the same broken synchronisation on the NNEF items' Petri net: the read that had no write is rejected
+    nnef.export_onnx(model.file("onnx"), tmp_path / "nnef", model.name)
+    (description,) = nnef_items.parse((tmp_path / "nnef" / nnef.GRAPH_FILE).read_text())
+    net, groups = petri.schedule_net(description, SPLIT_SCHEDULE)
+    runs = petri.trace_from_parallel(outcome.trace, code.manifest["parallel"]["per_core"], groups)
+    verdicts = [petri.check_trace(net, events, logged=True) for events in runs.values()]
+    assert any("read before its write ended" in verdict.reason for verdict in verdicts)
 
 
 def test_a_removed_write_wait_is_caught(split, tmp_path):
@@ -95,3 +128,25 @@ def test_a_trace_of_another_schedule_is_refused(split, tmp_path):
     assert _check(code, SPLIT_SCHEDULE, outcome) == []
     problems = _check(code, TWO_MESSAGES, outcome)
     assert any("the schedule says" in line for line in problems)
+
+
+def test_one_core_code_logs_a_sequential_trace_the_whole_models_net_accepts(split, tmp_path):
+    """The V2 layers on one core, instrumented: a logged sequential trace, replayed on Translation 1 of the
+    exported NNEF; the same trace with two dependent layers swapped is rejected."""
+    model, _, inputs, expected = split
+    order = BRANCH_A + BRANCH_B + TAIL
+    schedule = [[{"node": name, "start": 10 * k, "end": 10 * k + 10} for k, name in enumerate(order)]]
+    code = parallel(model, tmp_path / "src", 1, schedule)
+    outcome = _run(code, tmp_path / "build", inputs[:2])
+    assert outcome.error is None and np.array_equal(outcome.run.outputs.view(np.uint32), expected[:2].view(np.uint32))
+    nnef.export_onnx(model.file("onnx"), tmp_path / "nnef", model.name)
+    (description,) = nnef_items.parse((tmp_path / "nnef" / nnef.GRAPH_FILE).read_text())
+    net = petri.translate(description)
+    groups = nnef_items.layer_groups(description, order)
+    runs = petri.trace_from_parallel(outcome.trace, code.manifest["parallel"]["per_core"], groups)
+    assert [petri.check_trace(net, events).accepted for events in runs.values()] == [True, True]
+    events = runs[0]
+    k = next(i for i, e in enumerate(events) if e.node.startswith("split_a1_avgpool") and e.kind == "start")
+    swapped = events[:k - 4] + events[k:k + 2] + events[k - 4:k] + events[k + 2:]  # the pooling before its tanh
+    verdict = petri.check_trace(net, swapped)
+    assert not verdict.accepted and "not enabled, missing split_a1_conv_tanh" in verdict.reason

@@ -23,7 +23,7 @@ WCET = {"a": 100, "b": 300, "c": 50}
 
 
 def test_the_reader_waits_for_the_writer_and_the_latest_core_counts():
-    result = parallel_wcet.compose(PER_CORE, WCET, lambda floats: floats)
+    result = parallel_wcet.compose(PER_CORE, WCET, lambda kind, floats: floats)
     # core 1: b 300, write 10 -> 310; core 0: a 100, read waits until 310, +10 -> 320, c -> 370
     assert result.per_core == [370, 310]
     assert result.parallel == 370 and result.sequential == 450
@@ -31,16 +31,16 @@ def test_the_reader_waits_for_the_writer_and_the_latest_core_counts():
 
 
 def test_the_interference_margin_scales_every_item():
-    result = parallel_wcet.compose(PER_CORE, WCET, lambda floats: floats, interference=0.5)
+    result = parallel_wcet.compose(PER_CORE, WCET, lambda kind, floats: floats, interference=0.5)
     assert result.per_core == [555, 465] and result.sequential == 450
     with pytest.raises(ValueError, match="must not be negative"):
-        parallel_wcet.compose(PER_CORE, WCET, lambda floats: floats, interference=-0.1)
+        parallel_wcet.compose(PER_CORE, WCET, lambda kind, floats: floats, interference=-0.1)
 
 
 def test_a_writer_waits_for_the_previous_message_to_be_read():
     per_core = [{"items": [layer("a"), op("read", 1, 0, 0), op("read", 1, 0, 1)]},
                 {"items": [op("write", 1, 0, 0), op("write", 1, 0, 1)]}]
-    result = parallel_wcet.compose(per_core, {"a": 100}, lambda floats: floats)
+    result = parallel_wcet.compose(per_core, {"a": 100}, lambda kind, floats: floats)
     # write 0 ends at 10; read 0 at max(100, 10) + 10 = 110; write 1 waits for it: 120; read 1: 130
     assert result.per_core == [130, 120]
 
@@ -49,4 +49,4 @@ def test_a_cycle_of_waits_is_refused():
     per_core = [{"items": [op("read", 1, 0, 0), op("write", 0, 1, 0)]},
                 {"items": [op("read", 0, 1, 0), op("write", 1, 0, 0)]}]
     with pytest.raises(ValueError, match="deadlock"):
-        parallel_wcet.compose(per_core, {}, lambda floats: floats)
+        parallel_wcet.compose(per_core, {}, lambda kind, floats: floats)

@@ -117,3 +117,23 @@ def test_lenet5_on_cortex_m4f_with_real_wcets_is_a_chain(tmp_path):
     names = [n["node"] for n in data["nodes"]]
     assert [(e["from"], e["to"]) for e in data["edges"]] == list(zip(names, names[1:]))  # a chain
     assert data["wcet"]["command"][:2] == ["assay", "wcet"]
+
+
+@pytest.mark.skipif(__import__("shutil").which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_edges_cost_the_operators_wcet_by_default(branching, tmp_path):
+    """Without --comm-*, an edge costs the WCET of the generated Writing + Reading operators for the
+    producer's tensor, analysed on the schedule's target and timing model."""
+    from harness import targets
+    from harness.stages.schedule.operator_wcet import operator_wcets
+
+    out = tmp_path / "out"
+    assert main(["schedule", "--model", str(branching), "--cores", "2", "--algorithm", "dsh", "--wcet-json",
+                 str(wcet_json(tmp_path / "wcet.json", branching, WCETS)), "--out", str(out),
+                 "--work", str(tmp_path / "work")]) == 0
+    data = json.loads((out / "schedule.json").read_text())
+    cost = data["communication_cost"]
+    assert (cost["model"], cost["target"], cost["timing"]) == ("operator-wcet", "cortex-m4f", "cortex-m4")
+    pool1 = next(e for e in data["edges"] if e["from"] == "pool1")  # 7 x 7 x 6 floats
+    expected = operator_wcets(294, targets.get("cortex-m4f"), "cortex-m4", "-O0", tmp_path / "check")
+    assert pool1["floats"] == 294 and pool1["cost"] == expected["write"] + expected["read"]
+    assert {o["floats"] for o in cost["operators"]} == {e["floats"] for e in data["edges"]}

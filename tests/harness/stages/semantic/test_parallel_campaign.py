@@ -44,6 +44,19 @@ def test_parallel_campaign_records_the_trace_verdict(target, tmp_path):
         assert checked["cores"] == 2 and checked["trace"] == {"verdict": "pass", "violations": []}
         assert [run["delay_seed"] for run in checked["runs"]] == [None, 0]
         assert all(run["bits_vs_sequential"]["differing_values"] == 0 for run in checked["runs"])
+        petri = checked["petri"]  # every inference of both runs replayed on the NNEF items' Petri net
+        assert petri["verdict"] == "pass" and petri["inferences"] == 16 and petri["items"] == 2
+        assert 1 <= petri["distinct_interleavings"] <= 16
+        assert petri["picture"] is None or Path(petri["picture"]).read_text().lstrip().startswith(("<?xml", "<svg"))
+        measured = checked.get("measured")  # instruction counts per vCPU: under QEMU only
+        if target == "host":
+            assert measured is None
+        else:
+            assert measured["inputs"] == 3 and len(measured["per_core"]) == 2 and measured["critical_core"] == 0
+            # the composition waits for core 1 where the critical core's own count does not (it leaves out
+            # the few instructions of its function outside any item: hence the tolerance)
+            assert 1 < measured["speedup_composed"] <= measured["speedup_critical_core"] * 1.001 < 2
+            assert measured["per_core_waits"][1] < measured["per_core_waits"][0]
 
 
 def test_parallel_options_are_checked(tmp_path):
