@@ -1,5 +1,7 @@
 """The plugin's gates: --wcet and --run-slow turn marked tests on; without them they are skipped with a reason."""
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 GATED = """
@@ -36,3 +38,11 @@ def test_a_directory_named_like_a_marker_is_not_gated(pytester):
     pytester.mkdir("wcet").joinpath("test_inside.py").write_text("def test_inside():\n    assert True\n")
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
+
+
+def test_shards_without_an_output_folder_are_a_usage_error(pytester):
+    """The controller merges the shards into --assay-out/results.json: without it there is nowhere to merge."""
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = pytester.runpytest("--assay-shard-size", "10")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--assay-shard-size needs --assay-out*"])

@@ -56,6 +56,7 @@ class Settings:
     mutants: int | None = None  # assay mutate --max-mutants: None for all, 0 to leave the analysis out
     tor_tests: str | None = None  # pytest arguments selecting Assay's own tests; None: tor.DEFAULT_SELECTION
     tor_junit: Path | None = None  # a JUnit XML of Assay's tests to use instead of running them
+    shard_size: int | None = None  # semantic and met in shards of this many inputs (docs/sharding.md)
 
 
 @dataclass
@@ -83,12 +84,13 @@ def build(settings: Settings, progress=print) -> Built:
     runs_dir = settings.work_dir / "evidence-runs" / digest([settings.models, settings.generators])[:12]
     common = [*(arg for m in settings.models for arg in ("--models", m)), "--generators", ",".join(settings.generators),
               "--seed", str(settings.seed), "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
+    sharding = ["--shard-size", str(settings.shard_size)] if settings.shard_size else []
     plan = [("semantic", [*common, "--targets", ",".join(dict.fromkeys([HOST, *settings.targets])),
                           "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
-                          "--sanitize", str(min(SANITIZED_INPUTS, settings.n_inputs))])]
+                          "--sanitize", str(min(SANITIZED_INPUTS, settings.n_inputs)), *sharding])]
     if arm:
         plan += [("memory", [*common, "--targets", ",".join(arm)]),
-                 ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)]),
+                 ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs), *sharding]),
                  ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
     if settings.mutants is None or settings.mutants > 0:
