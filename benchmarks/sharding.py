@@ -104,7 +104,15 @@ def main() -> None:
     parser.add_argument("--no-vgg", action="store_true")
     parser.add_argument("--models", default="lenet5,cifarnet")
     args = parser.parse_args()
-    rows = []
+    rows: list[dict] = []
+    out = CHECKOUT / "reports" / "benchmarks" / "sharding.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:  # after every row: a run stopped before VGG-16 keeps its figures
+        out.write_text(json.dumps({"schema": "assay-benchmark-sharding/1", "date": date.today().isoformat(),
+                                   "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                                   "rows": rows}, indent=1))
+
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         for model in args.models.split(","):
@@ -115,6 +123,7 @@ def main() -> None:
                   f"{row['speedup_2_workers_over_in_process']:.2f}x over in-process; C {row['c_seconds']:.1f} s; "
                   f"same records {row['workers_1_same_records'] and row['workers_2_same_records']}; "
                   f"load {row['load_before']} -> {row['load_after']}", flush=True)
+            write()
         if not args.no_vgg:
             rows.append(vgg(args.vgg_inputs, tmp))
             row = rows[-1]
@@ -123,11 +132,7 @@ def main() -> None:
                   "inputs: " + ", ".join(f"{w} workers {s / 3600:.2f} h"
                                          for w, s in row["projected_1000_inputs_s"].items())
                   + f"; load {row['load_before']} -> {row['load_after']}", flush=True)
-    out = CHECKOUT / "reports" / "benchmarks" / "sharding.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"schema": "assay-benchmark-sharding/1", "date": date.today().isoformat(),
-                               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-                               "rows": rows}, indent=1))
+            write()
     print(f"written: {out}")
 
 

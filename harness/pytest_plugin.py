@@ -28,7 +28,7 @@ from harness.core.plan import UNLOADED, Item, load_model
 from harness.core.results import ResultStore
 from harness.core.shards import Shard, ShardStore, split
 from harness.stages.semantic import sharded
-from harness.stages.semantic.run import Settings, content_key, plan, run_item
+from harness.stages.semantic.run import HOST, Settings, content_key, plan, run_item
 
 SHARDS_DIR = "shards"  # beside results.json: the finished shards (harness.core.shards)
 
@@ -242,7 +242,8 @@ class Controller:
         """Merge every item whose shards are all held into results.json (the same records as unsharded)."""
         size = self.config.getoption("assay_shard_size")
         settings = _settings(self.config)
-        for item in self.sharded.values():
+        # host items first: their merged outputs are what the other targets are compared with bit for bit
+        for item in sorted(self.sharded.values(), key=lambda item: item.target != HOST):
             records = sharded.merge(item, settings, size, self.shards, self.store)
             if records is None:
                 own = content_key(item, load_model(item.model, settings), settings)

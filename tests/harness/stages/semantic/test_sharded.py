@@ -69,3 +69,20 @@ def test_shards_that_ran_other_generated_code_make_an_error_record_naming_the_ho
     records = sharded.merge(item, settings, SHARD_SIZE, shards, ResultStore(tmp_path / "r.json"))
     assert {r["verdict"] for r in records} == {"error"}
     assert "shard 4 (host other-host) ran generated code that differs" in records[0]["cause"]
+
+
+@pytest.mark.arm
+def test_a_sharded_arm_item_has_the_unsharded_bit_comparison_with_the_host(tmp_path):
+    """The merged host outputs are what the merged ARM outputs are compared with, bit for bit."""
+    def records(work, shard_size=None):
+        settings = campaign.Settings(n_inputs=12, work_dir=tmp_path / work)
+        items = campaign.plan(["acas-reg50"], ["assay-v2:onnx"], ["onnxruntime"], ["host", "arm7tdmi"], settings).items
+        store = ResultStore(tmp_path / work / "results.json")
+        if shard_size is None:
+            return [r for item in items for r in campaign.run_item(item, settings, store)]
+        shards = ShardStore(tmp_path / work / "shards")
+        return [r for item in items for r in sharded.run_item_sharded(item, settings, shard_size, shards, store)]
+
+    merged, unsharded = records("sharded", 5), records("unsharded")
+    assert same_records(merged, unsharded)
+    assert [r["target"] for r in merged] == ["host", "arm7tdmi"] and merged[1]["bits_vs_host"]["values"] == 12 * 5
