@@ -117,7 +117,8 @@ def _sharded(item: Item, settings: Settings, models: list[timing.TimingModel], f
             priced, manifest = _count_and_price(item, settings, models, shard_seconds, shard_provenance, shard)
             arrays = {f"{name}.{kind}": getattr(figures, kind) for name, figures in priced.items()
                       if not isinstance(figures, str) for kind in ("instructions", "cycles")}
-            meta = {"causes": {name: f"{shard.id}: {cause}" for name, cause in priced.items() if isinstance(cause, str)},
+            causes = {name: f"{shard.id}: {cause}" for name, cause in priced.items() if isinstance(cause, str)}
+            meta = {"causes": causes,
                     "bucket_names": next((f.bucket_names for f in priced.values() if not isinstance(f, str)), []),
                     "manifest": manifest, "seconds": shard_seconds, "provenance": shard_provenance}
             shards.put(item.id, fingerprint, shard, arrays, meta)

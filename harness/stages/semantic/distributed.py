@@ -43,10 +43,12 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
                "inputs": settings.n_inputs, "seed": settings.seed, "model-seed": settings.model_seed,
                "opt": settings.opt, "work": settings.work_dir, "out": out, "timeout": settings.timeout,
                "sanitize": settings.sanitize, "atol": settings.atol, "rtol": settings.rtol, "shard-size": shard_size}
-    # --option=value: an argument that names an existing path would have to lie in an rsync root (xdist)
-    command = [sys.executable, "-m", "pytest", str(Path(pytest_items.__file__)), "-p", "no:cacheprovider", "--import-mode=importlib",
-               "-qq" if quiet else "-q", *(f"--assay-{name}={value}" for name, value in options.items()
-                                            if value is not None)]
+    # --option=value: an argument that names an existing path would have to lie in an rsync root (xdist).
+    # importlib mode: a worker may import the harness from another folder than the (rsynced) test file's, as a
+    # popen worker with chdir does; pytest's default mode would refuse that as an import file mismatch.
+    command = [sys.executable, "-m", "pytest", str(Path(pytest_items.__file__)), "-p", "no:cacheprovider",
+               "--import-mode=importlib", "-qq" if quiet else "-q",
+               *(f"--assay-{name}={value}" for name, value in options.items() if value is not None)]
     command += [] if settings.arbiter else ["--assay-no-arbiter"]
     command += ["--assay-redo"] if settings.redo else []
     if tx:

@@ -22,7 +22,8 @@ import numpy as np
 from harness import references, runners, targets
 from harness.core.inputs import make_inputs
 from harness.core.locks import exclusive
-from harness.core.pipeline import build_once, from_code_layout, private_build, generate_code, item_dir, slug, to_code_layout
+from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build, slug,
+                                   to_code_layout)
 from harness.core import oracle
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint

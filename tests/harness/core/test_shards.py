@@ -47,7 +47,8 @@ def test_a_shard_sent_by_another_host_lands_byte_for_byte_in_the_controllers_sto
         received = controller.receive(worker.payload("item", FINGERPRINT, shard))
         assert received.meta["shard"] == shard.as_list()
     for shard in shards:
-        assert controller.path("item", FINGERPRINT, shard).read_bytes() == worker.path("item", FINGERPRINT, shard).read_bytes()
+        sent, landed = worker.path("item", FINGERPRINT, shard), controller.path("item", FINGERPRINT, shard)
+        assert landed.read_bytes() == sent.read_bytes()
     joined = concatenate([controller.get("item", FINGERPRINT, shard) for shard in shards], "outputs")
     np.testing.assert_array_equal(joined[:, 0], [0, 0, 1, 1, 2])
 
