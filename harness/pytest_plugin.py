@@ -5,6 +5,16 @@ fixture is parametrized over the campaign's items (model x generator x variant
 x target), so ``pytest -n 2`` spreads them over cores and JUnit XML comes free.
 The ``assay_campaign`` fixture runs an item and writes its records to
 ``--assay-out``/results.json, under a lock shared by the xdist workers.
+
+``--assay-shard-size K`` makes each shard of K inputs of an item its own test
+(``harness.stages.semantic.sharded``), so xdist spreads one model's inputs over
+every worker, local (``-n N``) or remote (``--tx ssh=host//python=python3``).
+Each test's outcome travels to the controller in its report (xdist serialises
+a report's attributes): the records of an item, or the shard's file. The
+controller writes them into its own ``--assay-out`` (a remote worker has its
+own file system), tells new workers which shards it already holds, and at the
+end merges every item whose shards are all there into its ``results.json``
+(docs/sharding.md).
 """
 
 from __future__ import annotations
@@ -14,9 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.plan import Item
-from harness.stages.semantic.run import Settings, plan, run_item
+from harness.core.plan import UNLOADED, Item, load_model
 from harness.core.results import ResultStore
+from harness.core.shards import Shard, ShardStore, split
+from harness.stages.semantic import sharded
+from harness.stages.semantic.run import HOST, Settings, content_key, plan, run_item
+
+SHARDS_DIR = "shards"  # beside results.json: the finished shards (harness.core.shards)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,6 +48,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--assay-work", default="generated",
                     help="directory for zoo models, generated C and builds (default generated/)")
     group.addoption("--assay-redo", action="store_true", help="recompute items already in results.json")
+    group.addoption("--assay-shard-size", type=int, default=None, metavar="K",
+                    help="one test per K inputs of each item (xdist spreads the shards of a model over the workers); "
+                         "the controller merges them into --assay-out/results.json, which it needs")
+    group.addoption("--assay-opt", default="-O0", help="optimisation level (default -O0)")
+    group.addoption("--assay-atol", type=float, default=None, help="absolute tolerance for every model")
+    group.addoption("--assay-rtol", type=float, default=None, help="relative tolerance for every model")
+    group.addoption("--assay-no-arbiter", action="store_true", help="no float64 arbiter")
+    group.addoption("--assay-sanitize", type=int, default=0, metavar="N",
+                    help="N inputs of each host item also under ASan and UBSan (default 0)")
+    group.addoption("--assay-timeout", type=float, default=600.0, help="seconds per batch run (default 600)")
     group.addoption("--run-slow", action="store_true",
                     help="also run tests marked slow (full-tier models: AlexNet, VGG-16)")
     group.addoption("--wcet", action="store_true",
@@ -55,6 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "wcet: WCET check, run only with --wcet")
     config.addinivalue_line("markers", "peers: drives an external generator in its own venv, run only with --peers")
     config.addinivalue_line("markers", "tor(*ids): the Tool Operational Requirements (docs/tor.md) the test verifies")
+    out = config.getoption("assay_out")
+    if config.getoption("assay_shard_size") is not None and not out:
+        raise pytest.UsageError("--assay-shard-size needs --assay-out: the shards are merged into its results.json")
+    if out and not hasattr(config, "workerinput"):  # the controller, or a run without xdist
+        config.pluginmanager.register(Controller(config, Path(out)), "assay-controller")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -70,8 +99,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _settings(config: pytest.Config) -> Settings:
-    return Settings(n_inputs=config.getoption("assay_inputs"), seed=config.getoption("assay_seed"),
-                    model_seed=config.getoption("assay_model_seed"), work_dir=Path(config.getoption("assay_work")), redo=config.getoption("assay_redo"))
+    option = config.getoption
+    return Settings(n_inputs=option("assay_inputs"), seed=option("assay_seed"), model_seed=option("assay_model_seed"),
+                    opt=option("assay_opt"), work_dir=Path(option("assay_work")), timeout=option("assay_timeout"),
+                    redo=option("assay_redo"), atol=option("assay_atol"), rtol=option("assay_rtol"),
+                    arbiter=not option("assay_no_arbiter"), sanitize=option("assay_sanitize"))
 
 
 def _split(text: str) -> list[str]:
@@ -88,20 +120,149 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     campaign = plan(_split(models) if models else zoo.names("default"),
                     _split(config.getoption("assay_generators")), _split(config.getoption("assay_references")),
                     _split(config.getoption("assay_targets")), _settings(config))
-    metafunc.parametrize("assay_item", campaign.items, ids=[item.id for item in campaign.items])
+    size = config.getoption("assay_shard_size")
+    if size is not None:
+        sharded.check_settings(_settings(config), size)
+    units = campaign.items if size is None else [
+        ShardItem(item, shard) for item in campaign.items for shard in _shards_of(item, size, config)]
+    metafunc.parametrize("assay_item", units, ids=[unit.id for unit in units])
+
+
+def _shards_of(item: Item, size: int, config: pytest.Config) -> list[Shard]:
+    """An item's shards; an item whose model cannot be loaded is one test (an empty shard) that records its
+    error as an unsharded run does."""
+    return split(config.getoption("assay_inputs"), size) if item.variant != UNLOADED else [Shard(0, 0, 0)]
+
+
+@dataclass(frozen=True)
+class ShardItem:
+    """One shard of an item: a test of its own, so that xdist spreads an item's inputs over its workers."""
+
+    item: Item
+    shard: Shard
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return self.item.checks
+
+    @property
+    def id(self) -> str:
+        return f"{self.item.id}/{self.shard.id}"
 
 
 @dataclass
 class Campaign:
+    """Runs the campaign's tests in this process; ``payload`` is what the last one sends to the controller."""
+
     settings: Settings
     store: ResultStore
+    held: dict  # shard file name -> the shard's checks: what the controller already holds (remote workers)
+    payload: dict | None = None
 
-    def run(self, item: Item) -> list[dict]:
-        return run_item(item, self.settings, self.store)
+    @property
+    def shards(self) -> ShardStore:
+        return ShardStore(self.store.path.parent / SHARDS_DIR)
+
+    def run(self, unit: Item | ShardItem) -> list[dict]:
+        """The item's records, or the shard's own verdict per reference (its slice of the inputs)."""
+        if isinstance(unit, Item) or unit.shard.size == 0:
+            item = unit if isinstance(unit, Item) else unit.item
+            records = run_item(item, self.settings, self.store)
+            self.payload = {"records": records}
+            return records
+        fingerprint = content_key(unit.item, load_model(unit.item.model, self.settings), self.settings)
+        name = self.shards.name(unit.item.id, fingerprint, unit.shard)
+        if name in self.held and not self.settings.redo:  # finished in an earlier session, kept by the controller
+            self.payload = {"shard": {"item": _item_fields(unit.item), "name": name}}
+            return self.held[name]
+        stored = sharded.run_shard(unit.item, unit.shard, self.settings, self.shards)
+        self.payload = {"shard": {"item": _item_fields(unit.item),
+                                  **self.shards.payload(unit.item.id, fingerprint, unit.shard)}}
+        return stored.meta["checks"]
+
+
+def _item_fields(item: Item) -> list:
+    return [item.model, item.generator, item.variant, item.target, list(item.checks)]
 
 
 @pytest.fixture(scope="session")
 def assay_campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     out = request.config.getoption("assay_out")
     directory = Path(out) if out else tmp_path_factory.mktemp("assay-campaign")
-    return Campaign(_settings(request.config), ResultStore(directory / "results.json"))
+    held = getattr(request.config, "workerinput", {}).get("assay_held", {})
+    return Campaign(_settings(request.config), ResultStore(directory / "results.json"), held)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Attach the campaign's payload to the test's report: xdist sends a report's attributes to the controller."""
+    report = yield
+    campaign = getattr(item, "funcargs", {}).get("assay_campaign")
+    if call.when == "call" and isinstance(campaign, Campaign) and campaign.payload is not None:
+        report.assay_payload, campaign.payload = campaign.payload, None
+    return report
+
+
+class Controller:
+    """The session's side that owns ``--assay-out``: it stores what every worker's tests send (their records,
+    their shards) and merges the sharded items at the end. Without xdist it is the same process."""
+
+    def __init__(self, config: pytest.Config, out: Path):
+        self.config = config
+        self.store = ResultStore(out / "results.json")
+        self.shards = ShardStore(out / SHARDS_DIR)
+        self.sharded: dict[str, Item] = {}  # item id -> item, for every item a shard was reported of
+        self.origins: dict[str, set[tuple[str, str]]] = {}  # item id -> (content key, host) of the shards received
+        self.lines: list[str] = []
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """A new xdist worker learns which shards are held here, so a remote one does not recompute them."""
+        if self.config.getoption("assay_shard_size") is not None:
+            node.workerinput["assay_held"] = {name: meta["checks"] for name, meta in self.shards.held().items()}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = getattr(report, "assay_payload", None)
+        if payload is None:
+            return
+        for record in payload.get("records", []):
+            if self.store.get(self.store.key(record)) != record:  # a remote worker's: not in this file yet
+                self.store.put(record)
+        if "shard" in payload:
+            shard = payload["shard"]
+            model, generator, variant, target, checks = shard["item"]
+            item = Item(model, generator, variant, target, tuple(checks))
+            self.sharded[item.id] = item
+            if "data" in shard:
+                meta = self.shards.receive(shard).meta
+                self.origins.setdefault(item.id, set()).add((meta["fingerprint"], meta["host"]))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Merge every item whose shards are all held into results.json (the same records as unsharded)."""
+        size = self.config.getoption("assay_shard_size")
+        settings = _settings(self.config)
+        # host items first: their merged outputs are what the other targets are compared with bit for bit
+        for item in sorted(self.sharded.values(), key=lambda item: item.target != HOST):
+            records = sharded.merge(item, settings, size, self.shards, self.store)
+            if records is None:
+                own = content_key(item, load_model(item.model, settings), settings)
+                foreign = sorted({host for key, host in self.origins.get(item.id, ()) if key != own})
+                if foreign:
+                    self.lines.append(f"{item.id}: not merged: shards from {', '.join(foreign)} have another content "
+                                      "key than this host's (compiler, tool versions or target profile differ)")
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                else:
+                    self.lines.append(f"{item.id}: shards missing; run again to complete it (finished shards are kept)")
+                continue
+            bad = [f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"]
+            self.lines.append(f"{item.id}: {len(split(settings.n_inputs, size))} shards merged"
+                              + (f"; {'; '.join(bad)}" if bad else ""))
+            if bad and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.lines:
+            terminalreporter.write_sep("-", f"assay: sharded items merged into {self.store.path}")
+            for line in self.lines:
+                terminalreporter.write_line(line)

@@ -7,6 +7,12 @@ seeded by ``seed`` alone, in the model's canonical layout, so the same (model
 shape, domain, count, seed) always gives the same inputs on any machine. A
 domain that is one interval draws exactly what it drew before per-element
 domains existed.
+
+Every element takes exactly one 64-bit draw of the generator, so the inputs
+``start .. start + count`` of a larger set are drawn alone by advancing the
+generator past the elements before them: a shard of the inputs is the same
+slice of the set an unsharded run draws (``harness.core.shards``), without
+drawing the rest.
 """
 
 from __future__ import annotations
@@ -16,11 +22,16 @@ import numpy as np
 from harness.models.model import Model
 
 
-def make_inputs(model: Model, count: int, seed: int) -> np.ndarray:
-    """``count`` inputs of shape ``model.input_shape``, float32, element ``i`` inside its own interval."""
-    if count < 1:
-        raise ValueError("at least one input is needed")
+def make_inputs(model: Model, count: int, seed: int, start: int = 0) -> np.ndarray:
+    """``count`` inputs of shape ``model.input_shape``, float32, element ``i`` inside its own interval.
+
+    ``start``: the first input's index in the seed's sequence; ``make_inputs(m, k, s, start=a)`` equals
+    ``make_inputs(m, a + k, s)[a:]``.
+    """
+    if count < 1 or start < 0:
+        raise ValueError("at least one input is needed, from a non-negative index")
     rng = np.random.default_rng(seed)
+    rng.bit_generator.advance(start * int(np.prod(model.input_shape, dtype=np.int64)))
     if model.domain_is_uniform():
         low, high = (float(bound) for bound in model.input_domain)
         return rng.uniform(low, high, size=(count, *model.input_shape)).astype(np.float32)

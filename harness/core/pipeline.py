@@ -3,10 +3,16 @@ move tensors between the model's canonical layout and the code's.
 
 Each stage keeps its code and builds under its own subdirectory of the item's
 work directory (``item_dir``), so stages may run at once on the same item.
+The shards of an item (``harness.core.shards``) share its code and builds:
+``generate_once`` and ``build_once`` do each step once per machine, under a
+lock, whichever worker process gets there first.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -15,7 +21,9 @@ import numpy as np
 
 from harness import generators, runners, targets
 from harness.core import tensors
+from harness.core.locks import exclusive
 from harness.core.plan import Item, Settings
+from harness.digests import digest
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
@@ -56,6 +64,46 @@ def generate_code(item: Item, model: Model, settings: Settings, timings: dict, p
     return code
 
 
+def generate_once(item: Item, model: Model, settings: Settings, timings: dict, provenance: dict,
+                  stage: str = "") -> GeneratedCode:
+    """The item's code, generated once for all its shards and targets on this machine.
+
+    Under the item's lock, the code is generated (``generate_code``) unless its folder holds code generated
+    from the same model and generator identity whose files still have the SHA-256 recorded then; a worker
+    that finds it there reuses it with that provenance (``generate_s`` 0).
+    """
+    directory = item_dir(item, settings, stage)
+    key = digest({"model": model.sha256(), "model_seed": settings.model_seed,
+                  "generator": generators.get(item.generator).identity(model, item.variant)})
+    stamp = directory / "generated.json"
+    with exclusive(directory / ".generate.lock"):
+        if stamp.is_file():
+            recorded = json.loads(stamp.read_text())
+            try:
+                code = GeneratedCode.from_directory(Path(recorded["directory"]))
+            except AssayError:
+                code = None
+            if recorded["key"] == key and code is not None and code.source_hashes() == recorded["sources_sha256"]:
+                timings["generate_s"] = 0.0
+                provenance.update(generator_version=recorded["generator_version"],
+                                  sources_sha256=recorded["sources_sha256"])
+                return code
+            stamp.unlink()
+        code = generate_code(item, model, settings, timings, provenance, stage)
+        stamp.write_text(json.dumps({"key": key, "directory": str(code.directory),
+                                     "generator_version": provenance["generator_version"],
+                                     "sources_sha256": provenance["sources_sha256"]}))
+        return code
+
+
+def build_once(item: Item, target: str, code: GeneratedCode, settings: Settings, timings: dict, provenance: dict,
+               stage: str = ""):
+    """``build_code`` under the build folder's lock: one worker compiles, the others find the build done
+    (the runners skip a build whose command and sources are unchanged, ``runners.compiling.compile_once``)."""
+    with exclusive(item_dir(item, settings, stage) / f".build-{target}{settings.opt}.lock"):
+        return build_code(item, target, code, settings, timings, provenance, stage)
+
+
 def build_code(item: Item, target: str, code: GeneratedCode, settings: Settings, timings: dict, provenance: dict,
                stage: str = ""):
     """Build ``code`` for ``target`` under the item's work directory (never beside prebuilt sources)."""
@@ -66,6 +114,25 @@ def build_code(item: Item, target: str, code: GeneratedCode, settings: Settings,
     timings["compile_s"] = built.seconds
     provenance.update(compiler=built.compiler_version, flags=list(built.flags))
     return built
+
+
+def private_build(built, directory: Path):
+    """``built`` with its artefact (the library or ELF) hard-linked into ``directory``: a runner uses its
+    artefact's folder for the batch's files (inputs, outputs, log), so concurrent runs of one build (shards
+    on the workers of one machine) each need a folder of their own."""
+    directory.mkdir(parents=True, exist_ok=True)
+    moved = {}
+    for field in dataclasses.fields(built):
+        artefact = getattr(built, field.name)
+        if isinstance(artefact, Path) and artefact.is_file():
+            link = directory / artefact.name
+            link.unlink(missing_ok=True)
+            try:
+                os.link(artefact, link)
+            except OSError:  # another file system, or no hard links there
+                shutil.copy2(artefact, link)
+            moved[field.name] = link
+    return dataclasses.replace(built, **moved)
 
 
 def to_code_layout(inputs: np.ndarray, model: Model, code: GeneratedCode) -> np.ndarray:

@@ -9,12 +9,12 @@ its error is recorded and reported like any other verdict.
 
 from __future__ import annotations
 
-import fcntl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import generators, targets
+from harness.core.locks import exclusive
 from harness.errors import ModelError
 from harness.models import budget, zoo
 from harness.models.model import Model
@@ -73,8 +73,7 @@ def load_model(name: str, settings: Settings) -> Model:
     """
     cache = settings.work_dir / "zoo"
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(cache / ".lock"):
         model = zoo.load(name, cache_dir=cache, seed=settings.model_seed)
     budget.check(model, settings.n_inputs, source=name)
     return model

@@ -7,13 +7,11 @@ nothing already finished, and a re-run can skip what is done.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
+from harness.core.locks import exclusive
 from harness.errors import AssayError
 
 SCHEMA = "assay-results/1"
@@ -41,15 +39,6 @@ class ResultStore:
     def key(self, record: dict) -> tuple:
         return tuple(record[field] for field in self.key_fields)
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with open(self._lock, "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def records(self) -> list[dict]:
         if not self.path.is_file():
             return []
@@ -72,7 +61,7 @@ class ResultStore:
 
     def put(self, record: dict) -> None:
         """Add ``record``, replacing any earlier record with the same key."""
-        with self._locked():
+        with exclusive(self._lock):
             kept = [r for r in self.records() if self.key(r) != self.key(record)]
             kept.append(record)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")

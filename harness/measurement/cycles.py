@@ -19,10 +19,11 @@ import numpy as np
 
 from harness import runners, targets
 from harness.core.inputs import make_inputs
-from harness.core.pipeline import build_code, generate_code, to_code_layout
+from harness.core.pipeline import build_once, generate_code, generate_once, to_code_layout
 from harness.core import plan as core_plan
 from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.fingerprint import item_fingerprint
+from harness.core.shards import Shard
 from harness.errors import USER_ERRORS, ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.measurement import execcount
@@ -73,22 +74,27 @@ def content_key(item: Item, settings: Settings, **stage: object) -> str | None:
 
 
 def count_item(item: Item, settings: Settings, stage: str, seconds: dict | None = None,
-               provenance: dict | None = None) -> tuple[execcount.ExecCounts, GeneratedCode, Build]:
-    """Generate, build and count one item; return the counts, the generated code and the build.
+               provenance: dict | None = None,
+               shard: Shard | None = None) -> tuple[execcount.ExecCounts, GeneratedCode, Build]:
+    """Generate, build and count one item (or one shard of its inputs); return the counts, the generated
+    code and the build.
 
     ``stage`` names the work subdirectory (``harness.core.pipeline.item_dir``) of the calling stage.
-    Fills ``seconds`` (stage timings) and ``provenance`` (versions, flags) if given.
+    Fills ``seconds`` (stage timings) and ``provenance`` (versions, flags) if given. The shards of an item
+    share its code, generated once (``generate_once``).
     """
     seconds = {} if seconds is None else seconds
     provenance = {} if provenance is None else provenance
     model = load_model(item.model, settings)
     provenance["model_sha256"] = model.sha256()
-    code = generate_code(item, model, settings, seconds, provenance, stage=stage)
-    built = build_code(item, item.target, code, settings, seconds, provenance, stage=stage)
+    generate = generate_code if shard is None else generate_once
+    code = generate(item, model, settings, seconds, provenance, stage=stage)
+    built = build_once(item, item.target, code, settings, seconds, provenance, stage=stage)
     profile = targets.get(item.target)
     provenance.update(entry=code.entry, emulator=emulator_version(profile.emulator_path()),
                       counter=f"assay_count QEMU plugin {plugin_digest()}")
-    inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)
+    first, count = (0, settings.n_inputs) if shard is None else (shard.start, shard.size)
+    inputs = to_code_layout(make_inputs(model, count, settings.seed, start=first), model, code)
     start = time.perf_counter()
     counts = execcount.count(built, inputs, settings.timeout)
     seconds["count_s"] = time.perf_counter() - start

@@ -1,14 +1,9 @@
 """The semantic-preservation campaign as test items (paper Table 1, section 4.2).
 
 By default: the default zoo tier, assay-v2 from both Keras and ONNX sources,
-host gcc -O0, 1000 seeded inputs, compared with Keras and ONNX Runtime.
+host gcc -O0, 1000 seeded inputs, compared with Keras and ONNX Runtime. The
+test itself is in the package (``harness/stages/semantic/pytest_items.py``), where
+``assay semantic --workers N`` and remote xdist workers find it.
 """
 
-
-def test_semantic_preservation(assay_item, assay_campaign):
-    records = assay_campaign.run(assay_item)
-    assert [r["reference"] for r in records] == list(assay_item.checks)
-    problems = [f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"]
-    assert not problems, "; ".join(problems)
-    for record in records:
-        assert 0.0 <= record["max_abs_error"] <= record["tolerance"]
+from harness.stages.semantic.pytest_items import test_semantic_preservation  # noqa: F401  (collected here)

@@ -1,5 +1,7 @@
 """The plugin's gates: --wcet and --run-slow turn marked tests on; without them they are skipped with a reason."""
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 GATED = """
@@ -36,3 +38,33 @@ def test_a_directory_named_like_a_marker_is_not_gated(pytester):
     pytester.mkdir("wcet").joinpath("test_inside.py").write_text("def test_inside():\n    assert True\n")
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
+
+
+def test_shards_without_an_output_folder_are_a_usage_error(pytester):
+    """The controller merges the shards into --assay-out/results.json: without it there is nowhere to merge."""
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = pytester.runpytest("--assay-shard-size", "10")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--assay-shard-size needs --assay-out*"])
+
+
+def test_a_worker_reuses_a_shard_the_controller_holds_without_running_it(tmp_path):
+    """A remote worker cannot see the controller's shards: the controller names them (xdist workerinput) and the
+    worker returns their stored verdicts instead of running them again."""
+    from harness.core.plan import load_model
+    from harness.core.results import ResultStore
+    from harness.core.shards import ShardStore, split
+    from harness.pytest_plugin import Campaign, ShardItem
+    from harness.stages.semantic import run as semantic
+
+    settings = semantic.Settings(n_inputs=20, work_dir=tmp_path / "work")
+    item = semantic.plan(["acas-reg50"], ["assay-v2:onnx"], ["onnxruntime"], ["host"], settings).items[0]
+    shard = split(20, 10)[1]
+    key = semantic.content_key(item, load_model(item.model, settings), settings)
+    name = ShardStore(tmp_path / "out" / "shards").name(item.id, key, shard)
+    checks = [{"reference": "onnxruntime", "verdict": "pass", "cause": None, "max_abs_error": 1e-7, "tolerance": 1e-5}]
+    campaign = Campaign(settings, ResultStore(tmp_path / "out" / "results.json"), {name: checks})
+    assert campaign.run(ShardItem(item, shard)) == checks
+    assert campaign.payload == {"shard": {"item": ["acas-reg50", "assay-v2", "onnx", "host", ["onnxruntime"]],
+                                          "name": name}}  # only its name: the controller has the file
+    assert not (tmp_path / "out" / "shards").exists() and not (tmp_path / "work" / "acas-reg50" / "assay-v2").exists()

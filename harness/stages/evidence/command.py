@@ -33,7 +33,7 @@ def cmd_evidence(args: argparse.Namespace) -> int:
                             seed=args.seed, model_seed=args.model_seed, wcet_inputs=args.wcet_inputs,
                             timeout=args.timeout, mutants=args.mutants, tor_tests=args.tor_tests,
                             tor_junit=args.tor_junit, input_sets=csv_list(args.input_sets),
-                            set_inputs=args.set_inputs, jobs=args.jobs)
+                            set_inputs=args.set_inputs, jobs=args.jobs, shard_size=args.shard_size)
     built = run.build(settings, progress=lambda line: print(line, file=sys.stderr))
     for part, verdict in sorted(built.verdicts.items()):
         print(f"{part}: {verdict}")
@@ -83,6 +83,9 @@ def add_command(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for the test inputs (default 0)")
     parser.add_argument("--model-seed", type=int, default=0, help="seed for zoo weights (default 0)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for one batch (default 600)")
+    parser.add_argument("--shard-size", type=int, metavar="K",
+                        help="run the semantic and measured-cycles stages in shards of K inputs (resumable; same "
+                             "records, docs/sharding.md)")
     parser.add_argument("--mutants", type=int,
                         help="mutation analysis (assay mutate) on a seeded sample of this many mutants per code "
                              "(default: all of them; 0: not run)")

@@ -61,6 +61,7 @@ class Settings:
     jobs: int = 2  # stages (and mutants) run at a time
     input_sets: list[str] = field(default_factory=lambda: list(inputsets.SETS))  # harness.core.inputsets
     set_inputs: int = 200  # inputs of each set but the uniform one (which has n_inputs)
+    shard_size: int | None = None  # semantic and met in shards of this many inputs (docs/sharding.md)
 
 
 @dataclass
@@ -88,12 +89,13 @@ def build(settings: Settings, progress=print) -> Built:
     runs_dir = settings.work_dir / "evidence-runs" / digest([settings.models, settings.generators])[:12]
     common = [*(arg for m in settings.models for arg in ("--models", m)), "--generators", ",".join(settings.generators),
               "--seed", str(settings.seed), "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
+    sharding = ["--shard-size", str(settings.shard_size)] if settings.shard_size else []
     plan = [("semantic", [*common, "--targets", ",".join(dict.fromkeys([HOST, *settings.targets])),
                           "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
-                          "--sanitize", str(min(SANITIZED_INPUTS, settings.n_inputs))])]
+                          "--sanitize", str(min(SANITIZED_INPUTS, settings.n_inputs)), *sharding])]
     if arm:
         plan += [("memory", [*common, "--targets", ",".join(arm)]),
-                 ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)]),
+                 ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs), *sharding]),
                  ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
     if settings.mutants is None or settings.mutants > 0:

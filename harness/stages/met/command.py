@@ -25,6 +25,9 @@ def add_command(subparsers) -> None:
     add_timing_options(parser, default_inputs=100)
     add_output_options(parser, "reports/met", "met.json and table2.md")
     parser.add_argument("--redo", action="store_true", help="recompute items already in met.json")
+    parser.add_argument("--shard-size", type=int, metavar="K",
+                        help="count the inputs in shards of K, kept in OUT/shards/: a killed run resumes with the "
+                             "missing ones; the records are those of an unsharded run (docs/sharding.md)")
     add_common_options(parser)
     parser.set_defaults(func=cmd_met)
 
@@ -33,6 +36,7 @@ def cmd_met(args: argparse.Namespace) -> int:
     from harness.core.progress import finish, run_items
     from harness.measurement.cycles import Settings, plan
     from harness.stages.met.report import write_table2
+    from harness.core.shards import ShardStore, split
     from harness.stages.met.run import OK, open_store, run_item
 
     if args.inputs < 1:
@@ -44,10 +48,13 @@ def cmd_met(args: argparse.Namespace) -> int:
                     csv_list(args.timing) if args.timing else None, settings)
     for note in campaign.skipped:
         print(note, file=sys.stderr)
+    if args.shard_size is not None:
+        split(args.inputs, args.shard_size)  # a bad size fails here, before anything runs
     store = open_store(args.out / "met.json")
+    shards = ShardStore(args.out / "shards")
 
     def run(item) -> tuple[bool, list[str]]:
-        records = run_item(item, settings, store)
+        records = run_item(item, settings, store, args.shard_size, shards)
         bad = [r for r in records if r["verdict"] != OK]
         if not bad:
             return True, []

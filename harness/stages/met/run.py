@@ -26,7 +26,8 @@ from harness import runners
 from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
-from harness.errors import USER_ERRORS, AssayError
+from harness.core.shards import Shard, ShardStore, concatenate, split
+from harness.errors import USER_ERRORS
 from harness.measurement.cycles import Figures, Settings, content_key, count_item, price, stats
 from wcet import timing
 
@@ -46,8 +47,13 @@ def _base_record(item: Item, timing_name: str, settings: Settings) -> dict:
             "opt": settings.opt, "timing": timing_name, "n_inputs": settings.n_inputs, "seed": settings.seed}
 
 
-def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
-    """Count, price and store one item; never raises for faults of the item (they become error records)."""
+def run_item(item: Item, settings: Settings, store: ResultStore, shard_size: int | None = None,
+             shards: ShardStore | None = None) -> list[dict]:
+    """Count, price and store one item; never raises for faults of the item (they become error records).
+
+    With ``shard_size``, the inputs are counted in shards kept in ``shards`` (a killed run resumes with the
+    missing ones) and the records are those of an unsharded run: instructions and cycles are per input.
+    """
     fingerprint = content_key(item, settings)
     if not settings.redo and fingerprint is not None:
         previous = store.find_all([_base_record(item, name, settings) for name in item.checks], fingerprint)
@@ -56,32 +62,79 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     seconds: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
     models = [timing.get(name, **settings.timing_options.get(name, {})) for name in item.checks]
-    try:
-        counts, code, _ = count_item(item, settings, STAGE, seconds, provenance)
-        manifest = code.manifest
-        cause = None
-    except (runners.RunError, *USER_ERRORS) as exc:
-        counts, manifest, cause = None, {}, str(exc)
-    except Exception as exc:  # a generator crash is a verdict, not the campaign's end
-        counts, manifest, cause = None, {}, f"{type(exc).__name__}: {exc}"
+    if shard_size is None or fingerprint is None:
+        priced, manifest = _count_and_price(item, settings, models, seconds, provenance)
+    else:
+        priced, manifest = _sharded(item, settings, models, fingerprint, shard_size, shards, seconds, provenance)
     records = []
     for model in models:
         record = _base_record(item, model.name, settings)
         record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance,
                       fingerprint=fingerprint)
-        try:
-            if counts is None:
-                raise AssayError(cause)
-            start = time.perf_counter()
-            figures = price(counts, model)
-            record["seconds"]["price_s"] = time.perf_counter() - start
+        figures = priced[model.name]
+        if isinstance(figures, str):
+            record.update(verdict=ERROR, cause=figures)
+        else:
             record.update(verdict=OK, cause=None, **summarise(figures, manifest))
-        except USER_ERRORS as exc:  # TimingError: an instruction the model has no timing for
-            record.update(verdict=ERROR, cause=str(exc))
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         store.put(record)
         records.append(record)
     return records
+
+
+Priced = dict[str, Figures | str]  # timing model name -> its figures, or the cause it has none
+
+
+def _count_and_price(item: Item, settings: Settings, models: list[timing.TimingModel], seconds: dict,
+                     provenance: dict, shard: Shard | None = None) -> tuple[Priced, dict]:
+    """Count the item's inputs (or a shard of them) under QEMU and price them with each timing model."""
+    try:
+        counts, code, _ = count_item(item, settings, STAGE, seconds, provenance, shard)
+    except (runners.RunError, *USER_ERRORS) as exc:
+        return {model.name: str(exc) for model in models}, {}
+    except Exception as exc:  # a generator crash is a verdict, not the campaign's end
+        return {model.name: f"{type(exc).__name__}: {exc}" for model in models}, {}
+    priced: Priced = {}
+    start = time.perf_counter()
+    for model in models:
+        try:
+            priced[model.name] = price(counts, model)
+        except USER_ERRORS as exc:  # TimingError: an instruction the model has no timing for
+            priced[model.name] = str(exc)
+    seconds["price_s"] = time.perf_counter() - start
+    return priced, code.manifest
+
+
+def _sharded(item: Item, settings: Settings, models: list[timing.TimingModel], fingerprint: str, shard_size: int,
+             shards: ShardStore, seconds: dict, provenance: dict) -> tuple[Priced, dict]:
+    """Count and price every missing shard, then join the shards' per-input figures in input order."""
+    stored = []
+    for shard in split(settings.n_inputs, shard_size):
+        found = None if settings.redo else shards.get(item.id, fingerprint, shard)
+        if found is None:
+            shard_seconds: dict[str, float] = {}
+            shard_provenance: dict = {"tools": tool_versions()}
+            priced, manifest = _count_and_price(item, settings, models, shard_seconds, shard_provenance, shard)
+            arrays = {f"{name}.{kind}": getattr(figures, kind) for name, figures in priced.items()
+                      if not isinstance(figures, str) for kind in ("instructions", "cycles")}
+            causes = {name: f"{shard.id}: {cause}" for name, cause in priced.items() if isinstance(cause, str)}
+            meta = {"causes": causes,
+                    "bucket_names": next((f.bucket_names for f in priced.values() if not isinstance(f, str)), []),
+                    "manifest": manifest, "seconds": shard_seconds, "provenance": shard_provenance}
+            shards.put(item.id, fingerprint, shard, arrays, meta)
+            found = shards.get(item.id, fingerprint, shard)
+        stored.append(found)
+    for shard in stored:
+        for step, value in shard.meta["seconds"].items():
+            seconds[step] = seconds.get(step, 0.0) + value
+    provenance.update(stored[0].meta["provenance"])
+    priced: Priced = {}
+    for model in models:
+        cause = next((shard.meta["causes"][model.name] for shard in stored if model.name in shard.meta["causes"]), None)
+        priced[model.name] = cause if cause is not None else Figures(
+            bucket_names=stored[0].meta["bucket_names"], instructions=concatenate(stored, f"{model.name}.instructions"),
+            cycles=concatenate(stored, f"{model.name}.cycles"), timing=model)
+    return priced, stored[0].meta["manifest"]
 
 
 def summarise(figures: Figures, manifest: dict) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.cli import (add_common_options, add_opt_option, add_output_options, add_selection_options, csv_list,
@@ -15,19 +16,23 @@ DEFAULT_REFERENCES = "keras,onnxruntime"
 def cmd_semantic(args: argparse.Namespace) -> int:
     from harness.core.progress import finish, run_items
     from harness.core.results import ResultStore
+    from harness.core.shards import ShardStore
+    from harness.stages.semantic import distributed, sharded
     from harness.stages.semantic.report import write_semantic_report
     from harness.stages.semantic.run import Settings, plan, run_item
 
     settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt,
                         work_dir=args.work, timeout=args.timeout, redo=args.redo, atol=args.atol, rtol=args.rtol,
                         arbiter=not args.no_arbiter, sanitize=args.sanitize, parallel=parallel_options(args))
-    campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.references),
-                    csv_list(args.targets), settings)
+    selection = distributed.Selection(selected_models(args), csv_list(args.generators), csv_list(args.references),
+                                      csv_list(args.targets))
+    campaign = plan(selection.models, selection.generators, selection.references, selection.targets, settings)
+    if args.shard_size is not None:
+        sharded.check_settings(settings, args.shard_size)
     store = ResultStore(args.out / "results.json")
     records: list[dict] = []
 
-    def run(item) -> tuple[bool, list[str]]:
-        done = run_item(item, settings, store)
+    def lines_of(item, done: list[dict]) -> tuple[bool, list[str]]:
         records.extend(done)
         lines = [f"{item.id}: warning: {warning}" for warning in dict.fromkeys(w for r in done for w in r["warnings"])]
         by_cause: dict[tuple[str, str], list[str]] = {}
@@ -37,10 +42,41 @@ def cmd_semantic(args: argparse.Namespace) -> int:
         return not by_cause, lines + [f"{item.id} vs {', '.join(refs)}: {verdict}: {cause}"
                                       for (verdict, cause), refs in by_cause.items()]
 
-    failed = run_items(campaign.items, run, args.quiet)
+    if args.workers or args.tx:
+        if settings.parallel is not None:
+            raise AssayError("--workers and --tx do not apply to parallel code (--cores N)")
+        status = distributed.run(distributed.pytest_command(selection, settings, args.out, args.workers, args.tx,
+                                                            args.shard_size, args.quiet))
+        if status not in (0, 1):  # 1: some test failed, which the records say; anything else: no campaign ran
+            raise AssayError(f"the pytest-xdist session ended with exit status {status} (its messages are above)")
+        failed = 0
+        for item in campaign.items:
+            done = stored_records(store, item, settings)
+            passed, lines = lines_of(item, done)
+            if len(done) < len(item.checks):
+                passed, lines = False, [*lines, f"{item.id}: no record: its tests did not finish (see above)"]
+            failed += not passed
+            for line in dict.fromkeys(lines):
+                print(line, file=sys.stderr)
+    else:
+        def run(item) -> tuple[bool, list[str]]:
+            if args.shard_size is None:
+                return lines_of(item, run_item(item, settings, store))
+            shards = ShardStore(args.out / "shards")
+            return lines_of(item, sharded.run_item_sharded(item, settings, args.shard_size, shards, store))
+
+        failed = run_items(campaign.items, run, args.quiet)
     paths = write_semantic_report(records, args.out) if records else []
     passed = sum(r["verdict"] == "pass" for r in records)
     return finish(campaign, failed, f"{passed} passing records in {store.path}", paths)
+
+
+def stored_records(store, item, settings) -> list[dict]:
+    """The records of ``item`` that a pytest session wrote into ``store`` (fewer than its checks: unfinished)."""
+    from harness.stages.semantic.run import base_record
+
+    found = (store.get(store.key(base_record(item, None, reference, settings))) for reference in item.checks)
+    return [record for record in found if record is not None]
 
 
 def parallel_options(args: argparse.Namespace):
@@ -107,6 +143,16 @@ def add_command(subparsers) -> None:
     sem.add_argument("--interference", type=float, default=0.0,
                      help="with --cores: margin on every WCET of the composed parallel WCET, e.g. 0.2 for +20 %% "
                           "(default 0: no interference counted; docs/parallel.md)")
+    sem.add_argument("--shard-size", type=int, metavar="K",
+                     help="run each item in shards of K inputs: finished shards are kept (OUT/shards/) and a killed "
+                          "run resumes with the missing ones; the records are those of an unsharded run "
+                          "(docs/sharding.md)")
+    sem.add_argument("--workers", type=int, default=0, metavar="N",
+                     help="run the campaign on N local pytest-xdist workers (with --shard-size, the shards of one "
+                          "model spread over them); default 0: in this process")
+    sem.add_argument("--tx", action="append", default=[], metavar="SPEC",
+                     help="also an xdist gateway, e.g. ssh=host//python=python3 (repeatable): the checkout's harness, "
+                          "codegen, wcet and toolchains are rsynced to it (docs/sharding.md)")
     add_output_options(sem, "reports/semantic", "results.json, table1.md, index.html and bitcompare.md")
     sem.add_argument("--redo", action="store_true", help="recompute items already in results.json")
     add_common_options(sem)

@@ -11,8 +11,9 @@ soon as they exist; an item whose records are all there is skipped unless
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,13 +21,16 @@ import numpy as np
 
 from harness import references, runners, targets
 from harness.core.inputs import make_inputs
-from harness.core.pipeline import build_code, from_code_layout, generate_code, item_dir, slug, to_code_layout
+from harness.core.locks import exclusive
+from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build, slug,
+                                   to_code_layout)
 from harness.core import oracle
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
+from harness.core.shards import Shard
 from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
@@ -64,7 +68,7 @@ def plan(models: list[str], generator_specs: list[str], reference_names: list[st
     return expand(models, generator_specs, target_names, settings, checks_for)
 
 
-def _base_record(item: Item, model: Model | None, reference: str, settings: Settings) -> dict:
+def base_record(item: Item, model: Model | None, reference: str, settings: Settings) -> dict:
     atol, rtol = settings.tolerances(model) if model else (settings.atol, settings.rtol)
     return {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
             "opt": settings.opt, "reference": reference, "n_inputs": settings.n_inputs, "seed": settings.seed,
@@ -72,7 +76,7 @@ def _base_record(item: Item, model: Model | None, reference: str, settings: Sett
             "input_domain": model.domain_json() if model else None}
 
 
-def _fingerprint(item: Item, model: Model, settings: Settings) -> str:
+def content_key(item: Item, model: Model, settings: Settings) -> str:
     return item_fingerprint(item, model, settings, references=sorted(item.checks),
                             tolerances=settings.tolerances(model), arbiter=settings.arbiter,
                             sanitize=settings.sanitize,
@@ -94,48 +98,69 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     checked: dict = {}  # what the parallel run checked (parallel.py), filled as far as it got
     try:
         model = load_model(item.model, settings)
-        fingerprint = _fingerprint(item, model, settings)
+        fingerprint = content_key(item, model, settings)
         if not settings.redo:
-            previous = store.find_all([_base_record(item, model, ref, settings) for ref in item.checks], fingerprint)
+            previous = store.find_all([base_record(item, model, ref, settings) for ref in item.checks], fingerprint)
             if previous is not None:
                 return previous
         provenance["model_sha256"] = model.sha256()
         code = generate_code(item, model, settings, timings, provenance)
-        warnings += _model_mismatch(code, model)
+        warnings += model_mismatch(code, model)
         if settings.parallel is not None:
             code, outputs = parallel.generate_and_run(item, model, code, settings.parallel, settings, timings,
                                                       checked)
         else:
-            outputs = _build_and_run(item, item.target, code, model, settings, timings, provenance)
+            outputs = build_and_run(item, item.target, code, model, settings, timings, provenance)
             sanitize.check(item, code, model, settings, provenance)
-        np.save(_outputs_path(item, item.target, code, settings), outputs)
         cause = None
-        if item.target != HOST and settings.parallel is None:
-            bits = _bits_vs_host(item, model, code, outputs, settings)
+        bits = keep_outputs(item, model, code, outputs, settings, compare_bits=settings.parallel is None)
     except NotSupported as exc:  # the generator's own refusal: not supported, not an error
         outputs, cause, failure = None, str(exc), oracle.NOT_SUPPORTED
     except (runners.RunError, *USER_ERRORS) as exc:
         outputs, cause = None, str(exc)
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {type(exc).__name__}: {exc}"
+    return store_records(item, model, settings, store, Outcome(outputs, cause, failure, bits, warnings),
+                         fingerprint, timings, provenance, checked)
+
+
+@dataclass
+class Outcome:
+    """What running an item's code gave: its outputs (canonical layout), or the cause and verdict of none."""
+
+    outputs: np.ndarray | None
+    cause: str | None = None
+    failure: str = oracle.ERROR  # the verdict when there are no outputs
+    bits: dict | None = None  # the bit-for-bit comparison with the host (non-host targets)
+    warnings: list[str] = field(default_factory=list)
+
+
+def store_records(item: Item, model: Model | None, settings: Settings, store: ResultStore, outcome: Outcome,
+                  fingerprint: str | None, timings: dict, provenance: dict, checked: dict | None = None) -> list[dict]:
+    """One record per reference from the item's outputs (verdict, errors, float64 arbiter), stored.
+
+    The one place records are made, whether the outputs came from one run or from merged shards
+    (``sharded.merge``): both give the same record.
+    """
+    outputs, cause = outcome.outputs, outcome.cause
     exact = _arbiter_outputs(model, settings, timings) if outputs is not None and settings.arbiter else None
     records = []
     for ref_name in item.checks:
-        record = _base_record(item, model, ref_name, settings)
-        record.update(timings=dict(timings), provenance=provenance, bits_vs_host=bits, fingerprint=fingerprint,
-                      warnings=warnings, arbiter=None, parallel=checked or None)
+        record = base_record(item, model, ref_name, settings)
+        record.update(timings=dict(timings), provenance=provenance, bits_vs_host=outcome.bits,
+                      fingerprint=fingerprint, warnings=outcome.warnings, arbiter=None, parallel=checked or None)
         if outputs is None:
-            record.update(verdict=failure, cause=cause, max_abs_error=None,
+            record.update(verdict=outcome.failure, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)
         else:
-            record.update(_compare_with(ref_name, model, outputs, exact, settings, record["timings"]))
+            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"]))
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         store.put(record)
         records.append(record)
     return records
 
 
-def _model_mismatch(code: GeneratedCode, model: Model) -> list[str]:
+def model_mismatch(code: GeneratedCode, model: Model) -> list[str]:
     """A warning when prebuilt C says it was generated from another model than the one it is compared with."""
     source = code.manifest.get("model")  # manifest.json: {"sha256": ...}; assay.json: "model_sha256" (optional)
     declared = source.get("sha256") if isinstance(source, dict) else code.manifest.get("model_sha256")
@@ -156,12 +181,29 @@ def _outputs_path(item: Item, target: str, code: GeneratedCode, settings: Settin
     return directory / f"outputs-{target}{settings.opt}-{key}.npy"
 
 
-def _build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, settings: Settings,
-                   timings: dict, provenance: dict) -> np.ndarray:
-    built = build_code(item, target, code, settings, timings, provenance)
-    inputs = make_inputs(model, settings.n_inputs, settings.seed)
-    outcome = runners.for_kind(targets.get(target).kind).run(built, to_code_layout(inputs, model, code),
-                                                             settings.timeout)
+def keep_outputs(item: Item, model: Model, code: GeneratedCode, outputs: np.ndarray, settings: Settings,
+                 compare_bits: bool = True) -> dict | None:
+    """Keep this target's outputs for the other targets' bit comparison; return this target's comparison
+    with the host's (None on the host itself or when ``compare_bits`` is off)."""
+    np.save(_outputs_path(item, item.target, code, settings), outputs)
+    return _bits_vs_host(item, model, code, outputs, settings) if item.target != HOST and compare_bits else None
+
+
+def build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, settings: Settings,
+                  timings: dict, provenance: dict, shard: Shard | None = None) -> np.ndarray:
+    """Build ``code`` for ``target`` (once per machine) and run it on the item's inputs, or a shard of them."""
+    built = build_once(item, target, code, settings, timings, provenance)
+    runner = runners.for_kind(targets.get(target).kind)
+    if shard is None:
+        outcome = runner.run(built, to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code),
+                             settings.timeout)
+    else:
+        inputs = to_code_layout(make_inputs(model, shard.size, settings.seed, start=shard.start), model, code)
+        scratch = item_dir(item, settings) / f"run-{target}{settings.opt}-{shard.start}-{shard.stop}"
+        try:
+            outcome = runner.run(private_build(built, scratch), inputs, settings.timeout)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     timings.update(run_s=outcome.wall_seconds, c_run_s=outcome.c_seconds)
     return from_code_layout(outcome.outputs, model, code)
 
@@ -173,7 +215,7 @@ def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.nda
         host_outputs = np.load(host_path)
     else:
         try:
-            host_outputs = _build_and_run(item, HOST, code, model, settings, {}, {})
+            host_outputs = build_and_run(item, HOST, code, model, settings, {}, {})
         except runners.RunError as exc:  # the target's own verdict still stands
             return {"error": f"host run for comparison failed: {exc}"}
         np.save(host_path, host_outputs)
@@ -194,11 +236,12 @@ def _arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndar
     return exact
 
 
-def _compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.ndarray | dict | None,
-                  settings: Settings, timings: dict) -> dict:
+def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.ndarray | dict | None,
+                 settings: Settings, timings: dict, rows: slice = slice(None)) -> dict:
+    """The verdict and errors of ``outputs`` against reference ``ref_name``'s outputs for inputs ``rows``."""
     try:
         start = time.perf_counter()
-        expected = reference_outputs(ref_name, model, settings)
+        expected = reference_outputs(ref_name, model, settings)[rows]
         timings["reference_s"] = time.perf_counter() - start
     except Exception as exc:
         return {"verdict": oracle.ERROR, "cause": f"reference {ref_name} failed: {type(exc).__name__}: {exc}",
@@ -219,11 +262,11 @@ def reference_outputs(ref_name: str, model: Model, settings: Settings) -> np.nda
     inputs = make_inputs(model, settings.n_inputs, settings.seed)
     key = digest([model.sha256(), hashlib.sha256(inputs.tobytes()).hexdigest(), tool_versions()])[:16]
     path = settings.work_dir / "references" / slug(model.name) / f"{ref_name}-n{settings.n_inputs}-{key}.npy"
-    if path.is_file():
-        return np.load(path)
-    outputs = references.get(ref_name).run(model, inputs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
-    np.save(tmp, outputs)
-    tmp.replace(path)
+    with exclusive(path.with_name(path.name + ".lock")):  # once per machine, whichever worker asks first
+        if path.is_file():
+            return np.load(path)
+        outputs = references.get(ref_name).run(model, inputs)
+        tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
+        np.save(tmp, outputs)
+        tmp.replace(path)
     return outputs

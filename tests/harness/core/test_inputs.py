@@ -59,3 +59,12 @@ def test_domain_json_round_trips_through_the_zoo_cache(tmp_path):
     back = zoo.model_from_dict(zoo.model_to_dict(m, tmp_path), tmp_path)
     assert back.input_domain == m.input_domain
     np.testing.assert_array_equal(make_inputs(back, 20, seed=3), make_inputs(m, 20, seed=3))
+
+
+@pytest.mark.parametrize("domain", [(-0.5, 0.5), ((0.0, -3.14159), (60760.0, 3.14159))])
+def test_a_slice_is_drawn_alone_exactly_as_in_the_whole_set(domain):
+    """A shard draws inputs start..stop of the seed's sequence without drawing the ones before."""
+    whole = make_inputs(model(domain), 50, seed=3)
+    for start, count in ((0, 7), (7, 13), (20, 30), (49, 1)):
+        np.testing.assert_array_equal(make_inputs(model(domain), count, seed=3, start=start),
+                                      whole[start:start + count])

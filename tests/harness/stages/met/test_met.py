@@ -185,3 +185,19 @@ def test_table2_layout_models_as_columns_rows_per_generator_target_timing():
     assert "| assay-v2 | keras | cortex-m4f | cortex-m4 | 2 (1 – 3) | ERROR |" in table
     assert table.index("Table 2: measured execution with -O0") < table.index("Table 3: measured execution with -O3")
     assert "assay-v2/keras/cortex-m4f/-O0: compile error: boom" in table
+
+
+@needs_tools
+@pytest.mark.arm
+def test_met_in_shards_gives_the_unsharded_records_and_keeps_its_shards(work, tmp_path):
+    """Per-input counts are independent of the batch: shards joined in order give the same figures."""
+    from harness.core.shards import ShardStore
+
+    settings = cycles.Settings(n_inputs=6, work_dir=work, timeout=120)
+    item = cycles.Item("acas-reg50", "assay-v2", "keras", "cortex-m4f", ("trivial", "cortex-m4"))
+    whole = met.run_item(item, settings, met.open_store(tmp_path / "whole.json"))
+    shards = ShardStore(tmp_path / "shards")
+    parts = met.run_item(item, settings, met.open_store(tmp_path / "sharded.json"), 4, shards)
+    strip = lambda records: [{k: v for k, v in r.items() if k not in ("seconds", "finished_at")} for r in records]
+    assert strip(parts) == strip(whole) and whole[0]["verdict"] == met.OK
+    assert len(parts[0]["per_input"]["cycles"]) == 6 and len(shards.held()) == 2

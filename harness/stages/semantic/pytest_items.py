@@ -1,0 +1,18 @@
+"""The semantic campaign as pytest tests, shipped inside the package so that ``assay semantic --workers N``
+and remote xdist hosts (``--rsyncdir harness``) find it wherever Assay is installed.
+
+``tests/campaign/test_semantic.py`` collects the same test. The plugin
+(``harness.pytest_plugin``) parametrizes ``assay_item`` over the campaign's
+items, or over their input shards with ``--assay-shard-size``: then the
+records checked here are each shard's own verdict per reference on its slice
+of the inputs, and the controller merges the shards into results.json.
+"""
+
+
+def test_semantic_preservation(assay_item, assay_campaign):
+    records = assay_campaign.run(assay_item)
+    assert [r["reference"] for r in records] == list(assay_item.checks)
+    problems = [f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"]
+    assert not problems, "; ".join(problems)
+    for record in records:
+        assert 0.0 <= record["max_abs_error"] <= record["tolerance"]
