@@ -9,9 +9,15 @@
  *   entry ADDR            first instruction of the entry function
  *   buckets N             bucket numbers are 0 .. N-1
  *   range START END B     instructions in [START, END) belong to bucket B
+ *   dispatch ADDR N B0 .. B(N-1)   (optional, once) the call instruction at ADDR
+ *                         belongs, at its k-th execution in a call of the entry,
+ *                         to bucket Bk (a generic inference loop calling one
+ *                         shared layer function per layer: the k-th call runs
+ *                         layer k, whatever the function's address)
  * Addresses are hexadecimal, without the Thumb bit. An instruction in no range
- * (C library, libgcc) belongs to no bucket: it is counted in the bucket of the
- * last instruction executed that had one, i.e. the code that called it.
+ * (C library, libgcc, a shared layer library) belongs to no bucket: it is
+ * counted in the bucket of the last instruction executed that had one, i.e.
+ * the code that called it (for a dispatch call, the layer of that execution).
  *
  * OUT (text), one block per call of the entry:
  *   I K                   call number K (0, 1, ...) begins
@@ -88,6 +94,10 @@ static size_t n_ranges;
 static int n_buckets;
 static uint64_t entry_addr;
 static int have_entry;
+static uint64_t dispatch_addr;
+static int have_dispatch;
+static int *dispatch_buckets;
+static unsigned n_dispatch, dispatches; /* sequence length; executions in the current call */
 static FILE *out;
 
 /* ---- segments ---- */
@@ -184,6 +194,7 @@ static void segment_exec(unsigned int vcpu_index, void *userdata)
             active = 1;
             return_addr = previous->next;
             current_bucket = 0;
+            dispatches = 0;
             fprintf(out, "I %" PRIu64 "\n", calls);
         }
     } else if (s->first == return_addr) {
@@ -198,6 +209,13 @@ static void segment_exec(unsigned int vcpu_index, void *userdata)
         return;
     }
     int b = s->bucket == NO_BUCKET ? current_bucket : s->bucket;
+    if (have_dispatch && s->first == dispatch_addr) {
+        if (dispatches >= n_dispatch) {
+            fail("the dispatch call ran more often than its sequence is long");
+            return;
+        }
+        b = dispatch_buckets[dispatches++];
+    }
     if (s->count == NULL) {
         s->count = calloc((size_t)n_buckets, sizeof *s->count);
         s->jumps = calloc((size_t)n_buckets, sizeof *s->jumps);
@@ -247,7 +265,7 @@ static void tb_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         int b = bucket_of(addr);
         if (i == 0) {
             bucket = b;
-        } else if (b != bucket || addr == entry_addr) {
+        } else if (b != bucket || addr == entry_addr || (have_dispatch && addr == dispatch_addr)) {
             add_segment(tb, start, i, bucket);
             start = i;
             bucket = b;
@@ -298,6 +316,16 @@ static int read_map(const char *path)
                 if (ranges == NULL) break;
             }
             ranges[n_ranges++] = r;
+        } else if (strcmp(key, "dispatch") == 0 && !have_dispatch) {
+            if (fscanf(map, "%" SCNx64 " %u", &dispatch_addr, &n_dispatch) != 2 || n_dispatch == 0) break;
+            dispatch_buckets = calloc(n_dispatch, sizeof *dispatch_buckets);
+            if (dispatch_buckets == NULL) break;
+            unsigned k = 0;
+            while (k < n_dispatch && fscanf(map, "%d", &dispatch_buckets[k]) == 1) {
+                ++k;
+            }
+            if (k != n_dispatch) break;
+            have_dispatch = 1;
         } else {
             break;
         }
@@ -307,6 +335,12 @@ static int read_map(const char *path)
     if (!complete || !have_entry || n_buckets <= 0) {
         fprintf(stderr, "assay_count: malformed map %s\n", path);
         return -1;
+    }
+    for (unsigned k = 0; k < n_dispatch; ++k) {
+        if (dispatch_buckets[k] < 0 || dispatch_buckets[k] >= n_buckets) {
+            fprintf(stderr, "assay_count: dispatch bucket out of range in %s\n", path);
+            return -1;
+        }
     }
     for (size_t i = 0; i < n_ranges; ++i) {
         if (ranges[i].bucket < 0 || ranges[i].bucket >= n_buckets) {
