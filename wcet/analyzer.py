@@ -379,7 +379,9 @@ class _Analysis:
         node = self.nodes[key]
         cfg = node.cfg
         own = {edge.site for edge in cfg.edges if edge.callees}
-        for site in sorted(set(self.facts.sequences) - own):
+        narrowed = {site for overlays in self.facts.executions.values() for overlay in overlays
+                    for site in overlay.multicalls}  # used through the executions' facts
+        for site in sorted(set(self.facts.sequences) - own - narrowed):
             if any(site in {e.site for e in self.nodes[k].cfg.edges if e.callees} for k in self.order):
                 self.notes.append(f"the target sequence of the call at {site:#x} is not used: the call is not in "
                                   f"{self.function}'s own code")
@@ -442,7 +444,7 @@ class _Analysis:
             result = analysis.solve(model, {}, time_limit)
             for name in sizes:
                 sizes[name] += result.ilp[name]
-            self.uncertified += analysis.uncertified
+            self.uncertified += [note for note in analysis.uncertified if note not in self.uncertified]
             if not result.exact:
                 self.notes.append(f"an execution of {result.function}: its ILP stopped before proving its "
                                   "optimum; the precise figure is an upper bound")
