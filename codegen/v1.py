@@ -593,7 +593,7 @@ def write(graph: Graph, layers: list[V1Layer], prefix: str, lib: Library, param_
                     "output_shape": list(y.shape), "loops": entry_loops})
 
     calls = [{"function": entry, "file": c_file, "line": call, "expression": f"{net}[i].{CALL_LAYER}",
-              "targets": sorted({layer.function for layer in layers}),
+              "table": net, "targets": sorted({layer.function for layer in layers}),
               "sequence": [layer.function for layer in layers]}]
     for function in dict.fromkeys(layer.function for layer in layers):
         site = lib.functions[function].activation_call

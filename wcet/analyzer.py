@@ -44,6 +44,7 @@ Method (docs/wcet.md):
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,10 +103,15 @@ class WcetResult:
     counts: dict[int, int] = field(default_factory=dict)  # worst-case execution count of each root block
     # the bound using the per-execution targets of indirect calls (None: no such facts apply)
     wcet_cycles_precise: int | None = None
+    # per execution of a sequenced indirect call of the function (V1: per layer, in order): {"site", "index",
+    # "target", "call_cycles" (from the site to the call instruction, taken), "wcet_cycles" (the target's
+    # WCET in that execution), "insensitive_cycles" (what the context-insensitive bound charges it)}
+    executions: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"function": self.function, "wcet_cycles": self.wcet_cycles,
-                "wcet_cycles_precise": self.wcet_cycles_precise, "regions": self.regions,
+                "wcet_cycles_precise": self.wcet_cycles_precise, "executions": self.executions,
+                "regions": self.regions,
                 "loops": [loop.as_dict() for loop in self.loops], "functions": self.functions, "ilp": self.ilp,
                 "seconds": round(self.seconds, 3), "timing": self.timing, "exact": self.exact,
                 "certified": self.certified, "notes": self.notes}
@@ -169,6 +175,7 @@ class _Analysis:
         self.order: list[Key] = []  # callees before callers
         self.notes: list[str] = []
         self.uncertified: list[str] = []
+        self.executions: list[dict] = []
         self.by_header: dict[int, list[LoopBound]] = {}
         for bound in facts.loops:
             if bound.function is None:
@@ -360,7 +367,7 @@ class _Analysis:
         return WcetResult(function=self.function, wcet_cycles=wcet[root], regions=dict(shares[root]), loops=loops,
                           functions=functions, ilp=sizes, seconds=0.0, timing=model.describe(), exact=exact,
                           certified=not self.uncertified, notes=notes, counts=root_counts,
-                          wcet_cycles_precise=precise)
+                          wcet_cycles_precise=precise, executions=self.executions)
 
     def _precise(self, model: timing_models.TimingModel, wcet: dict[Key, int], prices: dict[int, tuple],
                  time_limit: float, sizes: dict) -> int | None:
@@ -372,7 +379,9 @@ class _Analysis:
         node = self.nodes[key]
         cfg = node.cfg
         own = {edge.site for edge in cfg.edges if edge.callees}
-        for site in sorted(set(self.facts.sequences) - own):
+        narrowed = {site for overlays in self.facts.executions.values() for overlay in overlays
+                    for site in overlay.multicalls}  # used through the executions' facts
+        for site in sorted(set(self.facts.sequences) - own - narrowed):
             if any(site in {e.site for e in self.nodes[k].cfg.edges if e.callees} for k in self.order):
                 self.notes.append(f"the target sequence of the call at {site:#x} is not used: the call is not in "
                                   f"{self.function}'s own code")
@@ -392,6 +401,7 @@ class _Analysis:
                 cost += max(wcet[node.children[(index, callee)]] for callee in edge.callees)
             costs.append(cost)
         problem = self._problem(node)
+        cache: dict[tuple, int] = {}
         for site, sequence in sites.items():
             edges = by_site[site]
             children = {callee: node.children[(index, callee)] for index in edges
@@ -402,13 +412,56 @@ class _Analysis:
                                     f"{', '.join(self.program.name(t) for t in missing)}, which the call's "
                                     f"multicall targets do not include", site)
             problem.totals.append((edges, len(sequence)))
-            fixed += sum(wcet[children[target]] for target in sequence)
+            overlays = self.facts.executions.get(site)
+            if overlays is not None and len(overlays) != len(sequence):
+                raise AnalysisError(f"the call at {site:#x} has {len(sequence)} executions in its sequence but "
+                                    f"facts for {len(overlays)}", site)
+            dearest = max(wcet[children[target]] for target in children)
+            call_cycles = self._call_cycles(cfg, edges[0], site, model)
+            for k, target in enumerate(sequence):
+                cost = wcet[children[target]] if overlays is None else \
+                    self._execution(target, overlays[k], model, time_limit, sizes, cache)
+                fixed += cost
+                self.executions.append({"site": f"{site:#x}", "index": k, "target": self.program.name(target),
+                                        "call_cycles": call_cycles, "wcet_cycles": cost,
+                                        "insensitive_cycles": dearest})
         solution = ipet.Solver(problem, time_limit).maximise(costs)
         sizes["solves"] += 1
         self._uncertified(cfg.name, "precise WCET", solution)
         if not solution.exact:
             self.notes.append("the precise bound's ILP stopped before proving its optimum: it is an upper bound")
         return min(wcet[key], solution.value + fixed)
+
+    def _execution(self, target: int, overlay: FlowFacts, model: timing_models.TimingModel, time_limit: float,
+                   sizes: dict, cache: dict[tuple, int]) -> int:
+        """The WCET of ``target`` with the facts of one execution added (the tighter bound wins)."""
+        key = (target, frozenset(overlay.loops), frozenset(overlay.multicalls.items()))
+        if key not in cache:
+            facts = dataclasses.replace(self.facts, sequences={}, executions={}).merged(overlay)
+            analysis = _Analysis(self.program, self.program.name(target), facts)
+            analysis.explore()
+            analysis.check()
+            result = analysis.solve(model, {}, time_limit)
+            for name in sizes:
+                sizes[name] += result.ilp[name]
+            self.uncertified += [note for note in analysis.uncertified if note not in self.uncertified]
+            if not result.exact:
+                self.notes.append(f"an execution of {result.function}: its ILP stopped before proving its "
+                                  "optimum; the precise figure is an upper bound")
+            cache[key] = result.wcet_cycles
+        return cache[key]
+
+    def _call_cycles(self, cfg: Cfg, edge_index: int, site: int, model: timing_models.TimingModel) -> int:
+        """Cycles of the call's own instructions: from ``site`` (the call, or ARMv4T's ``mov lr, pc`` before
+        it) to the call instruction, taken."""
+        block = cfg.blocks[cfg.edges[edge_index].source]
+        cycles = 0
+        for insn in block.instructions:
+            if insn.address < site:
+                continue
+            last = insn.address == block.last.address
+            cycles += _cycles(model, insn, True if last or not timing_models.is_conditional(insn) else None)
+        return cycles
 
     def _uncertified(self, routine: str, what: str, solution: ipet.Solution) -> None:
         if solution.exact and not solution.certified:

@@ -576,8 +576,15 @@ def layer_ranges(code: ArmCode, manifest: dict, entry: str,
     1 + index); any other address of those functions to ``OUTSIDE_LAYERS``.
     ``spans`` (file, first line, last line, bucket) replaces the layers' spans
     (the first span holding a line wins), e.g. per operator of parallel code.
+    Functions called through a pointer whose per-execution targets the manifest
+    gives (``indirect_calls[*].sequence``: assay-v1's shared layer library) get no
+    range: one function serves several layers, so the layer is the call's, not
+    the address's.
     """
-    names = list(dict.fromkeys([entry, *manifest.get("symbols", {}).get("code", [])]))
+    dynamic = {name for call in manifest.get("indirect_calls", []) if call.get("sequence") is not None
+               for name in call.get("targets", [])}
+    names = [name for name in dict.fromkeys([entry, *manifest.get("symbols", {}).get("code", [])])
+             if name == entry or name not in dynamic]
     functions = sorted((code.function(name) for name in names if name in code.functions or name == entry),
                        key=lambda f: f.start)
     layers = manifest.get("layers", [])

@@ -11,7 +11,12 @@ problem for every loop that is not one. A counted loop is::
 
 with ``A``, ``B`` and ``k`` integer literals (a leading ``-`` allowed), ``i`` an
 integer variable the body never assigns, increments, decrements or takes the
-address of. Anything else in the analysed functions (a ``for`` of another
+address of. A *run-time bound* ``B`` is also read: a field of a struct, ``p->f``
+or ``t[j].f`` (a generic library whose bounds come from a layer descriptor,
+assay-v1), with ``p``, ``t`` and ``j`` variables the body never changes; such a
+loop has ``bound`` None and ``bound_expr`` the C text of ``B``, and its value
+per call must come from elsewhere (``initialisers`` reads the table the
+pointers point into). Anything else in the analysed functions (a ``for`` of another
 shape, ``while``, ``do``, ``goto``) is a problem naming the file, line and
 function: nothing is silently unbounded.
 
@@ -91,9 +96,10 @@ class CLoop:
     line: int  # the line of the ``for`` keyword
     function: str
     var: str
-    bound: int  # trip count per entry of the loop
+    bound: int | None  # trip count per entry of the loop; None for a run-time bound (``bound_expr``)
     parent: int | None  # line of the enclosing for loop in the same function, None for an outermost loop
     text: str  # the loop's head, for messages: "for (int i = 0; i < 8; ++i)"
+    bound_expr: str | None = None  # a run-time bound's C expression, ``layer->out_h``: step 1, start 0
 
     def where(self) -> str:
         return f"{self.file}:{self.line} in {self.function}"
@@ -213,11 +219,11 @@ class _Visitor(c_ast.NodeVisitor):
             self._problem(node, f"'{head}' is not a counted loop: {counted}")
             loop = None
         else:
-            var, bound = counted
+            var, bound, expression = counted
             parent = next((l for l in reversed(self.open) if l is not None), None)
             coord = node.coord
             loop = CLoop(file=PurePosixPath(coord.file).name, line=coord.line, function=self.function, var=var,
-                         bound=bound, parent=parent.line if parent else None, text=head)
+                         bound=bound, parent=parent.line if parent else None, text=head, bound_expr=expression)
             self.result.loops.append(loop)
         self.open.append(loop)
         if node.stmt is not None:
@@ -240,8 +246,9 @@ def _head_text(node: c_ast.For) -> str:
     return f"for ({'; '.join(parts)})"
 
 
-def _counted(node: c_ast.For) -> tuple[str, int] | str:
-    """(variable, trip count) of a counted loop, or why the loop is not one."""
+def _counted(node: c_ast.For) -> tuple[str, int | None, str | None] | str:
+    """(variable, trip count, None) of a counted loop, (variable, None, the bound's C text) of a loop from 0 by
+    1 up to a struct field, or why the loop is not one."""
     # init: "int i = A" or "i = A"
     init = node.init
     if isinstance(init, c_ast.DeclList) and len(init.decls) == 1:
@@ -261,8 +268,9 @@ def _counted(node: c_ast.For) -> tuple[str, int] | str:
             and isinstance(cond.left, c_ast.ID) and cond.left.name == var):
         return f"the condition is not '{var} < constant' (or <=, >, >=)"
     limit = _constant(cond.right)
-    if limit is None:
-        return "the limit is not an integer literal"
+    field_bound = _field_bound(cond.right) if limit is None else None
+    if limit is None and field_bound is None:
+        return "the limit is not an integer literal or a struct field"
     # step: ++i, i++, i += k, i = i + k (and the decreasing forms)
     step = _step(node.next, var)
     if step is None:
@@ -273,13 +281,82 @@ def _counted(node: c_ast.For) -> tuple[str, int] | str:
         return "the step moves away from the limit"
     if _assigns(node.stmt, var):
         return f"the body changes '{var}'"
+    if field_bound is not None:
+        changed = [name for name in field_bound if _assigns(node.stmt, name)]
+        if changed:
+            return f"the body changes '{changed[0]}', which the limit reads"
+        if start != 0 or step != 1 or cond.op != "<":
+            return "a limit read from a struct field needs 'for (i = 0; i < field; ++i)'"
+        from pycparser.c_generator import CGenerator
+
+        return var, None, CGenerator().visit(cond.right)
     distance = limit - start if step > 0 else start - limit
     size = abs(step)
     if cond.op in ("<", ">"):
         trips = max(0, -(-distance // size))
     else:
         trips = max(0, distance // size + 1)
-    return var, trips
+    return var, trips, None
+
+
+def _field_bound(node: c_ast.Node) -> list[str] | None:
+    """The variables a run-time bound ``p->f`` or ``t[j].f`` reads, or None if ``node`` is not one."""
+    if not isinstance(node, c_ast.StructRef) or not isinstance(node.field, c_ast.ID):
+        return None
+    base = node.name
+    if node.type == "->" and isinstance(base, c_ast.ID):
+        return [base.name]
+    if (node.type == "." and isinstance(base, c_ast.ArrayRef) and isinstance(base.name, c_ast.ID)
+            and isinstance(base.subscript, c_ast.ID)):
+        return [base.name.name, base.subscript.name]
+    return None
+
+
+def initialisers(source: Path, symbol: str, include_dirs: Iterable[Path] = (), compiler: str = "gcc") -> list[dict]:
+    """The elements of the array ``symbol`` as the C initialises it (designated ``[k] = {.f = v}`` or
+    positional ``{.f = v}``): per element, each field's value (an int, a name such as a function's, a list for
+    an array field, the C text for anything else). Read from ``source`` (which defines or includes it), so a
+    run-time bound ``layer->f`` has a value per element that does not come from the generator's manifest."""
+    unit = parse_c(Path(source), include_dirs, compiler)
+    for node in unit.ext:
+        if isinstance(node, c_ast.Decl) and node.name == symbol and isinstance(node.init, c_ast.InitList):
+            break
+    else:
+        raise SourceError(f"{source}: no initialised array '{symbol}'")
+    elements: dict[int, dict] = {}
+    position = 0
+    for item in node.init.exprs:
+        if isinstance(item, c_ast.NamedInitializer):
+            index = _constant(item.name[0]) if len(item.name) == 1 else None
+            if index is None:
+                raise SourceError(f"{source}: '{symbol}' has a designator that is not [constant]")
+            position, item = index, item.expr
+        if not isinstance(item, c_ast.InitList):
+            raise SourceError(f"{source}: element {position} of '{symbol}' is not a braced initialiser")
+        elements[position] = _fields(item)
+        position += 1
+    return [elements.get(k, {}) for k in range(max(elements, default=-1) + 1)]
+
+
+def _fields(init: c_ast.InitList) -> dict:
+    from pycparser.c_generator import CGenerator
+
+    fields = {}
+    for item in init.exprs:
+        if isinstance(item, c_ast.NamedInitializer) and len(item.name) == 1 and isinstance(item.name[0], c_ast.ID):
+            fields[item.name[0].name] = _value(item.expr, CGenerator())
+    return fields
+
+
+def _value(node: c_ast.Node, generator) -> object:
+    if isinstance(node, c_ast.InitList):
+        return [_value(e, generator) for e in node.exprs]
+    constant = _constant(node)
+    if constant is not None:
+        return constant
+    if isinstance(node, c_ast.ID):
+        return node.name
+    return generator.visit(node)
 
 
 def _integer_type(node: c_ast.Node) -> bool:

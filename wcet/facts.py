@@ -50,6 +50,10 @@ class FlowFacts:
     # call site -> the target of its 1st, 2nd, ... execution during one call of the analysed function (V1's
     # layer loop, virtually unrolled); only Assay's precise bound uses it (OTAWA has no such fact)
     sequences: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # call site -> per execution (as ``sequences``), the facts that hold during it in its callee and below:
+    # loop bounds of that execution (a V1 layer's own sizes) and narrowed indirect-call targets (its
+    # activation); only the precise bound uses them (OTAWA, and the context-insensitive bound, cannot)
+    executions: dict[int, tuple["FlowFacts", ...]] = field(default_factory=dict)
     noreturn: frozenset[str] = frozenset()  # functions that never return
     nocall: frozenset[str] = frozenset()  # functions whose calls the analysis ignores
     ignorecontrol: frozenset[int] = frozenset()  # control instructions to treat as plain instructions
@@ -65,6 +69,7 @@ class FlowFacts:
         return FlowFacts(loops=tuple(best.values()), multicalls={**self.multicalls, **other.multicalls},
                          multibranches={**self.multibranches, **other.multibranches},
                          sequences={**self.sequences, **other.sequences},
+                         executions={**self.executions, **other.executions},
                          noreturn=self.noreturn | other.noreturn, nocall=self.nocall | other.nocall,
                          ignorecontrol=self.ignorecontrol | other.ignorecontrol,
                          checksum=self.checksum or other.checksum)

@@ -42,8 +42,9 @@ label=...>``, ``<ignorecontrol address=...>`` and ``<multicall address=SITE>`` /
 appear at top level (OTAWA's ``FlowFactLoader::scanMultiCall`` and
 ``scanMultiBranch``, statinf-otawa/otawa master).
 
-Per-execution target sequences (``FlowFacts.sequences``) have no form in
-either format: OTAWA cannot use them. ``write_f4`` lists them in comments.
+Per-execution target sequences (``FlowFacts.sequences``) and the facts of each
+execution (``FlowFacts.executions``: a V1 layer's own loop bounds) have no form
+in either format: OTAWA cannot use them. ``write_f4`` lists them in comments.
 
 ``otawa_checksum(elf)`` is the value mkff writes on the ``checksum`` line:
 elm's Fletcher checksum (``elm/checksum/Fletcher.h``) of the whole file.
@@ -214,6 +215,12 @@ def write_f4(facts: FlowFacts, elf: Path | None = None, entry: str | None = None
     for site in sorted(facts.sequences):
         lines.append(f"// sequence at {site:#x} (one target per execution, Assay's precise bound only): "
                      + ", ".join(f"{t:#x}" for t in facts.sequences[site]))
+    for site in sorted(facts.executions):
+        for k, overlay in enumerate(facts.executions[site]):
+            lines.append(f"// execution {k} at {site:#x} (Assay's precise bound only): "
+                         + ", ".join([f"loop {l.label()} {l.max}" for l in overlay.loops]
+                                     + [f"multicall {a:#x} to {', '.join(f'{t:#x}' for t in ts)}"
+                                        for a, ts in sorted(overlay.multicalls.items())]))
     current = object()
     for loop in sorted(facts.loops, key=lambda l: (l.function or "", l.offset)):
         if loop.context:

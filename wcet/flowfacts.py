@@ -18,6 +18,18 @@ Where the bounds come from:
   binary loop, a binary loop with no counted C loop, nesting that differs, a
   construct in the generated code that is not a counted loop (``while``,
   ``goto``, an irregular ``for``).
+- **Run-time bounds** (assay-v1: a generic library whose loops run to
+  ``layer->out_h``, the fields of the layer table the inference loop walks):
+  the C gives the bound's expression (``csource``: ``bound_expr``), and the
+  value it takes in each call is read from the table's initialiser in the C
+  (``csource.initialisers``: element k is the struct the k-th execution of the
+  dispatch call passes, ``net[i].layer_type(&net[i], ...)``). The manifest
+  gives the same per layer (``loops[*].bound`` with ``bound_expr``, the layer's
+  ``net_index``; the dispatch's ``indirect_calls`` entry names the ``table``);
+  the two must agree. A context-insensitive bound (OTAWA's: the largest value
+  over the layers) is a ``LoopBound``; the per-layer values go into
+  ``FlowFacts.executions``: for the k-th execution of the dispatch call, the
+  bounds and the activation call's single target that hold during it.
 - **Library code** reached from the entry (libgcc soft float, libm):
   ``wcet.annotations`` (per-toolchain file, checked by the function's bytes).
 - **Indirect calls**: targets from the manifest's ``indirect_calls`` (``[{"function":
@@ -69,6 +81,17 @@ class ManifestLoop:
     function: str
     parent: str | None
     layer: str
+    bound_expr: str | None = None  # a run-time bound: the C expression (the struct field it reads)
+    net_index: int | None = None  # assay-v1: the element of the layer table the layer's call receives
+    bounds: tuple[int, ...] | None = None  # a run-time bound of the entry's own loop: its value per iteration
+
+
+@dataclass
+class _Table:
+    """The layer table of a generic inference loop (assay-v1's ``net``), as its C initialiser gives it."""
+
+    name: str
+    elements: list[dict]
 
 
 def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entry: str | None = None,
@@ -91,7 +114,7 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
     problems: list[str] = []
     source_names = {s.name for s in sources}
 
-    multicalls, sequences = _indirect_calls(program, entry, manifest, problems)
+    multicalls, sequences, sites = _indirect_calls(program, entry, manifest, problems)
     base = FlowFacts(multicalls=multicalls)
     graph = program.call_graph(entry, base)
     problems += _recursion(program, graph)
@@ -111,7 +134,9 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
         else:
             library.append(routine)
 
-    loops = _generated_bounds(program, generated, base, manifest, sources, preprocessor, problems)
+    table = _table(manifest, sources, preprocessor, problems)
+    loops, per_layer = _generated_bounds(program, generated, base, manifest, sources, preprocessor, table, problems)
+    executions = _executions(program, entry, manifest, table, sites, per_layer, problems)
 
     library_loops = {}
     for routine in library:
@@ -124,7 +149,7 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
     problems += library_problems
     if problems:
         raise FlowFactError(problems, f"flow facts for {entry} in {elf.name}")
-    return FlowFacts(loops=tuple(loops), multicalls=multicalls, sequences=sequences,
+    return FlowFacts(loops=tuple(loops), multicalls=multicalls, sequences=sequences, executions=executions,
                      checksum=(elf.name, otawa_checksum(elf)))
 
 
@@ -142,17 +167,66 @@ def manifest_loops(manifest: dict) -> list[ManifestLoop]:
     result = []
     for layer in manifest.get("layers", []):
         for loop in layer.get("loops", []):
+            bounds = loop.get("bounds")
             result.append(ManifestLoop(id=str(loop["id"]), var=str(loop.get("var", "")), bound=int(loop["bound"]),
-                                       file=PurePosixPath(layer["file"]).name, line=int(loop["line"]),
-                                       function=str(layer.get("function", "")), parent=loop.get("parent"),
-                                       layer=str(layer.get("name", ""))))
+                                       file=PurePosixPath(loop.get("file", layer["file"])).name,
+                                       line=int(loop["line"]), function=str(loop.get("function",
+                                                                                     layer.get("function", ""))),
+                                       parent=loop.get("parent"), layer=str(layer.get("name", "")),
+                                       bound_expr=loop.get("bound_expr"), net_index=layer.get("net_index"),
+                                       bounds=None if bounds is None else tuple(int(b) for b in bounds)))
     return result
 
 
+def _table(manifest: dict, sources: list[Path], preprocessor: str, problems: list[str]) -> _Table | None:
+    """The layer table named by the dispatch call's ``indirect_calls`` entry, read from its C initialiser."""
+    named = [item for item in manifest.get("indirect_calls", []) if isinstance(item, dict) and item.get("table")]
+    if not named:
+        return None
+    item = named[0]
+    file = PurePosixPath(str(item.get("file", ""))).name
+    source = next((s for s in sources if s.name == file), None)
+    if source is None:
+        problems.append(f"the layer table {item['table']}: its call's file {file} is not among the sources")
+        return None
+    try:
+        elements = csource.initialisers(source, str(item["table"]), [s.parent for s in sources], preprocessor)
+    except WcetError as exc:
+        problems.append(str(exc))
+        return None
+    return _Table(str(item["table"]), elements)
+
+
+def _c_values(c: csource.CLoop, m: ManifestLoop, table: _Table | None) -> list[int] | str:
+    """The values the run-time bound of ``c`` takes, read from the C's layer table: one (the element the
+    manifest loop's layer receives, ``layer->f``) or one per iteration of the loop around it (``t[i].f``);
+    or why there are none."""
+    if table is None:
+        return f"its run-time bound {c.bound_expr} needs the layer table (indirect_calls[*].table in the manifest)"
+    expression = c.bound_expr or ""
+    if "->" in expression:
+        field = expression.split("->", 1)[1]
+        if m.net_index is None or not 0 <= m.net_index < len(table.elements):
+            return f"layer {m.layer} has no element of {table.name} (net_index {m.net_index})"
+        elements = [table.elements[m.net_index]]
+    else:
+        name, field = expression.split("[", 1)[0], expression.rsplit(".", 1)[1]
+        if name != table.name:
+            return f"its run-time bound {expression} reads {name}, not the layer table {table.name}"
+        elements = table.elements
+    values = [element.get(field) for element in elements]
+    if not all(isinstance(v, int) for v in values):
+        return f"the layer table {table.name} does not give {field} an integer in every element"
+    return [max(0, v) for v in values]
+
+
 def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, manifest: dict, all_sources: list[Path],
-                      preprocessor: str, problems: list[str]) -> list[LoopBound]:
+                      preprocessor: str, table: _Table | None,
+                      problems: list[str]) -> tuple[list[LoopBound], dict[int, list[LoopBound]]]:
+    """The context-insensitive bounds of the generated loops, and per element of the layer table (assay-v1)
+    the bounds of the run-time-bounded loops during that element's call."""
     if not routines:
-        return []
+        return [], {}
     names = {name for r in routines for name in (program.code.names_at(r) or [program.name(r)])}
     binary = [loop for r in routines for loop in program.loops(r, base)]
     files = {program.code.line(r)[0] for r in routines if program.code.line(r)}
@@ -172,39 +246,61 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
         problems.append("the manifest declares no loops (a small assay.json): the C's bounds "
                         "have nothing to be checked against")
     by_id = {m.id: m for m in declared}
-    m_by_line = {}
+    m_by_line: dict[tuple[str, int], list[ManifestLoop]] = {}
     for loop in declared:
         key = (loop.file, loop.line)
-        if key in m_by_line:
-            problems.append(f"manifest loops {m_by_line[key].id} and {loop.id} both at {loop.file}:{loop.line}")
-        m_by_line[key] = loop
+        shared = m_by_line.setdefault(key, [])
+        if shared and loop.bound_expr is None:
+            problems.append(f"manifest loops {shared[0].id} and {loop.id} both at {loop.file}:{loop.line}")
+        shared.append(loop)
 
-    def name(key: tuple[str, int], what: str) -> str:
-        return f"{what} at {key[0]}:{key[1]}"
-
-    for key, m in m_by_line.items():
+    values: dict[tuple[str, int], dict[int | None, list[int]]] = {}  # line -> net index -> C values
+    for key, ms in m_by_line.items():
         c = c_by_line.get(key)
         if c is None:
-            problems.append(f"manifest loop {m.id} ({m.layer}, {m.function}) at {key[0]}:{key[1]} has no counted "
-                            "for loop on that line of the C")
+            for m in ms:
+                problems.append(f"manifest loop {m.id} ({m.layer}, {m.function}) at {key[0]}:{key[1]} has no "
+                                "counted for loop on that line of the C")
             continue
-        if c.bound != m.bound:
-            problems.append(f"loop at {key[0]}:{key[1]} in {c.function} ({c.text}): the manifest ({m.id}) says "
-                            f"bound {m.bound}, the C says {c.bound}")
-        if m.var and c.var != m.var:
-            problems.append(f"loop at {key[0]}:{key[1]} in {c.function}: the manifest ({m.id}) says variable "
-                            f"'{m.var}', the C has '{c.var}'")
-        parent_line = by_id[m.parent].line if m.parent in by_id else None
-        if m.parent is not None and m.parent not in by_id:
-            problems.append(f"manifest loop {m.id}: parent {m.parent} is not a declared loop")
-        elif parent_line != c.parent:
-            problems.append(f"loop at {key[0]}:{key[1]} in {c.function}: the manifest nests it in the loop at line "
-                            f"{parent_line}, the C in the loop at line {c.parent}")
+        agreed: dict[int | None, list[int]] = {}
+        for m in ms:
+            where = f"loop at {key[0]}:{key[1]} in {c.function}"
+            if c.bound is not None:
+                if m.bound != c.bound:
+                    problems.append(f"{where} ({c.text}): the manifest ({m.id}) says bound {m.bound}, the C says "
+                                    f"{c.bound}")
+                else:
+                    agreed[m.net_index] = [c.bound]
+            elif m.bound_expr != c.bound_expr:
+                problems.append(f"{where}: the manifest ({m.id}) says its bound is {m.bound_expr or m.bound}, the "
+                                f"C runs it to {c.bound_expr}")
+            else:
+                found = _c_values(c, m, table)
+                claimed = list(m.bounds) if m.bounds is not None and len(found) != 1 else [m.bound]
+                if isinstance(found, str):
+                    problems.append(f"{where} ({m.id}, {m.layer}): {found}")
+                elif found != claimed or m.bound != max(found, default=0):
+                    problems.append(f"{where} ({m.id}, {m.layer}): the manifest says {c.bound_expr} = "
+                                    f"{m.bounds or m.bound}, the C's {table.name} gives {found}")
+                else:
+                    agreed[m.net_index] = found
+            if m.var and c.var != m.var:
+                problems.append(f"{where}: the manifest ({m.id}) says variable '{m.var}', the C has '{c.var}'")
+            parent_line = by_id[m.parent].line if m.parent in by_id else None
+            if m.parent is not None and m.parent not in by_id:
+                problems.append(f"manifest loop {m.id}: parent {m.parent} is not a declared loop")
+            elif parent_line != c.parent:
+                problems.append(f"{where}: the manifest nests it in the loop at line {parent_line}, the C in the "
+                                f"loop at line {c.parent}")
+        if len(agreed) == len({m.net_index for m in ms}):
+            values[key] = agreed
     for key, c in c_by_line.items():
         if key not in m_by_line and "layers" in manifest:
-            problems.append(f"loop at {c.where()} ({c.text}, bound {c.bound}) is not in the manifest")
+            bound = c.bound if c.bound is not None else c.bound_expr
+            problems.append(f"loop at {c.where()} ({c.text}, bound {bound}) is not in the manifest")
 
-    bounds = []
+    bounds: list[LoopBound] = []
+    per_layer: dict[int, list[LoopBound]] = {}
     seen_lines: dict[tuple[str, int], object] = {}
     headers = {loop.header: loop for loop in binary}
     for loop in binary:
@@ -227,29 +323,97 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
         if binary_parent_line != c.parent:
             problems.append(f"loop {loop.label()}: in the binary it is nested in the loop at line "
                             f"{binary_parent_line}, in the C in the loop at line {c.parent}")
-        m = m_by_line.get(key)
-        if m is None or m.bound != c.bound:
+        if key not in values:
             continue  # reported above; no bound from a disagreement
-        bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=c.bound, source=key,
-                                justification=f"{m.id} ({m.layer}): {c.text}", origin=ORIGIN))
+        ms = m_by_line[key]
+        by_layer = values[key]
+        every = [v for found in by_layer.values() for v in found]
+        ids = ", ".join(m.id for m in ms[:4]) + (", ..." if len(ms) > 4 else "")
+        if c.bound is not None:
+            bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=c.bound, source=key,
+                                    justification=f"{ids} ({ms[0].layer}): {c.text}", origin=ORIGIN))
+            continue
+        own = len(every) > 1 and len(by_layer) == 1  # the entry's own loop, a value per iteration around it
+        bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=max(every, default=0),
+                                total=sum(every) if own else None, source=key, origin=ORIGIN,
+                                justification=f"{ids}: {c.text}, the largest of {c.bound_expr} over the "
+                                              f"{len(every)} {'iterations' if own else 'layers'} (C table "
+                                              f"{table.name if table else '?'})"))
+        if own:
+            continue
+        for index, found in by_layer.items():
+            if index is not None:
+                per_layer.setdefault(index, []).append(LoopBound(
+                    function=loop.function, offset=loop.offset, max=found[0], source=key, origin=ORIGIN,
+                    justification=f"{c.text} = {found[0]} in the call for {table.name}[{index}]"))
     for key, c in c_by_line.items():
         if key not in seen_lines:
             problems.append(f"loop at {c.where()} ({c.text}) has no loop in the binary at that line")
-    return bounds
+    return bounds, per_layer
 
 
-def _indirect_calls(program: Program, entry: str, manifest: dict,
-                    problems: list[str]) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
-    """Targets of indirect calls from the manifest's ``indirect_calls``, keyed by call-site address, and the
+def _executions(program: Program, entry: str, manifest: dict, table: _Table | None,
+                sites: dict[tuple[str, int], list[int]], per_layer: dict[int, list[LoopBound]],
+                problems: list[str]) -> dict[int, tuple[FlowFacts, ...]]:
+    """Per execution of the entry's dispatch call through the layer table (assay-v1's ``net[i].layer_type``):
+    the facts that hold during it, i.e. the loop bounds of element i and the single target of the layer
+    function's own indirect call (``layer->actv_function``), both read from the C's table and checked against
+    the manifest's sequences."""
+    if table is None:
+        return {}
+    calls = [item for item in manifest.get("indirect_calls", []) if isinstance(item, dict)]
+    dispatch = next(item for item in calls if item.get("table") == table.name)
+    where = f"{PurePosixPath(str(dispatch.get('file', ''))).name}:{dispatch.get('line')}"
+    field = str(dispatch.get("expression", "")).rsplit(".", 1)[-1]
+    in_c = [element.get(field) for element in table.elements]
+    if dispatch.get("function") != entry or in_c != dispatch.get("sequence"):
+        problems.append(f"the dispatch call at {where}: the manifest's sequence {dispatch.get('sequence')} is not "
+                        f"the C table's {table.name}[*].{field} {in_c} in {entry}")
+        return {}
+    dispatch_sites = sites.get((PurePosixPath(str(dispatch["file"])).name, int(dispatch["line"])), [])
+    inner = {}  # layer function -> (its indirect call's sites, the struct field it calls, manifest sequence)
+    for item in calls:
+        if item is dispatch or "->" not in str(item.get("expression", "")):
+            continue
+        key = (PurePosixPath(str(item.get("file", ""))).name, int(item.get("line", 0)))
+        inner[item.get("function")] = (sites.get(key, []), str(item["expression"]).split("->", 1)[1],
+                                       item.get("sequence"))
+    executions = []
+    for index, element in enumerate(table.elements):
+        multicalls = {}
+        function = element.get(field)
+        if function in inner:
+            calls_at, member, sequence = inner[function]
+            target = element.get(member)
+            try:
+                address = program.function(str(target)).start
+            except WcetError as exc:
+                problems.append(f"{table.name}[{index}].{member}: {exc}")
+                continue
+            multicalls = {site: (address,) for site in calls_at}
+        executions.append(FlowFacts(loops=tuple(per_layer.get(index, ())), multicalls=multicalls))
+    for function, (_, member, sequence) in inner.items():
+        in_c = [element.get(member) for element in table.elements if element.get(field) == function]
+        if sequence is not None and sequence != in_c:
+            problems.append(f"the {member} call in {function}: the manifest's sequence {sequence} is not the C "
+                            f"table's {in_c}")
+    if len(executions) != len(table.elements):
+        return {}
+    return {site: tuple(executions) for site in dispatch_sites}
+
+
+def _indirect_calls(program: Program, entry: str, manifest: dict, problems: list[str]) \
+        -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]], dict[tuple[str, int], list[int]]]:
+    """Targets of indirect calls from the manifest's ``indirect_calls``, keyed by call-site address, the
     per-execution target ``sequence`` of the entries that give one (the function the k-th execution of the
-    call calls during one call of the entry)."""
+    call calls during one call of the entry), and the call sites of each entry's (file, line)."""
     declared = manifest.get("indirect_calls", [])
     if not declared:
-        return {}, {}
+        return {}, {}, {}
+    lines: dict[tuple[str, int], list[int]] = {}
     multicalls: dict[int, tuple[int, ...]] = {}
     sequences: dict[int, tuple[int, ...]] = {}
-    graph = program.call_graph(entry)
-    unresolved = [(address, what) for routine in graph for address, what in program.cfg(routine).unresolved]
+    items = []
     for item in declared:
         try:
             file, line = PurePosixPath(item["file"]).name, int(item["line"])
@@ -261,11 +425,26 @@ def _indirect_calls(program: Program, entry: str, manifest: dict,
         except (KeyError, TypeError, ValueError, AttributeError, WcetError) as exc:
             problems.append(f"manifest indirect_calls entry {item!r}: {exc}")
             continue
-        sites = [a for a, _ in unresolved if program.code.line(a) == (file, line)]
+        items.append((item, file, line, targets, sequence))
+        lines[(file, line)] = []
+    # resolving a call reaches more code, with more indirect calls (V1: the layer functions' activation call)
+    seen: set[int] = set()
+    while True:
+        resolved = FlowFacts(multicalls=multicalls)
+        new = [address for routine in program.call_graph(entry, resolved)
+               for address, _ in program.cfg(routine, resolved).unresolved if address not in seen]
+        if not new:
+            break
+        for address in new:
+            seen.add(address)
+            for _, file, line, targets, _ in items:
+                if program.code.line(address) == (file, line):
+                    lines[(file, line)].append(address)
+                    multicalls[address] = targets
+    for item, file, line, targets, sequence in items:
+        sites = lines[(file, line)]
         if not sites:
             problems.append(f"manifest indirect call at {file}:{line}: no unresolved indirect call on that line")
-        for site in sites:
-            multicalls[site] = targets
         if sequence is None:
             continue
         strangers = sorted(set(sequence) - set(item["targets"]))
@@ -278,7 +457,7 @@ def _indirect_calls(program: Program, entry: str, manifest: dict,
         else:
             for site in sites:
                 sequences[site] = tuple(program.function(name).start for name in sequence)
-    return multicalls, sequences
+    return multicalls, sequences, lines
 
 
 def _recursion(program: Program, graph: dict[int, list[int]]) -> list[str]:

@@ -302,15 +302,18 @@ class _Function:
         return self.names[0]
 
 
-def analyse(image: ElfImage, entry: str, gcc: GccStack | None = None) -> StackBound:
+def analyse(image: ElfImage, entry: str, gcc: GccStack | None = None,
+            indirect_calls: list[dict] | tuple = ()) -> StackBound:
     """The worst-case stack of ``entry`` in ``image``.
 
     ARM images are disassembled (gcc's frames are used where they exist, the
     larger of the two figures taken); other images (the host) use gcc's data
-    alone, and a call to a function without it is unbounded.
+    alone, and a call to a function without it is unbounded. ``indirect_calls``
+    (the manifest's, docs/manifest.md) give the targets of the indirect calls on
+    a source line (ARM images: found through the DWARF line table).
     """
     gcc = gcc or GccStack()
-    graph = _ArmGraph(image, gcc) if image.is_arm else _GccGraph(gcc)
+    graph = _ArmGraph(image, gcc, indirect_calls) if image.is_arm else _GccGraph(gcc)
     return graph.bound(entry)
 
 
@@ -403,11 +406,25 @@ class _GccGraph(_Graph):
 class _ArmGraph(_Graph):
     """Functions of an ARM ELF, disassembled; gcc's frames where present."""
 
-    def __init__(self, image: ElfImage, gcc: GccStack):
+    def __init__(self, image: ElfImage, gcc: GccStack, indirect_calls: list[dict] | tuple = ()):
         self.image, self.gcc = image, gcc
         self._by_start: list[_Function] = _function_extents(image)
         self._starts = [f.start for f in self._by_start]
         self._by_name = {name: f for f in self._by_start for name in f.names}
+        self._indirect = {(Path(str(c["file"])).name, int(c["line"])): list(c["targets"]) for c in indirect_calls}
+        self._lines: list[tuple[int, int, str, int]] | None = None
+        self._resolved: set[str] = set()  # functions whose every indirect call the manifest resolved
+
+    def indirect_targets(self, address: int) -> list[str] | None:
+        """The manifest's targets for an indirect call at ``address`` (by its DWARF line), or None."""
+        if not self._indirect:
+            return None
+        if self._lines is None:
+            self._lines = armcode.line_table(self.image.path, {file for file, _ in self._indirect})
+        index = bisect.bisect_right(self._lines, (address, float("inf"))) - 1
+        if index < 0 or not self._lines[index][0] <= address < self._lines[index][1]:
+            return None
+        return self._indirect.get(self._lines[index][2:])
 
     def containing(self, address: int) -> _Function | None:
         """The innermost function whose extent holds ``address``."""
@@ -431,10 +448,20 @@ class _ArmGraph(_Graph):
         instructions, problem = self._instructions(extent)
         grows = [i for i in instructions if i.effect.kind == "grow"]
         problems = [problem] if problem else []
+        resolved = True
         for insn in instructions:
             kind, where = insn.effect.kind, f"at {insn.address:#x} in {extent.name} ({insn.text})"
             if kind == "indirect-call":
-                problems.append(f"indirect call {where}")
+                targets = self.indirect_targets(insn.address)
+                unknown = [t for t in targets or () if t not in self._by_name]
+                if targets is None or unknown:
+                    resolved = False
+                    problems.append(f"indirect call {where}" + (f": no function {unknown[0]}" if unknown else ""))
+                    continue
+                function.notes.append(f"indirect call {where}: the manifest's targets {', '.join(targets)}")
+                for target in targets:
+                    if self._by_name[target].name not in function.calls:
+                        function.calls.append(self._by_name[target].name)
             elif kind == "indirect-jump":
                 problems.append(f"indirect jump {where}")
             elif kind == "dynamic":
@@ -465,6 +492,8 @@ class _ArmGraph(_Graph):
                 problems.append(f"runs past its end at {extent.end:#x} ({extent.name})")
         function.prologue = sum(i.effect.bytes for i in grows)
         function.frame = function.prologue
+        if resolved:
+            self._resolved.add(extent.name)
         self._merge_gcc(function, extent)
         if problems:
             function.frame, function.problem = None, problems[0]
@@ -510,7 +539,8 @@ class _ArmGraph(_Graph):
         elf_callees = {alias for callee in function.calls for alias in self._by_name[callee].names}
         for callee, site in self.gcc.calls.get(name, []):
             if callee == INDIRECT_CALL:
-                function.problem = function.problem or f"indirect call in {name} at {site} (gcc call graph)"
+                if extent.name not in self._resolved:
+                    function.problem = function.problem or f"indirect call in {name} at {site} (gcc call graph)"
             elif callee not in elf_callees and callee in self._by_name:
                 function.notes.append(f"gcc's call graph has a call to {callee} at {site} that the code does not")
 

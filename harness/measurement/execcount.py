@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -104,12 +104,45 @@ def bucket_names(manifest: dict) -> list[str]:
     return ["(outside layers)", *(layer["name"] for layer in manifest.get("layers", []))]
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """The entry's call through the layer table (assay-v1's ``net[i].layer_type``): its instruction, and the
+    bucket of the layer each execution runs, in order (the manifest layer whose ``net_index`` is k)."""
+
+    address: int
+    size: int
+    buckets: tuple[int, ...]
+
+
+def dispatch(code: armcode.ArmCode, manifest: dict, entry: str) -> Dispatch | None:
+    """The dispatch call of ``entry``, or None when the manifest has no per-layer sequence for one."""
+    from wcet.program import Program
+
+    layers = {layer.get("net_index"): number + 1 for number, layer in enumerate(manifest.get("layers", []))}
+    for call in manifest.get("indirect_calls", []):
+        if call.get("function") != entry or call.get("sequence") is None or "table" not in call:
+            continue
+        buckets = tuple(layers.get(k, armcode.OUTSIDE_LAYERS) for k in range(len(call["sequence"])))
+        where = (PurePosixPath(call["file"]).name, int(call["line"]))
+        program = Program(code)
+        sites = [a for a, _ in program.cfg(entry).unresolved if code.line(a) == where]
+        if len(sites) != 1:
+            raise ConfigError(f"the dispatch call at {where[0]}:{where[1]}: {len(sites)} indirect calls on that "
+                              f"line of {entry}, not one")
+        return Dispatch(sites[0], code.decode(sites[0]).size, buckets)
+    return None
+
+
 def write_map(code: armcode.ArmCode, manifest: dict, entry: str, path: Path) -> list[str]:
-    """Write the plugin's map file (entry address, buckets, address ranges); return the bucket names."""
+    """Write the plugin's map file (entry address, buckets, address ranges, the dispatch call of a generic
+    inference loop); return the bucket names."""
     names = bucket_names(manifest)
     ranges = armcode.layer_ranges(code, manifest, entry)
     lines = [f"entry {code.function(entry).start:x}", f"buckets {len(names)}"]
     lines += [f"range {r.start:x} {r.end:x} {r.bucket}" for r in ranges]
+    call = dispatch(code, manifest, entry)
+    if call is not None:
+        lines.append(f"dispatch {call.address:x} {len(call.buckets)} " + " ".join(map(str, call.buckets)))
     path.write_text("\n".join(lines) + "\n")
     return names
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wcet.csource import SourceError, source_loops
+from wcet.csource import SourceError, initialisers, source_loops
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="host gcc (preprocessor) not installed")
@@ -80,6 +80,36 @@ def test_nesting_and_only_the_chosen_functions(tmp_path):
     chosen = source_loops([tmp_path / "net.c"], functions={"net"})
     assert chosen.problems == [] and len(chosen.loops) == 3
     assert set(chosen.functions) == {"helper", "net"}
+
+
+LAYER = "struct layer { void (*run)(const struct layer *); int rows; int cols[2]; float scale; };"
+
+
+@needs_gcc
+def test_a_struct_field_limit_is_a_run_time_bound_and_the_table_gives_its_values(tmp_path):
+    """assay-v1's library: the bound is read at run time (``layer->rows``), the value from the table's C."""
+    source = tmp_path / "lib.c"
+    source.write_text(f"{LAYER}\nvoid f(const struct layer *layer, float *out) {{\n"
+                      "    for (int i = 0; i < layer->rows; ++i) { out[i] = 0.0f; }\n"
+                      "    for (int i = 0; i < layer->rows; ++i) { layer = 0; }\n"
+                      "    for (int i = 1; i < layer->rows; ++i) { }\n}\n"
+                      "static const struct layer net[3] = {[1] = {.run = f, .rows = 7, .cols = {1, -2}}, "
+                      "{.rows = 0x10, .scale = 0.5f}, [0] = {.rows = 2}};\n"
+                      "void g(float *out) { for (int k = 0; k < 3; ++k) { for (int j = 0; j < net[k].rows; ++j) "
+                      "{ out[j] = 1.0f; } } }\n")
+    result = source_loops([source])
+    first, table_loop = [loop for loop in result.loops if loop.line in (3, 8) and loop.var in ("i", "j")]
+    assert (first.bound, first.bound_expr, first.text) == (None, "layer->rows", "for (int i = 0; i < layer->rows; ++i)")
+    assert (table_loop.bound, table_loop.bound_expr) == (None, "net[k].rows")
+    assert [p.split(": ", 1)[1] for p in result.problems] == [
+        "'for (int i = 0; i < layer->rows; ++i)' is not a counted loop: the body changes 'layer', which the limit "
+        "reads",
+        "'for (int i = 1; i < layer->rows; ++i)' is not a counted loop: a limit read from a struct field needs "
+        "'for (i = 0; i < field; ++i)'"]
+    assert initialisers(source, "net") == [{"rows": 2}, {"run": "f", "rows": 7, "cols": [1, -2]},
+                                           {"rows": 16, "scale": "0.5f"}]
+    with pytest.raises(SourceError, match="no initialised array 'nothing'"):
+        initialisers(source, "nothing")
 
 
 @needs_gcc

@@ -200,3 +200,59 @@ def test_recursion_is_an_error(tmp_path):
     (source / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(FlowFactError, match=r"recursion \(no bound on its depth\): down -> down"):
         facts_for_generated(build(source, "cortex-m4f"), *manifest_and_sources(source))
+
+
+@pytest.fixture(scope="module")
+def v1_build(tmp_path_factory):
+    """acas-reg50 by assay-v1 (layer table, shared library, function pointers), built for the ARM7TDMI."""
+    pytest.importorskip("keras")
+    import codegen
+    from harness.models import zoo
+
+    root = tmp_path_factory.mktemp("v1")
+    model = zoo.load("acas-reg50", cache_dir=root / "zoo")
+    codegen.generate(model.files["keras"], root / "src", name="acas-reg50", frontend="keras", strategy="v1")
+    return root / "src", build(root / "src", "arm7tdmi")
+
+
+@pytest.mark.tor("TOR-WCET-004")
+def test_v1_run_time_bounds_come_per_layer_from_the_c_table(v1_build):
+    """Context-insensitive: the largest value over the layers (OTAWA's view); per dispatch execution: that
+    layer's own values and its single activation, read from acas_reg50_net in the C."""
+    source, elf = v1_build
+    manifest, sources = manifest_and_sources(source)
+    facts = facts_for_generated(elf, manifest, sources)
+    by_line = {l.source[1]: l for l in facts.loops if l.source and l.source[0] == "assay_v1_lib.c"}
+    dense = manifest["layers"][0]["loops"]  # dense1: out_h, out_w, out_c, k_n; then its relu
+    k_n = dense[3]
+    assert (k_n["bound_expr"], k_n["bound"], by_line[k_n["line"]].max) == ("layer->k_n", 5, 50)
+    copy = next(l for l in facts.loops if l.function == "acas_reg50_inference" and l.total is not None)
+    assert (copy.max, copy.total) == (50, 7 * 50 + 5)  # net[i].layer_size per iteration of the layer loop
+    (site,) = facts.executions
+    executions = facts.executions[site]
+    assert len(executions) == 8 == len(facts.sequences[site])
+    k_n_header = (by_line[k_n["line"]].function, by_line[k_n["line"]].offset)
+    assert [next(l.max for l in e.loops if (l.function, l.offset) == k_n_header) for e in executions] == \
+        [5] + [50] * 7
+    from wcet.otawa import function_symbols
+
+    symbols = function_symbols(elf)
+    relu, linear = symbols["assay_v1_relu"], symbols["assay_v1_linear"]
+    assert [tuple(e.multicalls.values()) for e in executions] == [((linear if k == 7 else relu,),) for k in range(8)]
+    assert "// execution 7 at" in write_f4(facts, elf, "acas_reg50_inference")
+
+
+@pytest.mark.tor("TOR-WCET-004")
+def test_v1_manifest_that_disagrees_with_the_c_table_is_refused(v1_build, tmp_path):
+    source, elf = v1_build
+    manifest, sources = manifest_and_sources(source)
+    manifest = json.loads(json.dumps(manifest))
+    manifest["layers"][0]["loops"][3]["bound"] = 4  # dense1's k_n: the C table says 5
+    manifest["indirect_calls"][1]["sequence"][0] = "assay_v1_linear"  # dense1's activation: the C says relu
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(elf, manifest, sources)
+    problems = caught.value.problems
+    assert any("assay_v1_lib.c:12 in assay_v1_dense (L3, dense1): the manifest says layer->k_n = 4, the C's "
+               "acas_reg50_net gives [5]" in p for p in problems), problems
+    assert any("the actv_function call in assay_v1_dense: the manifest's sequence ['assay_v1_linear'" in p
+               for p in problems), problems

@@ -10,9 +10,15 @@
  *                         has one function per core)
  *   buckets N             bucket numbers are 0 .. N-1
  *   range START END B     instructions in [START, END) belong to bucket B
+ *   dispatch ADDR N B0 .. B(N-1)   (optional, once) the call instruction at ADDR
+ *                         belongs, at its k-th execution in a call of the entry,
+ *                         to bucket Bk (a generic inference loop calling one
+ *                         shared layer function per layer: the k-th call runs
+ *                         layer k, whatever the function's address)
  * Addresses are hexadecimal, without the Thumb bit. An instruction in no range
- * (C library, libgcc) belongs to no bucket: it is counted in the bucket of the
- * last instruction executed that had one, i.e. the code that called it.
+ * (C library, libgcc, a shared layer library) belongs to no bucket: it is
+ * counted in the bucket of the last instruction executed that had one, i.e.
+ * the code that called it (for a dispatch call, the layer of that execution).
  *
  * OUT (text), one block per call of an entry, written when the call returns:
  *   I K V                 call number K (0, 1, ... per vCPU) of vCPU V
@@ -97,6 +103,10 @@ static size_t n_ranges;
 static int n_buckets;
 static uint64_t entries[MAX_ENTRIES];
 static int n_entries;
+static uint64_t dispatch_addr;
+static int have_dispatch;
+static int *dispatch_buckets;
+static unsigned n_dispatch; /* length of the dispatch sequence */
 static FILE *out;
 
 /* ---- segments ---- */
@@ -125,6 +135,7 @@ struct vcpu {
     struct segment *previous;       /* segment executed last (any code) */
     int previous_counted_in;        /* bucket it was counted in, NO_BUCKET if not counted */
     struct segment *touched;
+    unsigned dispatches;            /* executions of the dispatch call in the current call */
 };
 static struct vcpu vcpus[MAX_VCPUS];
 static int failed;
@@ -213,6 +224,7 @@ static void segment_exec(unsigned int vcpu_index, void *userdata)
             cpu->active = 1;
             cpu->return_addr = cpu->previous->next;
             cpu->current_bucket = 0;
+            cpu->dispatches = 0;
         }
     } else if (s->first == cpu->return_addr) {
         end_call(vcpu_index);
@@ -226,6 +238,13 @@ static void segment_exec(unsigned int vcpu_index, void *userdata)
         return;
     }
     int b = s->bucket == NO_BUCKET ? cpu->current_bucket : s->bucket;
+    if (have_dispatch && s->first == dispatch_addr) {
+        if (cpu->dispatches >= n_dispatch) {
+            fail("the dispatch call ran more often than its sequence is long");
+            return;
+        }
+        b = dispatch_buckets[cpu->dispatches++];
+    }
     if (s->count == NULL) {
         s->count = calloc((size_t)MAX_VCPUS * n_buckets, sizeof *s->count);
         s->jumps = calloc((size_t)MAX_VCPUS * n_buckets, sizeof *s->jumps);
@@ -275,7 +294,7 @@ static void tb_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         int b = bucket_of(addr);
         if (i == 0) {
             bucket = b;
-        } else if (b != bucket || is_entry(addr)) {
+        } else if (b != bucket || is_entry(addr) || (have_dispatch && addr == dispatch_addr)) {
             add_segment(tb, start, i, bucket);
             start = i;
             bucket = b;
@@ -329,6 +348,16 @@ static int read_map(const char *path)
                 if (ranges == NULL) break;
             }
             ranges[n_ranges++] = r;
+        } else if (strcmp(key, "dispatch") == 0 && !have_dispatch) {
+            if (fscanf(map, "%" SCNx64 " %u", &dispatch_addr, &n_dispatch) != 2 || n_dispatch == 0) break;
+            dispatch_buckets = calloc(n_dispatch, sizeof *dispatch_buckets);
+            if (dispatch_buckets == NULL) break;
+            unsigned k = 0;
+            while (k < n_dispatch && fscanf(map, "%d", &dispatch_buckets[k]) == 1) {
+                ++k;
+            }
+            if (k != n_dispatch) break;
+            have_dispatch = 1;
         } else {
             break;
         }
@@ -338,6 +367,12 @@ static int read_map(const char *path)
     if (!complete || n_entries == 0 || n_buckets <= 0) {
         fprintf(stderr, "assay_count: malformed map %s\n", path);
         return -1;
+    }
+    for (unsigned k = 0; k < n_dispatch; ++k) {
+        if (dispatch_buckets[k] < 0 || dispatch_buckets[k] >= n_buckets) {
+            fprintf(stderr, "assay_count: dispatch bucket out of range in %s\n", path);
+            return -1;
+        }
     }
     for (size_t i = 0; i < n_ranges; ++i) {
         if (ranges[i].bucket < 0 || ranges[i].bucket >= n_buckets) {

@@ -115,7 +115,8 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
     image = elf.read(image_path)
     flash = _flash_range(profile)
     record["image"] = elf.image_sizes(image, flash)
-    bound = stack.analyse(image, code.entry, stack.read_gcc_stack(stack.gcc_files(build_dir, _c_sources(code))))
+    bound = stack.analyse(image, code.entry, stack.read_gcc_stack(stack.gcc_files(build_dir, _c_sources(code))),
+                          code.manifest.get("indirect_calls", ()))
     record["inference"] = inference_sizes(image, code, bound, flash)
     timings["analyse_s"] = time.perf_counter() - start
     record["stack"] = {"static": bound.as_dict(), "measured": None}
@@ -227,7 +228,8 @@ def _measure(model: Model, code: GeneratedCode, runner, profile, settings: Setti
         raise runners.RunError(f"stack use reached the end of the painted area ({mark.painted} bytes); "
                                f"paint more (--paint)")
     painted = stack.analyse(elf.read(image_path), code.entry,
-                            stack.read_gcc_stack(stack.gcc_files(paint_dir, _c_sources(code))))
+                            stack.read_gcc_stack(stack.gcc_files(paint_dir, _c_sources(code))),
+                            code.manifest.get("indirect_calls", ()))
     return {"bytes": mark.depth, "painted": mark.painted, "calls": mark.calls, "inputs": len(inputs),
             "seed": settings.seed, "elf": str(image_path),
             "static_of_this_build": painted.bytes,

@@ -56,18 +56,31 @@ def table4(records: list[dict]) -> str:
 def layer_tables(records: list[dict]) -> str:
     out = ["# WCET per layer", "",
            "Per-layer WCET bounds (cycles), the weights for multi-core scheduling, beside the largest cycle "
-           "count measured for that layer. `(outside layers)` is the function's own prologue and epilogue.", ""]
+           "count measured for that layer. `(outside layers)` is the function's own prologue and epilogue. "
+           "With a generic inference loop (assay-v1), a layer is one execution of the dispatch call "
+           "`net[i].layer_type`: its call instruction and everything it runs, measured by execution and bounded "
+           "with that layer's own loop bounds (precise) or, as OTAWA would, with the dearest target and the "
+           "largest bounds (context-insensitive); `(inference loop)` is the entry's own code.", ""]
     for record in sorted((r for r in records if r.get("layers")),
                          key=lambda r: (model_order(records).index(r["model"]),
                                         tuple(r[f] for f in ROW_FIELDS))):
         out += [f"## {record['model']}: {record['generator']} ({record['variant']}), {record['target']} "
-                f"{record['opt']}, timing {record['timing']}, engine {record['engine']}", "",
-                "| Layer | WCET [cycles] | Max measured [cycles] |", "|---|---:|---:|"]
+                f"{record['opt']}, timing {record['timing']}, engine {record['engine']}", ""]
+        dispatched = any("wcet_cycles_insensitive" in layer for layer in record["layers"])
+        if dispatched:  # V1: a layer is an execution of the dispatch call (docs/wcet.md)
+            out += ["| Layer | WCET precise [cycles] | WCET context-insensitive [cycles] | Max measured [cycles] |",
+                    "|---|---:|---:|---:|"]
+        else:
+            out += ["| Layer | WCET [cycles] | Max measured [cycles] |", "|---|---:|---:|"]
         for layer in record["layers"]:
             wcet = "–" if layer["wcet_cycles"] is None else group_digits(layer["wcet_cycles"])
-            out.append(f"| {layer['layer']} | {wcet} | {group_digits(layer['max_measured_cycles'])} |")
-        out += [f"| **Total** | **{group_digits(record['wcet_cycles'])}** | "
-                f"**{group_digits(record['max_measured_cycles'])}** |", ""]
+            insensitive = layer.get("wcet_cycles_insensitive", layer["wcet_cycles"])
+            extra = f" {'–' if insensitive is None else group_digits(insensitive)} |" if dispatched else ""
+            out.append(f"| {layer['layer']} | {wcet} |{extra} {group_digits(layer['max_measured_cycles'])} |")
+        total = f"**{group_digits(record['wcet_cycles'])}**"
+        if dispatched:
+            total = f"**{group_digits(record['wcet_cycles_precise'])}** | {total}"
+        out += [f"| **Total** | {total} | **{group_digits(record['max_measured_cycles'])}** |", ""]
     return "\n".join(out) + "\n"
 
 

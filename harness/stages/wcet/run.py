@@ -80,7 +80,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         start = time.perf_counter()
         facts, fact_files = _flow_facts(built.elf, code)
         seconds["flowfacts_s"] = time.perf_counter() - start
-        regions, layer_names = _regions(built.elf, code)
+        regions, layer_names, dispatch = _regions(built.elf, code)
         cause = None
     except (runners.RunError, *USER_ERRORS) as exc:
         cause = str(exc)
@@ -99,7 +99,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
             else:
                 record["flow_facts"] = fact_files
                 record.update(_bound(engine, built.elf, code.entry, facts, model, regions, layer_names, measured,
-                                     settings))
+                                     settings, dispatch))
             record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             store.put(record)
             records.append(record)
@@ -117,21 +117,29 @@ def _flow_facts(elf: Path, code) -> tuple[object, dict[str, str]]:
     return facts, {"f4": str(f4), "ffx": str(ffx)}
 
 
-def _regions(elf: Path, code) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
-    """Address ranges of each manifest layer (and of the code outside layers), from the DWARF line table."""
+def _regions(elf: Path, code) -> tuple[dict[str, list[tuple[int, int]]], list[str], execcount.Dispatch | None]:
+    """Address ranges of each manifest layer (and of the code outside layers), from the DWARF line table, and
+    the dispatch call of a generic inference loop (V1), whose instruction is in no region: the measurement
+    counts its k-th execution, and what it calls, in the k-th layer (docs/met.md), and so does ``_bound``."""
     from wcet import armcode
 
     program = armcode.load_code(elf)  # decoded once for facts, regions and bounds
     names = execcount.bucket_names(code.manifest)
+    call = execcount.dispatch(program, code.manifest, code.entry)
+    hole = (call.address, call.address + call.size) if call else (0, 0)
     regions: dict[str, list[tuple[int, int]]] = {}
     for span in armcode.layer_ranges(program, code.manifest, code.entry):
-        regions.setdefault(names[span.bucket], []).append((span.start, span.end))
-    return regions, names
+        for start, end in ((span.start, min(span.end, hole[0])), (max(span.start, hole[1]), span.end)):
+            if start < end:
+                regions.setdefault(names[span.bucket], []).append((start, end))
+    return regions, names, call
 
 
 def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, layer_names: list[str],
-           measured: cycles.Figures, settings: Settings) -> dict:
-    """One engine's WCET, per-layer figures and the soundness verdict against the measured cycles."""
+           measured: cycles.Figures, settings: Settings, dispatch: execcount.Dispatch | None = None) -> dict:
+    """One engine's WCET, per-layer figures and the soundness verdict against the measured cycles. With a
+    dispatch call (V1), layer k's figure is that call's k-th execution: its instruction plus its callee's WCET
+    in that execution (the precise analysis), beside what the context-insensitive bound charges it."""
     totals = measured.cycles.sum(axis=1)
     max_measured = int(totals.max())
     per_layer_measured = {name: int(measured.cycles[:, i].max()) for i, name in enumerate(measured.bucket_names)}
@@ -144,13 +152,20 @@ def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, laye
             wcet_cycles, per_region = int(result.wcet_cycles), dict(result.regions)
             precise = result.wcet_cycles_precise
             details = {"loops": len(result.loops), "functions": len(result.functions)}
+            insensitive = {}
+            for execution in result.executions:
+                if dispatch is not None and int(execution["site"], 16) == dispatch.address:
+                    name = layer_names[dispatch.buckets[execution["index"]]]
+                    per_region[name] = execution["call_cycles"] + execution["wcet_cycles"]
+                    insensitive[name] = execution["call_cycles"] + execution["insensitive_cycles"]
         else:
-            wcet_cycles, per_region, details = _otawa(elf, entry, model, settings), {}, {}
+            wcet_cycles, per_region, details, insensitive = _otawa(elf, entry, model, settings), {}, {}, {}
             precise = None  # OTAWA has no per-execution targets: only the context-insensitive bound
     except USER_ERRORS as exc:
         return {"verdict": ERROR, "cause": str(exc), "max_measured_cycles": max_measured}
     analysis_s = time.perf_counter() - start
-    layers = [{"layer": name, "wcet_cycles": per_region.get(name), "max_measured_cycles": per_layer_measured[name]}
+    layers = [{"layer": name, "wcet_cycles": per_region.get(name), "max_measured_cycles": per_layer_measured[name],
+               **({"wcet_cycles_insensitive": insensitive[name]} if name in insensitive else {})}
               for name in layer_names if name in per_region or per_layer_measured.get(name)]
     unsound = [f"{lay['layer']}: WCET {lay['wcet_cycles']} < measured {lay['max_measured_cycles']}"
                for lay in layers if lay["wcet_cycles"] is not None and lay["wcet_cycles"] < lay["max_measured_cycles"]]

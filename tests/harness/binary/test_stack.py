@@ -273,3 +273,22 @@ def test_push_in_a_loop_is_unbounded(chain_build):
 def test_unknown_entry(chain_build):
     image, gcc = chain_build
     assert stack.analyse(image, "no_such_function", gcc).reason == "entry function no_such_function not found"
+
+
+@pytest.mark.tor("TOR-MEM-003")
+@needs_arm
+def test_function_pointer_call_with_the_manifest_targets_takes_the_deepest(chain_build):
+    """An indirect call the manifest resolves (every target of the calls on its source line, as assay-v1's
+    dispatch) is a call to each target: the deepest one bounds it; a target the ELF lacks stays unbounded."""
+    image, gcc = chain_build
+    line = next(n for n, text in enumerate(CHAIN.splitlines(), 1) if text.startswith("int apply("))
+    calls = [{"file": "chain.c", "line": line, "targets": ["leaf", "middle"]}]
+    bound = stack.analyse(image, "apply", gcc, calls)
+    frames = {name: bound.functions[name].frame for name in ("apply", "middle", "leaf")}
+    assert bound.bytes == frames["apply"] + frames["middle"] + frames["leaf"], bound.describe()
+    assert [step["function"] for step in bound.path] == ["apply", "middle", "leaf"]
+    assert any("the manifest's targets leaf, middle" in note for note in bound.notes)
+    missing = stack.analyse(image, "apply", gcc, [{**calls[0], "targets": ["no_such"]}])
+    assert not missing.bounded and "no function no_such" in missing.reason
+    elsewhere = stack.analyse(image, "apply", gcc, [{**calls[0], "line": line + 1}])
+    assert not elsewhere.bounded and elsewhere.reason.startswith("indirect call at 0x")

@@ -201,3 +201,22 @@ def test_command_writes_memory_json_and_table5(records, work, tmp_path):
     assert data["schema"] == memory.SCHEMA and {r["variant"] for r in data["records"]} == {"keras", "onnx"}
     table = (out / "table5.md").read_text()
     assert "## acas-reg50, -O0" in table and "stack, static bound" in table
+
+
+@pytest.mark.tor("TOR-MEM-001")
+@pytest.mark.arm
+@needs_arm
+@pytest.mark.parametrize("target", ["arm7tdmi-ext", "cortex-m4f"])  # V1's two buffers: lenet5 needs 34 KB RAM
+def test_v1_static_stack_goes_through_the_function_pointers(work, target):
+    """assay-v1 calls every layer and activation through pointers: the manifest's targets bound the stack,
+    at least the painted one, on the path entry -> a layer function -> an activation."""
+    settings = memory.Settings(work_dir=work, n_inputs=20)
+    for item in plan(MODELS, ["assay-v1"], [target], settings).items:
+        if item.variant != "keras":
+            continue
+        record = memory.run_item(item, settings)
+        assert record["status"] == "pass", record["cause"]
+        static, measured = record["stack"]["static"], record["stack"]["measured"]
+        assert static["bounded"] and measured["same_static"] and 0 < measured["bytes"] <= static["bytes"]
+        path = [step["function"] for step in static["worst_path"]]
+        assert path[1].startswith("assay_v1_") and path[2].startswith("assay_v1_"), path
