@@ -19,7 +19,7 @@ from harness.generators.generated import GeneratedCode
 from harness.runners import qemu
 from wcet.annotations import Toolchain
 from wcet.ffformat import content, otawa_checksum, parse_f4, parse_ffx, write_f4, write_ffx
-from wcet.flowfacts import FlowFactError, facts_for_generated
+from wcet.flowfacts import SOURCE_ORIGIN, FlowFactError, facts_for_generated
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 _TOOLS = {"arm-none-eabi-gcc": "gcc-arm-none-eabi", "qemu-arm": "qemu-user", "qemu-system-arm": "qemu-system-arm",
@@ -200,3 +200,64 @@ def test_recursion_is_an_error(tmp_path):
     (source / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(FlowFactError, match=r"recursion \(no bound on its depth\): down -> down"):
         facts_for_generated(build(source, "cortex-m4f"), *manifest_and_sources(source))
+
+
+LIB_H = """\
+#include <stdint.h>
+#define CHECK(x) do { if (!(x)) return; } while (0)
+static void scale(float *x)
+{
+    for (int32_t i = 0; i < SCALE_N; i++) {
+        x[i] *= 2.0f;
+    }
+}
+"""
+PEER_C = """\
+#define SCALE_N @N@
+#include <lib.h>
+void net(const float *input, float *output)
+{
+    float buffer[4];
+    CHECK(input != 0);
+    for (int k = 0; k < 4; ++k) {
+        buffer[k] = input[0];
+    }
+    scale(buffer);
+    output[0] = buffer[3];
+}
+"""
+
+
+def peer_directory(tmp_path: Path, n: str) -> Path:
+    """Another tool's code: a header-only library included with <>, a manifest that declares no loops."""
+    source = tmp_path / f"peer-{n}"
+    source.mkdir()
+    (source / "lib.h").write_text(LIB_H)
+    (source / "net.c").write_text(PEER_C.replace("@N@", n))
+    manifest = small_manifest(layers=[], headers=["lib.h"])
+    del manifest["symbols"]
+    (source / "manifest.json").write_text(json.dumps(manifest))
+    return source
+
+
+def peer_sources(source: Path) -> list[Path]:
+    return [source / "net.c", source / "lib.h"]
+
+
+def test_code_without_manifest_loops_is_bounded_from_its_source_alone(tmp_path):
+    source = peer_directory(tmp_path, "4")
+    elf = build(source, "cortex-m4f")
+    facts = facts_for_generated(elf, json.loads((source / "manifest.json").read_text()), peer_sources(source))
+    assert sorted((l.source, l.max, l.origin) for l in facts.loops) == [
+        (("lib.h", 5), 4, SOURCE_ORIGIN), (("net.c", 7), 4, SOURCE_ORIGIN)]
+    assert all(l.justification.startswith("C source: for (") for l in facts.loops)
+
+
+def test_a_loop_the_source_does_not_bound_is_listed_once_as_a_finding(tmp_path):
+    source = peer_directory(tmp_path, "((int32_t)x[0])")
+    elf = build(source, "cortex-m4f")
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(elf, json.loads((source / "manifest.json").read_text()), peer_sources(source))
+    assert caught.value.origin == SOURCE_ORIGIN
+    (problem,) = caught.value.problems  # the C's reason only, not the binary loop's as well
+    assert problem.startswith("lib.h:5 in scale:") and "limit is not an integer literal" in problem

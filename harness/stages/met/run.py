@@ -26,7 +26,8 @@ from harness import runners
 from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
-from harness.errors import USER_ERRORS, AssayError
+from harness.core.oracle import NOT_SUPPORTED
+from harness.errors import USER_ERRORS, AssayError, NotSupported
 from harness.measurement.cycles import Figures, Settings, content_key, count_item, price, stats
 from wcet import timing
 
@@ -56,10 +57,13 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     seconds: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
     models = [timing.get(name, **settings.timing_options.get(name, {})) for name in item.checks]
+    refused = False
     try:
         counts, code, _ = count_item(item, settings, STAGE, seconds, provenance)
         manifest = code.manifest
         cause = None
+    except NotSupported as exc:  # the generator's own refusal, as in the semantic campaign
+        counts, manifest, cause, refused = None, {}, str(exc), True
     except (runners.RunError, *USER_ERRORS) as exc:
         counts, manifest, cause = None, {}, str(exc)
     except Exception as exc:  # a generator crash is a verdict, not the campaign's end
@@ -70,12 +74,15 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance,
                       fingerprint=fingerprint)
         try:
-            if counts is None:
+            if refused:
+                record.update(verdict=NOT_SUPPORTED, cause=cause)
+            elif counts is None:
                 raise AssayError(cause)
-            start = time.perf_counter()
-            figures = price(counts, model)
-            record["seconds"]["price_s"] = time.perf_counter() - start
-            record.update(verdict=OK, cause=None, **summarise(figures, manifest))
+            else:
+                start = time.perf_counter()
+                figures = price(counts, model)
+                record["seconds"]["price_s"] = time.perf_counter() - start
+                record.update(verdict=OK, cause=None, **summarise(figures, manifest))
         except USER_ERRORS as exc:  # TimingError: an instruction the model has no timing for
             record.update(verdict=ERROR, cause=str(exc))
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
