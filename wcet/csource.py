@@ -104,7 +104,7 @@ class SourceLoops:
     loops: list[CLoop]
     problems: list[str]  # every construct that is not a counted loop, named by file, line and function
     functions: dict[str, tuple[str, int]]  # every function defined: name -> (file, line)
-    problem_lines: set[tuple[str, int]] = field(default_factory=set)  # (file, line) of each problem
+    problem_lines: dict[tuple[str, int], int] = field(default_factory=dict)  # (file, line) -> index in problems
 
 
 def source_loops(sources: Iterable[Path], functions: set[str] | None = None, include_dirs: Iterable[Path] = (),
@@ -208,7 +208,8 @@ class _Visitor(c_ast.NodeVisitor):
     def _problem(self, node: c_ast.Node, message: str) -> None:
         self.result.problems.append(f"{self._where(node)}: {message}")
         if node.coord:
-            self.result.problem_lines.add((PurePosixPath(node.coord.file).name, node.coord.line))
+            key = (PurePosixPath(node.coord.file).name, node.coord.line)
+            self.result.problem_lines.setdefault(key, len(self.result.problems) - 1)
 
     def visit_While(self, node: c_ast.While) -> None:
         self._problem(node, "'while' loop: not a counted loop (generated code must use counted for loops)")

@@ -172,6 +172,7 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
     include_dirs = list(dict.fromkeys(s.parent for s in all_sources))
     parsed = csource.source_loops(sources, functions=names, include_dirs=include_dirs, compiler=preprocessor,
                                   owned={s.name for s in all_sources})
+    first = len(problems)  # where the C's problems start in the list
     problems += parsed.problems
     c_by_line = {}
     for loop in parsed.loops:
@@ -230,9 +231,11 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
         seen_lines[key] = loop
         c = c_by_line.get(key)
         if c is None:
-            if key not in parsed.problem_lines:  # else the C's own problem on that line says why, once
-                problems.append(f"loop {loop.label()} in generated code has no bound: no counted for loop at "
-                                f"{key[0]}:{key[1]}")
+            missing = f"loop {loop.label()} in generated code has no bound: no counted for loop at {key[0]}:{key[1]}"
+            if key in parsed.problem_lines:  # one entry per loop: the C's reason, then the binary loop it leaves
+                problems[first + parsed.problem_lines[key]] += f"; {missing}"
+            else:
+                problems.append(missing)
             continue
         parent = headers.get(loop.parent)
         binary_parent_line = parent.source_line[1] if parent is not None and parent.source_line else None

@@ -129,4 +129,4 @@ def test_functions_of_a_local_header_are_read_once_when_owned(tmp_path):
     assert list(owned.functions) == ["scale", "f_a", "f_b"] and owned.functions["scale"] == ("lib.h", 2)
     (problem,) = owned.problems
     assert problem.startswith("lib.h:2 in scale:") and "limit is not an integer literal" in problem
-    assert owned.problem_lines == {("lib.h", 2)}
+    assert owned.problem_lines == {("lib.h", 2): 0}

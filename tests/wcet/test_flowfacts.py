@@ -259,5 +259,6 @@ def test_a_loop_the_source_does_not_bound_is_listed_once_as_a_finding(tmp_path):
     with pytest.raises(FlowFactError) as caught:
         facts_for_generated(elf, json.loads((source / "manifest.json").read_text()), peer_sources(source))
     assert caught.value.origin == SOURCE_ORIGIN
-    (problem,) = caught.value.problems  # the C's reason only, not the binary loop's as well
+    (problem,) = caught.value.problems  # one entry per loop: the C's reason, then the binary loop's address
     assert problem.startswith("lib.h:5 in scale:") and "limit is not an integer literal" in problem
+    assert "; loop scale + 0x" in problem and "no counted for loop at lib.h:5" in problem
