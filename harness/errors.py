@@ -7,6 +7,8 @@ standalone and has its own base error (``wcet.errors.WcetError``); the two are
 user errors alike (``USER_ERRORS``).
 """
 
+from pathlib import Path
+
 from wcet.errors import WcetError
 
 
@@ -28,6 +30,17 @@ class NotSupported(AssayError):
     Distinct from a failure (wrong outputs) and an error (a crash, a build failure): the message is the
     generator's own.
     """
+
+
+class Unbuildable(AssayError):
+    """A generator wrote C that cannot be compiled as delivered (keras2c from PyPI lacks its backend): an
+    ``error`` verdict everywhere; the memory stage still reads the source (``directory``) for its stack arrays
+    and heap allocation from the functions a caller calls (``entries``), declaring ``opaque_types`` that the
+    missing headers would have defined."""
+
+    def __init__(self, message: str, directory: Path, entries: list[str], opaque_types: list[str]):
+        super().__init__(message)
+        self.directory, self.entries, self.opaque_types = directory, entries, opaque_types
 
 
 # What a stage or the CLI reports as one line (an item's error, or exit 2) rather than a traceback.

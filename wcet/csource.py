@@ -40,7 +40,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pycparser import c_ast, c_parser
@@ -110,12 +110,19 @@ class SourceLoops:
     loops: list[CLoop]
     problems: list[str]  # every construct that is not a counted loop, named by file, line and function
     functions: dict[str, tuple[str, int]]  # every function defined: name -> (file, line)
+    problem_lines: dict[tuple[str, int], int] = field(default_factory=dict)  # (file, line) -> index in problems
 
 
 def source_loops(sources: Iterable[Path], functions: set[str] | None = None, include_dirs: Iterable[Path] = (),
-                 compiler: str = "gcc", defines: Iterable[str] = ()) -> SourceLoops:
-    """The counted loops of ``functions`` (None: every function) in ``sources``, and every problem."""
+                 compiler: str = "gcc", defines: Iterable[str] = (), owned: Iterable[str] = ()) -> SourceLoops:
+    """The counted loops of ``functions`` (None: every function) in ``sources``, and every problem.
+
+    A function is analysed in the ``.c`` file that defines it, or, when it is defined in a header named in
+    ``owned`` (file names: generated code that is header-only, such as emlearn's ``eml_net.h``), in the first
+    ``.c`` file that includes it: once, whatever the number of files that include it.
+    """
     result = SourceLoops([], [], {})
+    owned = set(owned)
     for source in sources:
         source = Path(source)
         if source.suffix != ".c":
@@ -126,8 +133,8 @@ def source_loops(sources: Iterable[Path], functions: set[str] | None = None, inc
                 continue
             name = node.decl.name
             file = PurePosixPath(node.coord.file).name if node.coord else source.name
-            if file != source.name:
-                continue  # a function defined in a header: analysed with the file that owns it
+            if file != source.name and (file not in owned or name in result.functions):
+                continue  # a function of another file: analysed with the file that owns it
             result.functions[name] = (file, node.coord.line if node.coord else 0)
             if functions is not None and name not in functions:
                 continue
@@ -162,7 +169,8 @@ def parse_c(source: Path, include_dirs: Iterable[Path] = (), compiler: str = "gc
 
 
 def _system_includes(source: Path, include_dirs: Iterable[Path]) -> set[str]:
-    """Every <header> named by the file and its local headers (quote includes found beside it)."""
+    """Every <header> named by the file and its local headers (includes found beside it or on the include
+    path, whichever the quotes), that is not itself a local header."""
     seen_files, headers = set(), set()
     pending = [source]
     search = [source.parent, *map(Path, include_dirs)]
@@ -180,7 +188,12 @@ def _system_includes(source: Path, include_dirs: Iterable[Path]) -> set[str]:
                 continue
             rest = directive[len("include"):].strip()
             if rest.startswith("<") and ">" in rest:
-                headers.add(rest[1:rest.index(">")])
+                name = rest[1:rest.index(">")]
+                local = [directory / name for directory in search if (directory / name).is_file()]
+                if local:  # a generated header included with <>: read, not stood in for (emlearn's eml_net.h)
+                    pending += local
+                else:
+                    headers.add(name)
             elif rest.startswith('"') and rest.count('"') >= 2:
                 name = rest[1:rest.index('"', 1)]
                 pending += [directory / name for directory in search]
@@ -200,13 +213,18 @@ class _Visitor(c_ast.NodeVisitor):
 
     def _problem(self, node: c_ast.Node, message: str) -> None:
         self.result.problems.append(f"{self._where(node)}: {message}")
+        if node.coord:
+            key = (PurePosixPath(node.coord.file).name, node.coord.line)
+            self.result.problem_lines.setdefault(key, len(self.result.problems) - 1)
 
     def visit_While(self, node: c_ast.While) -> None:
         self._problem(node, "'while' loop: not a counted loop (generated code must use counted for loops)")
         self.generic_visit(node)
 
     def visit_DoWhile(self, node: c_ast.DoWhile) -> None:
-        self._problem(node, "'do ... while' loop: not a counted loop (generated code must use counted for loops)")
+        if _constant(node.cond) != 0:  # 'do { ... } while (0)', the statement-macro idiom, runs once: no loop
+            self._problem(node, "'do ... while' loop: not a counted loop (generated code must use counted for "
+                                "loops)")
         self.generic_visit(node)
 
     def visit_Goto(self, node: c_ast.Goto) -> None:

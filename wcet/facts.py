@@ -32,7 +32,7 @@ class LoopBound:
     context: tuple[int, ...] = ()
     source: tuple[str, int] | None = None  # (C file, line of the loop) when known
     justification: str = ""  # why the bound holds: required for library annotations
-    origin: str = ""  # who said so: "manifest+source", "annotation:<file>", "user:<file>"
+    origin: str = ""  # who said so: "manifest+source", "source" (the C alone), "annotation:<file>", "user:<file>"
 
     def label(self) -> str:
         """How error messages name the loop."""

@@ -5,8 +5,8 @@
 
 Where the bounds come from:
 
-- **Generated code** (the functions the generated sources define): two
-  independent sources that must agree, loop by loop.
+- **Generated code** (the functions the generated sources and headers define):
+  two independent sources that must agree, loop by loop.
   1. the generator's manifest (``layers[*].loops[*]``: ``bound``, ``line``,
      ``var``, ``parent``), known by construction;
   2. the generated C itself, parsed with pycparser (``wcet.csource``): counted
@@ -30,6 +30,11 @@ Where the bounds come from:
   over the layers) is a ``LoopBound``; the per-layer values go into
   ``FlowFacts.executions``: for the k-th execution of the dispatch call, the
   bounds and the activation call's single target that hold during it.
+  A manifest that declares no loops at all (another tool's code: a peer
+  generator's manifest, an ``assay.json``) leaves the C alone: every counted
+  loop is bounded by its literal bounds (origin ``source``) and every other
+  loop is a problem, e.g. a bound read from a structure at run time. That list
+  is the qualification finding "N loops Assay cannot bound" for such code.
 - **Library code** reached from the entry (libgcc soft float, libm):
   ``wcet.annotations`` (per-toolchain file, checked by the function's bytes).
 - **Indirect calls**: targets from the manifest's ``indirect_calls`` (``[{"function":
@@ -60,13 +65,16 @@ from wcet.ffformat import otawa_checksum
 from wcet.program import Program, load_program
 
 ORIGIN = "manifest+source"
+SOURCE_ORIGIN = "source"  # no loops in the manifest: bounds from the C alone
 
 
 class FlowFactError(WcetError):
-    """Some reachable loop or call cannot be bounded; ``problems`` lists every one."""
+    """Some reachable loop or call cannot be bounded; ``problems`` lists every one. ``origin`` says where the
+    bounds were to come from: ``SOURCE_ORIGIN`` for code whose manifest declares no loops."""
 
-    def __init__(self, problems: list[str], subject: str = "flow facts"):
+    def __init__(self, problems: list[str], subject: str = "flow facts", origin: str = ORIGIN):
         self.problems = list(problems)
+        self.origin = origin
         count = len(self.problems)
         super().__init__(f"{subject}: {count} problem{'s' if count != 1 else ''}:\n  " + "\n  ".join(self.problems))
 
@@ -100,7 +108,8 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
 
     ``manifest`` is the generator's manifest as plain data (docs/manifest.md:
     the full ``manifest.json`` or the small ``assay.json``), ``sources`` the
-    generated C files (their directory is the include path). ``toolchain``
+    generated C files and headers (their directories are the include path;
+    a function the DWARF places in one of them is generated code). ``toolchain``
     selects the library annotations; without it, the compiler version the
     ELF's ``.comment`` names does, and annotated functions are recognised by
     their bytes in any multilib. Raises ``FlowFactError`` listing every problem.
@@ -148,7 +157,8 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
     loops += bounds
     problems += library_problems
     if problems:
-        raise FlowFactError(problems, f"flow facts for {entry} in {elf.name}")
+        raise FlowFactError(problems, f"flow facts for {entry} in {elf.name}",
+                            ORIGIN if manifest_loops(manifest) else SOURCE_ORIGIN)
     return FlowFacts(loops=tuple(loops), multicalls=multicalls, sequences=sequences, executions=executions,
                      checksum=(elf.name, otawa_checksum(elf)))
 
@@ -230,9 +240,13 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
     names = {name for r in routines for name in (program.code.names_at(r) or [program.name(r)])}
     binary = [loop for r in routines for loop in program.loops(r, base)]
     files = {program.code.line(r)[0] for r in routines if program.code.line(r)}
-    sources = [s for s in all_sources if s.name in files] or [s for s in all_sources if s.suffix == ".c"]
+    c_files = [s for s in all_sources if s.suffix == ".c"]
+    in_header = any(s.name in files and s.suffix != ".c" for s in all_sources)  # header-only code: every .c
+    sources = (c_files if in_header else [s for s in c_files if s.name in files]) or c_files
     include_dirs = list(dict.fromkeys(s.parent for s in all_sources))
-    parsed = csource.source_loops(sources, functions=names, include_dirs=include_dirs, compiler=preprocessor)
+    parsed = csource.source_loops(sources, functions=names, include_dirs=include_dirs, compiler=preprocessor,
+                                  owned={s.name for s in all_sources})
+    first = len(problems)  # where the C's problems start in the list
     problems += parsed.problems
     c_by_line = {}
     for loop in parsed.loops:
@@ -242,9 +256,7 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
         c_by_line[key] = loop
 
     declared = manifest_loops(manifest)
-    if "layers" not in manifest:
-        problems.append("the manifest declares no loops (a small assay.json): the C's bounds "
-                        "have nothing to be checked against")
+    source_only = not declared  # another tool's code: the C's literal bounds alone
     by_id = {m.id: m for m in declared}
     m_by_line: dict[tuple[str, int], list[ManifestLoop]] = {}
     for loop in declared:
@@ -295,7 +307,7 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
         if len(agreed) == len({m.net_index for m in ms}):
             values[key] = agreed
     for key, c in c_by_line.items():
-        if key not in m_by_line and "layers" in manifest:
+        if key not in m_by_line and not source_only:
             bound = c.bound if c.bound is not None else c.bound_expr
             problems.append(f"loop at {c.where()} ({c.text}, bound {bound}) is not in the manifest")
 
@@ -315,14 +327,24 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
         seen_lines[key] = loop
         c = c_by_line.get(key)
         if c is None:
-            problems.append(f"loop {loop.label()} in generated code has no bound: no counted for loop at "
-                            f"{key[0]}:{key[1]}")
+            missing = f"loop {loop.label()} in generated code has no bound: no counted for loop at {key[0]}:{key[1]}"
+            if key in parsed.problem_lines:  # one entry per loop: the C's reason, then the binary loop it leaves
+                problems[first + parsed.problem_lines[key]] += f"; {missing}"
+            else:
+                problems.append(missing)
             continue
         parent = headers.get(loop.parent)
         binary_parent_line = parent.source_line[1] if parent is not None and parent.source_line else None
         if binary_parent_line != c.parent:
             problems.append(f"loop {loop.label()}: in the binary it is nested in the loop at line "
                             f"{binary_parent_line}, in the C in the loop at line {c.parent}")
+        if source_only and c.bound is None:  # e.g. ``i < layer->n``: no manifest gives the value
+            problems.append(f"{c.where()}: the bound {c.bound_expr} is read at run time; loop {loop.label()}")
+            continue
+        if source_only:
+            bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=c.bound, source=key,
+                                    justification=f"C source: {c.text}", origin=SOURCE_ORIGIN))
+            continue
         if key not in values:
             continue  # reported above; no bound from a disagreement
         ms = m_by_line[key]

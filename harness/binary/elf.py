@@ -278,3 +278,67 @@ def symbol_sizes(image: ElfImage, names: list[str], flash: range | None = None) 
                 totals[kind] += symbol.size
                 seen.add((symbol.section, symbol.address))
     return {**totals, "symbols": rows, "missing": missing}
+
+
+def symbols_defined_in(path: Path, file_names: set[str]) -> list[str]:
+    """Names of the functions and variables whose DWARF definition lies in one of ``file_names`` (base names).
+
+    For code whose manifest lists no ``symbols`` (peer generators, ``assay.json``): what the generated files
+    define, header-only libraries included (emlearn's ``eml_net.h``). A definition without its own name or
+    file (a variable defined in a ``.c`` file and declared in a header) takes them from the declaration it
+    completes. A function's ``static`` variables are named as the symbol table names them (gcc: ``name.0``).
+    Empty without DWARF information.
+    """
+    names: set[str] = set()
+    try:
+        with Path(path).open("rb") as stream:
+            elf = ELFFile(stream)
+            if not elf.has_dwarf_info():
+                return []
+            objects: dict[int, list[str]] = {}
+            table = elf.get_section_by_name(".symtab")
+            for symbol in table.iter_symbols() if isinstance(table, SymbolTableSection) else []:
+                # gcc leaves a function's static variable untyped (``scratch.0``, STT_NOTYPE); $a/$t/$d map code
+                if symbol["st_info"]["type"] in ("STT_OBJECT", "STT_NOTYPE") and symbol.name[:1] not in ("", "$"):
+                    objects.setdefault(symbol["st_value"], []).append(symbol.name)
+            dwarf = elf.get_dwarf_info()
+            for cu in dwarf.iter_CUs():
+                program = dwarf.line_program_for_CU(cu)
+                if program is None:
+                    continue
+                base = 0 if program.header["version"] >= 5 else 1
+                files = [Path(entry.name.decode(errors="replace")).name for entry in program["file_entry"]]
+                for die in cu.get_top_DIE().iter_children():
+                    if die.tag not in ("DW_TAG_subprogram", "DW_TAG_variable") or not _defines(die):
+                        continue
+                    declaration = die.get_DIE_from_attribute("DW_AT_specification") \
+                        if "DW_AT_specification" in die.attributes else die
+                    name = die.attributes.get("DW_AT_name") or declaration.attributes.get("DW_AT_name")
+                    file = die.attributes.get("DW_AT_decl_file") or declaration.attributes.get("DW_AT_decl_file")
+                    if name is None or file is None:
+                        continue
+                    index = file.value - base
+                    if 0 <= index < len(files) and files[index] in file_names:
+                        names.add(name.value.decode(errors="replace"))
+                        if die.tag == "DW_TAG_subprogram":
+                            names.update(name for address in _static_locals(die) for name in objects.get(address, []))
+    except (OSError, ELFError) as exc:
+        raise AssayError(f"{path}: cannot read DWARF: {exc}") from None
+    return sorted(names)
+
+
+def _defines(die) -> bool:
+    """A definition, not a declaration: code (a low address) or storage (a location)."""
+    return "DW_AT_low_pc" in die.attributes or "DW_AT_location" in die.attributes
+
+
+def _static_locals(function) -> list[int]:
+    """Addresses of a function's ``static`` variables: nested variables located by an absolute address."""
+    addresses = []
+    for die in function.iter_children():
+        if die.tag == "DW_TAG_lexical_block":
+            addresses += _static_locals(die)
+        location = die.attributes.get("DW_AT_location") if die.tag == "DW_TAG_variable" else None
+        if location is not None and location.form == "DW_FORM_exprloc" and location.value[:1] == [0x03]:
+            addresses.append(int.from_bytes(bytes(location.value[1:5]), "little"))  # DW_OP_addr, 32-bit targets
+    return addresses

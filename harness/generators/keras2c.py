@@ -5,7 +5,9 @@ and ``malloc`` (``malloc=True``: large arrays allocated at initialisation). kera
 backend library (``./include/k2c_include.h`` and its ``.c`` files), which neither the PyPI wheel nor the
 sdist of keras2c 2.0 contain (docs/peers.md, finding K2): the code cannot be compiled. The adapter says so
 in one line, with what the generated source itself shows: the bytes of arrays the entry function declares
-on the stack, and whether it calls ``malloc``.
+on the stack, and whether it calls ``malloc``. The error (``Unbuildable``) names the code's directory and the
+functions a caller calls (``<name>_initialize``, ``<name>``, ``<name>_terminate``), so the memory stage reports
+the stack arrays and the heap allocation from the source (``harness.binary.source_memory``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.errors import AssayError
+from harness.errors import Unbuildable
 from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
@@ -41,7 +43,9 @@ class Keras2c(PeerGenerator):
                   "malloc": variant == "malloc"})
         source = (out_dir / f"{function}.c").read_text()
         floats = sum(int(n) for n in LOCAL_ARRAY.findall(source))
-        raise AssayError(f"keras2c {self.version()} wrote {function}.c, which includes ./{BACKEND}: the PyPI "
-                         f"package ships no C backend, so the code cannot be compiled (docs/peers.md K2); "
-                         f"the source declares {floats * 4} bytes of float arrays as locals of {function} and "
-                         f"calls malloc {source.count('malloc(')} times")
+        raise Unbuildable(f"keras2c {self.version()} wrote {function}.c, which includes ./{BACKEND}: the PyPI "
+                          f"package ships no C backend, so the code cannot be compiled (docs/peers.md K2); "
+                          f"the source declares {floats * 4} bytes of float arrays as locals of {function} and "
+                          f"calls malloc {source.count('malloc(')} times", directory=out_dir,
+                          entries=[f"{function}_initialize", function, f"{function}_terminate"],
+                          opaque_types=["k2c_tensor"])

@@ -136,3 +136,27 @@ def test_generated_c_gives_exactly_the_manifest_loops(generated_zoo, model):
         parent = next((k[1] for k, l in declared.items() if l["id"] == expected["parent"]), None)
         assert (loop.var, loop.bound, loop.parent) == (expected["var"], expected["bound"], parent), key
     assert len(found) == {"acas-reg50": 16, "lenet5": 31}[model]
+
+
+@needs_gcc
+def test_do_while_zero_macro_idiom_is_no_loop(tmp_path):
+    result = loops_of(tmp_path, "    do { out[0] = 1.0f; } while (0);\n    for (int i = 0; i < 3; ++i) { }")
+    assert result.problems == [] and [loop.bound for loop in result.loops] == [3]
+
+
+@needs_gcc
+def test_functions_of_a_local_header_are_read_once_when_owned(tmp_path):
+    """Header-only generated code (emlearn's eml_net.h, included with <>): its functions are analysed when the
+    header is among the generated files, once however many .c files include it; its own <> includes are
+    stood in for, not left to the system."""
+    (tmp_path / "lib.h").write_text("#include <stdbool.h>\n"
+                                    "static void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= 2; }\n")
+    for name in ("a.c", "b.c"):
+        (tmp_path / name).write_text("#include <lib.h>\nvoid f_%s(float *x) { scale(x, 4); }\n" % name[0])
+    sources = [tmp_path / "a.c", tmp_path / "b.c"]
+    assert source_loops(sources).problems == []  # not owned: the header's function belongs to no .c file
+    owned = source_loops(sources, owned={"a.c", "b.c", "lib.h"})
+    assert list(owned.functions) == ["scale", "f_a", "f_b"] and owned.functions["scale"] == ("lib.h", 2)
+    (problem,) = owned.problems
+    assert problem.startswith("lib.h:2 in scale:") and "limit is not an integer literal" in problem
+    assert owned.problem_lines == {("lib.h", 2): 0}

@@ -19,7 +19,7 @@ from harness.generators.generated import GeneratedCode
 from harness.runners import qemu
 from wcet.annotations import Toolchain
 from wcet.ffformat import content, otawa_checksum, parse_f4, parse_ffx, write_f4, write_ffx
-from wcet.flowfacts import FlowFactError, facts_for_generated
+from wcet.flowfacts import SOURCE_ORIGIN, FlowFactError, facts_for_generated
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 _TOOLS = {"arm-none-eabi-gcc": "gcc-arm-none-eabi", "qemu-arm": "qemu-user", "qemu-system-arm": "qemu-system-arm",
@@ -256,3 +256,93 @@ def test_v1_manifest_that_disagrees_with_the_c_table_is_refused(v1_build, tmp_pa
                "acas_reg50_net gives [5]" in p for p in problems), problems
     assert any("the actv_function call in assay_v1_dense: the manifest's sequence ['assay_v1_linear'" in p
                for p in problems), problems
+
+
+LIB_H = """\
+#include <stdint.h>
+#define CHECK(x) do { if (!(x)) return; } while (0)
+static void scale(float *x)
+{
+    for (int32_t i = 0; i < SCALE_N; i++) {
+        x[i] *= 2.0f;
+    }
+}
+"""
+PEER_C = """\
+#define SCALE_N @N@
+#include <lib.h>
+void net(const float *input, float *output)
+{
+    float buffer[4];
+    CHECK(input != 0);
+    for (int k = 0; k < 4; ++k) {
+        buffer[k] = input[0];
+    }
+    scale(buffer);
+    output[0] = buffer[3];
+}
+"""
+
+
+def peer_directory(tmp_path: Path, n: str) -> Path:
+    """Another tool's code: a header-only library included with <>, a manifest that declares no loops."""
+    source = tmp_path / f"peer-{n}"
+    source.mkdir()
+    (source / "lib.h").write_text(LIB_H)
+    (source / "net.c").write_text(PEER_C.replace("@N@", n))
+    manifest = small_manifest(layers=[], headers=["lib.h"])
+    del manifest["symbols"]
+    (source / "manifest.json").write_text(json.dumps(manifest))
+    return source
+
+
+def peer_sources(source: Path) -> list[Path]:
+    return [source / "net.c", source / "lib.h"]
+
+
+def test_code_without_manifest_loops_is_bounded_from_its_source_alone(tmp_path):
+    source = peer_directory(tmp_path, "4")
+    elf = build(source, "cortex-m4f")
+    facts = facts_for_generated(elf, json.loads((source / "manifest.json").read_text()), peer_sources(source))
+    assert sorted((l.source, l.max, l.origin) for l in facts.loops) == [
+        (("lib.h", 5), 4, SOURCE_ORIGIN), (("net.c", 7), 4, SOURCE_ORIGIN)]
+    assert all(l.justification.startswith("C source: for (") for l in facts.loops)
+
+
+def test_a_loop_the_source_does_not_bound_is_listed_once_as_a_finding(tmp_path):
+    source = peer_directory(tmp_path, "((int32_t)x[0])")
+    elf = build(source, "cortex-m4f")
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(elf, json.loads((source / "manifest.json").read_text()), peer_sources(source))
+    assert caught.value.origin == SOURCE_ORIGIN
+    (problem,) = caught.value.problems  # one entry per loop: the C's reason, then the binary loop's address
+    assert problem.startswith("lib.h:5 in scale:") and "limit is not an integer literal" in problem
+    assert "; loop scale + 0x" in problem and "no counted for loop at lib.h:5" in problem
+
+
+def test_a_run_time_field_bound_without_a_manifest_is_a_finding(tmp_path):
+    """``i < layer->n`` (emlearn's layer table): parsed as a run-time bound, but no manifest gives its value."""
+    source = tmp_path / "peer-field"
+    source.mkdir()
+    (source / "net.c").write_text(
+        "struct layer { int n; };\n"
+        "static const struct layer first = {3};\n"
+        "static void run(const struct layer *layer, float *x)\n"
+        "{\n"
+        "    for (int i = 0; i < layer->n; ++i) {\n"
+        "        x[i] += 1.0f;\n"
+        "    }\n"
+        "}\n"
+        "void net(const float *input, float *output)\n"
+        "{\n"
+        "    output[0] = input[0];\n"
+        "    run(&first, output);\n"
+        "}\n")
+    manifest = small_manifest(layers=[])
+    del manifest["symbols"]
+    (source / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(build(source, "cortex-m4f"), manifest, [source / "net.c"])
+    assert caught.value.origin == SOURCE_ORIGIN
+    (problem,) = caught.value.problems
+    assert problem.startswith("net.c:5 in run: the bound layer->n is read at run time"), problem

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.digests import digest
+from harness.digests import digest, tree_digest
 from harness.errors import AssayError, ConfigError, NotSupported
 
 HERE = Path(__file__).resolve().parent
@@ -157,7 +157,11 @@ class PeerGenerator:
         return self.peer.pins()[self.peer.name]
 
     def identity(self, model, variant: str) -> dict:
-        return {"name": self.name, **self.peer.identity()}
+        """The environment's identity and the adapter's own code (its module and this package: the wrapper
+        and manifest it writes, the Keras chain it hands over), so a changed adapter regenerates too."""
+        module = Path(sys.modules[type(self).__module__].__file__)
+        return {"name": self.name, **self.peer.identity(), "adapter": digest(module.read_text()),
+                "peers_package": tree_digest(HERE)}
 
 
 def call_driver(python: Path | str, driver: Path, request: dict, scratch: Path, timeout: float, who: str) -> dict:

@@ -30,6 +30,8 @@ def _segment(record: dict, kind: str) -> str:
 
 def _static(record: dict) -> str:
     static = (record.get("stack") or {}).get("static")
+    if static is None and record.get("source"):  # not compiled: the local arrays its C declares
+        return f"≥ {record['source']['stack_lower_bound']} (C source)"
     if static is None:
         return "–"
     return _number(static["bytes"]) if static["bounded"] else "unbounded"
@@ -45,6 +47,14 @@ def _library(record: dict) -> str:
     return "–" if not library else f"{library['text']} ({len(library['functions'])} functions)"
 
 
+def _heap(record: dict) -> str:
+    heap = record.get("heap")
+    if not heap:
+        return "–"
+    found = ", ".join(heap["allocators"]) or "none"
+    return found if heap["origin"] != "C source" else f"{found} (C source)"
+
+
 def _status(record: dict) -> str:
     return record["status"].upper() if record["status"] != "pass" else "pass"
 
@@ -54,6 +64,7 @@ ROWS = (
     ("library `.text` reached from the entry", _library),
     ("stack, static bound", _static),
     ("stack, measured (QEMU)", _measured),
+    ("heap allocation reachable from the entry", _heap),
     ("status", _status),
 )
 
@@ -77,7 +88,10 @@ def markdown(records: list[dict]) -> str:
            "(the manifest's `symbols`: the inference function, the parameters, the arena); *image* is the "
            "whole linked program (driver, C library, start-up code). The static bound is the worst-case "
            "stack of the entry function, libraries included; the measured figure is the deepest stack the "
-           "entry used on the test inputs under QEMU (stack painting). See docs/memory.md."), ""]
+           "entry used on the test inputs under QEMU (stack painting). Code that cannot be compiled "
+           "(keras2c from PyPI, docs/peers.md K2) shows what its C declares: the bytes of local arrays on the "
+           "deepest call path (a lower bound of the stack) and the allocators its calls reach. See "
+           "docs/memory.md."), ""]
     for model, opt, members in tables(records):
         out += [f"## {model}, {opt}", "",
                 "| | " + " | ".join(f"{r['generator']} ({r['variant']}) {r['target']}" for r in members) + " |",
@@ -88,7 +102,7 @@ def markdown(records: list[dict]) -> str:
     out += ["## Provenance", "", *(f"- {line}" for line in _provenance(records))]
     problems = _problems(records)
     if problems:
-        out += ["", "## Failures, unbounded stacks and errors", "", *(f"- {line}" for line in problems)]
+        out += ["", "## Failures, unbounded stacks, errors and heap use", "", *(f"- {line}" for line in problems)]
     return "\n".join(out) + "\n"
 
 
@@ -113,8 +127,12 @@ def _provenance(records: list[dict]) -> list[str]:
 
 
 def _problems(records: list[dict]) -> list[str]:
-    return sorted(f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']}: "
-                  f"{r['status']}: {r['cause']}" for r in records if r["status"] != "pass")
+    lines = [f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']}: "
+             f"{r['status']}: {r['cause']}" for r in records if r["status"] != "pass"]
+    lines += [f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']}: heap allocation "
+              f"reachable from the entry ({r['heap']['origin']}): {'; '.join(r['heap']['paths'])}"
+              for r in records if (r.get("heap") or {}).get("allocators")]
+    return sorted(lines)
 
 
 def write_memory_report(results: Path, out_dir: Path) -> list[Path]:

@@ -13,8 +13,16 @@ in every stage (``harness.core.plan.expand`` expands them). Running it:
 3. on a QEMU target, builds again with ``-DASSAY_STACK_PAINT=<bytes>``, runs
    the batch and reads the stack high-water mark the driver measured.
 
+Every record also says whether heap allocation (``malloc`` and its kin) is
+reachable from the entry (``heap``: from the binary's call graph). Code a
+generator wrote that cannot be compiled (``harness.errors.Unbuildable``:
+keras2c from PyPI) is an ``error`` whose record still carries what its C says
+(``source``: the bytes of local arrays on the deepest call path, a lower bound
+of the stack, and the call paths to an allocator; ``harness.binary.source_memory``).
+
 The record's ``status``: ``pass`` (a static bound, and no measured figure
 above it), ``unbounded`` (the analysis found no bound; ``cause`` says why),
+``not supported`` (the generator refused the model with its own message),
 ``fail`` (measured above the static bound) or ``error`` (generation, build or
 run failed). Failures become records, never exceptions.
 """
@@ -28,14 +36,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness import generators, runners, targets
-from harness.binary import elf, stack
+from harness.binary import elf, source_memory, stack
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import generate_code, item_dir, to_code_layout
 from harness.core.plan import Item, load_model
 from harness.core.plan import Settings as CampaignSettings
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
-from harness.errors import USER_ERRORS
+from harness.core.oracle import NOT_SUPPORTED
+from harness.errors import USER_ERRORS, NotSupported, Unbuildable
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import compiling
@@ -81,9 +90,21 @@ def run_item(item: Item, settings: Settings, store: ResultStore | None = None,
     """Analyse one item and store its record; never raises for the item's own faults."""
     record = {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
               "opt": settings.opt, "status": ERROR, "cause": None, "inference": None, "image": None,
-              "stack": None, "build": None, "timings": {}, "provenance": {"tools": tool_versions()}}
+              "stack": None, "heap": None, "build": None, "timings": {},
+              "provenance": {"tools": tool_versions()}}
     try:
         _analyse(item, settings, session or Session(), record)
+    except NotSupported as exc:  # the generator's own refusal, as in the semantic campaign
+        record.update(status=NOT_SUPPORTED, cause=str(exc))
+    except Unbuildable as exc:
+        record.update(status=ERROR, cause=str(exc))
+        try:
+            record["source"] = source_memory.analyse(sorted(exc.directory.glob("*.c")), exc.entries,
+                                                     exc.opaque_types)
+            record["heap"] = {"allocators": record["source"]["allocators"], "origin": "C source",
+                              "paths": [p for e in record["source"]["entries"] for p in e["heap"]]}
+        except USER_ERRORS as source_exc:  # the finding stands without it; say why it is missing
+            record["cause"] += f"; its source could not be read either: {source_exc}"
     except (runners.RunError, *USER_ERRORS) as exc:
         record.update(status=ERROR, cause=str(exc))
     except Exception as exc:  # noqa: BLE001 - a generator or tool crash is this item's error, not the session's end
@@ -118,6 +139,7 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
     bound = stack.analyse(image, code.entry, stack.read_gcc_stack(stack.gcc_files(build_dir, _c_sources(code))),
                           code.manifest.get("indirect_calls", ()))
     record["inference"] = inference_sizes(image, code, bound, flash)
+    record["heap"] = heap_use(bound)
     timings["analyse_s"] = time.perf_counter() - start
     record["stack"] = {"static": bound.as_dict(), "measured": None}
     if too_large:  # sizes and static stack are known; the image cannot run on the target
@@ -174,14 +196,43 @@ def inference_sizes(image: elf.ElfImage, code: GeneratedCode, bound: stack.Stack
                     flash: range | None = None) -> dict | None:
     """Sizes of the manifest's symbols, and of the library functions the entry reaches."""
     symbols = code.manifest.get("symbols")
-    if not symbols:
-        return {"text": None, "rodata": None, "data": None, "bss": None, "symbols": [], "missing": [],
-                "note": "the manifest lists no symbols (assay.json): sizes of the inference alone unknown",
-                "library": library_code(image, bound, set())}
+    if not symbols:  # another tool's code: what the generated files define, read from the DWARF
+        files = {path.name for path in code.sources} | set(code.manifest.get("headers", []))
+        names = elf.symbols_defined_in(image.path, files)
+        if not names:
+            return {"text": None, "rodata": None, "data": None, "bss": None, "symbols": [], "missing": [],
+                    "note": "the manifest lists no symbols and the DWARF names none in the generated files: "
+                            "sizes of the inference alone unknown", "library": library_code(image, bound, set())}
+        sizes = elf.symbol_sizes(image, names, flash)
+        sizes["note"] = ("the manifest lists no symbols: the functions and variables the generated files define "
+                         "(DWARF), Assay's one-call wrapper included")
+        sizes["library"] = library_code(image, bound, set(names))
+        return sizes
     names = [*symbols.get("code", []), *symbols.get("data", [])]
     sizes = elf.symbol_sizes(image, names, flash)
     sizes["library"] = library_code(image, bound, set(symbols.get("code", [])))
     return sizes
+
+
+def heap_use(bound: stack.StackBound) -> dict:
+    """The allocators (``malloc`` and its kin, newlib's reentrant ``_malloc_r`` too) the entry's call graph
+    reaches, each with a call path from the entry: heap use is a finding for certification, not a detail."""
+    names = {*source_memory.ALLOCATORS, *(f"_{name}_r" for name in source_memory.ALLOCATORS)}
+    reached = {min(names & set(function.aliases)): key for key, function in bound.functions.items()
+               if names & set(function.aliases)}  # the standard name, whatever the library calls it (picolibc)
+    return {"allocators": sorted(reached), "origin": "binary call graph",
+            "paths": [" -> ".join(_call_path(bound, reached[name])) for name in sorted(reached)]}
+
+
+def _call_path(bound: stack.StackBound, target: str) -> list[str]:
+    """A shortest call path from the entry to ``target`` in the stack analysis's call graph."""
+    paths, queue = {bound.entry: [bound.entry]}, [bound.entry]
+    for name in queue:
+        for callee in bound.functions[name].calls if name in bound.functions else []:
+            if callee not in paths:
+                paths[callee] = paths[name] + [callee]
+                queue.append(callee)
+    return paths.get(target, [target])
 
 
 def library_code(image: elf.ElfImage, bound: stack.StackBound, own: set[str]) -> dict:

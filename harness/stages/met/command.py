@@ -37,7 +37,7 @@ def cmd_met(args: argparse.Namespace) -> int:
     from harness.measurement.cycles import Settings, plan
     from harness.stages.met.report import write_table2
     from harness.core.shards import ShardStore, split
-    from harness.stages.met.run import OK, open_store, run_item
+    from harness.stages.met.run import NOT_SUPPORTED, OK, open_store, run_item
 
     if args.inputs < 1:
         raise ConfigError("--inputs must be at least 1")
@@ -56,8 +56,8 @@ def cmd_met(args: argparse.Namespace) -> int:
     def run(item) -> tuple[bool, list[str]]:
         records = run_item(item, settings, store, args.shard_size, shards)
         bad = [r for r in records if r["verdict"] != OK]
-        if not bad:
-            return True, []
+        if all(r["verdict"] == NOT_SUPPORTED for r in bad):  # the generator's own refusal: not a failure
+            return True, [f"{item.id} {settings.opt}: not supported: {bad[0]['cause']}"] if bad else []
         timings = "" if len(bad) == len(records) else f" ({', '.join(r['timing'] for r in bad)} timing)"
         return False, [f"{item.id} {settings.opt}{timings}: error: {'; '.join(dict.fromkeys(r['cause'] for r in bad))}"]
 

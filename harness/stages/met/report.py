@@ -15,7 +15,7 @@ def _cell(record: dict | None, what: str) -> str:
     if record is None:
         return "–"
     if record["verdict"] != OK:
-        return "ERROR"
+        return record["verdict"].upper()  # ERROR, NOT SUPPORTED
     figures = record[what]
     if figures["min"] == figures["max"]:
         return group_digits(figures["median"])

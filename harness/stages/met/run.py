@@ -26,8 +26,9 @@ from harness import runners
 from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
+from harness.core.oracle import NOT_SUPPORTED
 from harness.core.shards import Shard, ShardStore, concatenate, split
-from harness.errors import USER_ERRORS
+from harness.errors import USER_ERRORS, NotSupported
 from harness.measurement.cycles import Figures, Settings, content_key, count_item, price, stats
 from wcet import timing
 
@@ -72,7 +73,9 @@ def run_item(item: Item, settings: Settings, store: ResultStore, shard_size: int
         record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance,
                       fingerprint=fingerprint)
         figures = priced[model.name]
-        if isinstance(figures, str):
+        if isinstance(figures, NotSupported):  # the generator's own refusal, as in the semantic campaign
+            record.update(verdict=NOT_SUPPORTED, cause=str(figures))
+        elif isinstance(figures, str):
             record.update(verdict=ERROR, cause=figures)
         else:
             record.update(verdict=OK, cause=None, **summarise(figures, manifest))
@@ -82,7 +85,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore, shard_size: int
     return records
 
 
-Priced = dict[str, Figures | str]  # timing model name -> its figures, or the cause it has none
+Priced = dict[str, Figures | str | NotSupported]  # timing model name -> its figures, or why it has none
 
 
 def _count_and_price(item: Item, settings: Settings, models: list[timing.TimingModel], seconds: dict,
@@ -90,6 +93,8 @@ def _count_and_price(item: Item, settings: Settings, models: list[timing.TimingM
     """Count the item's inputs (or a shard of them) under QEMU and price them with each timing model."""
     try:
         counts, code, _ = count_item(item, settings, STAGE, seconds, provenance, shard)
+    except NotSupported as exc:
+        return {model.name: exc for model in models}, {}
     except (runners.RunError, *USER_ERRORS) as exc:
         return {model.name: str(exc) for model in models}, {}
     except Exception as exc:  # a generator crash is a verdict, not the campaign's end
@@ -115,6 +120,8 @@ def _sharded(item: Item, settings: Settings, models: list[timing.TimingModel], f
             shard_seconds: dict[str, float] = {}
             shard_provenance: dict = {"tools": tool_versions()}
             priced, manifest = _count_and_price(item, settings, models, shard_seconds, shard_provenance, shard)
+            if any(isinstance(figures, NotSupported) for figures in priced.values()):
+                return priced, manifest  # a refusal of the model, not of these inputs: nothing to keep
             arrays = {f"{name}.{kind}": getattr(figures, kind) for name, figures in priced.items()
                       if not isinstance(figures, str) for kind in ("instructions", "cycles")}
             causes = {name: f"{shard.id}: {cause}" for name, cause in priced.items() if isinstance(cause, str)}

@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness.core.report import group_digits, model_order
-from harness.stages.wcet.run import PASS, open_store
+from harness.stages.wcet.run import PASS, UNBOUNDED, open_store
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "timing", "engine")
 
@@ -19,8 +19,11 @@ ROW_FIELDS = ("generator", "variant", "target", "opt", "timing", "engine")
 def _cell(record: dict | None) -> str:
     if record is None:
         return "–"
-    if record["verdict"] == "error":
-        return "ERROR"
+    if record["verdict"] in ("error", "not supported"):
+        return record["verdict"].upper()
+    if record["verdict"] == UNBOUNDED:
+        loops = len(record["unbounded_loops"])
+        return f"UNBOUNDED ({loops} loop{'s' if loops != 1 else ''}; measured max {group_digits(record['max_measured_cycles'])})"
     text = f"{group_digits(record['wcet_cycles'])} ({record['tightness']:.2f}x)"
     precise = record.get("wcet_cycles_precise")
     if precise is not None and record.get("max_measured_cycles"):
@@ -47,10 +50,53 @@ def table4(records: list[dict]) -> str:
     out += ["", *(f"- {line}" for line in _provenance(records))]
     problems = sorted({f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / "
                        f"{r['timing']} / {r['engine']}: {r['verdict']}: {r['cause']}"
-                       for r in records if r["verdict"] != PASS})
+                       for r in records if r["verdict"] not in (PASS, UNBOUNDED)})
     if problems:
         out += ["", "## Failures and errors", "", *(f"- {p}" for p in problems)]
+    findings = unbounded_findings(records)
+    if findings:
+        out += ["", "## Loops Assay cannot bound (qualification findings)", "",
+                "Code whose manifest declares no loop bounds (another tool's) is bounded from its C source alone: "
+                "a `for` with literal bounds is bounded, anything else is listed here, per generator and variant "
+                "(one timing model and engine each: the list does not depend on them).", ""]
+        for (generator, variant), items in findings.items():
+            out += [f"### {generator} ({variant})", ""]
+            for summary, problems_of_item in items:
+                out += [f"- {summary}", *(f"  - {p}" for p in problems_of_item)]
+            out.append("")
     return "\n".join(out) + "\n"
+
+
+def unbounded_findings(records: list[dict]) -> dict[tuple[str, str], list[tuple[str, list[str]]]]:
+    """(generator, variant) -> [(one line per model and target, the problems)] for the unbounded records."""
+    findings: dict[tuple[str, str], list[tuple[str, list[str]]]] = defaultdict(list)
+    seen = set()
+    for record in sorted((r for r in records if r["verdict"] == UNBOUNDED),
+                         key=lambda r: (r["generator"], r["variant"], r["model"], r["target"], r["opt"])):
+        key = (record["generator"], record["variant"], record["model"], record["target"], record["opt"])
+        if key in seen:
+            continue
+        seen.add(key)
+        loops = record["unbounded_loops"]
+        findings[key[:2]].append((f"{record['model']}, {record['target']} {record['opt']}: {_kinds(loops)}", loops))
+    return dict(findings)
+
+
+def _kinds(problems: list[str]) -> str:
+    """'N loops with data-dependent bounds, M library loops without annotation, ...' from the problem lines."""
+    kinds = defaultdict(int)
+    for problem in problems:
+        if "library loop" in problem:
+            kinds["library loop(s) without annotation"] += 1
+        elif "is not an integer literal" in problem or "is not '" in problem:
+            kinds["loop(s) with data-dependent bounds"] += 1
+        elif "'while' loop" in problem or "'do ... while'" in problem or "'goto" in problem:
+            kinds["while/do/goto loop(s)"] += 1
+        elif "no counted for loop" in problem or "has no loop in the binary" in problem:
+            kinds["loop(s) the C and the binary do not match"] += 1
+        else:
+            kinds["other problem(s)"] += 1
+    return ", ".join(f"{count} {kind}" for kind, count in kinds.items())
 
 
 def layer_tables(records: list[dict]) -> str:

@@ -15,6 +15,13 @@ measured execution. Its code is generated and cross-built once; then:
    largest measured cycle count: a smaller bound is a ``fail`` that states
    both numbers. ``tightness`` = WCET / max measured.
 
+Code whose manifest declares no loops (a peer generator's, an ``assay.json``)
+gets its bounds from the C source alone; when some reachable loop has no
+literal bound there, the item is ``unbounded``: no WCET, the measured cycles,
+and ``unbounded_loops`` listing every loop Assay cannot bound. That list is a
+qualification finding about the generator (the report counts it per
+generator), not a failure of the campaign.
+
 Records go to ``wcet.json`` as they are computed (one per item, timing model
 and engine); a re-run skips items whose records are all there.
 """
@@ -33,7 +40,8 @@ from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
 from harness.digests import tree_digest
-from harness.errors import USER_ERRORS, AssayError
+from harness.core.oracle import NOT_SUPPORTED
+from harness.errors import USER_ERRORS, AssayError, NotSupported
 from harness.measurement import cycles, execcount
 import wcet
 from wcet import timing
@@ -41,7 +49,7 @@ from wcet import timing
 SCHEMA = "assay-wcet/1"
 KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "engine", "n_inputs", "seed")
 ENGINES = ("builtin", "otawa")
-PASS, FAIL, ERROR = "pass", "fail", "error"
+PASS, FAIL, ERROR, UNBOUNDED = "pass", "fail", "error", "unbounded"
 STAGE = "wcet"  # work subdirectory: code and builds of this stage
 WCET_DIR = Path(wcet.__file__).resolve().parent  # the analysis library: a changed analyzer recomputes
 
@@ -73,15 +81,26 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
                                    for name in item.checks for engine in settings.engines], fingerprint)
         if previous is not None:
             return previous
+    from wcet.flowfacts import SOURCE_ORIGIN, FlowFactError
+
     seconds: dict[str, float] = {}
     provenance: dict = {"tools": tool_versions()}
+    unbounded: list[str] | None = None
+    refused = False
     try:
         counts, code, built = cycles.count_item(item, settings, STAGE, seconds, provenance)
-        start = time.perf_counter()
-        facts, fact_files = _flow_facts(built.elf, code)
-        seconds["flowfacts_s"] = time.perf_counter() - start
         regions, layer_names, dispatch = _regions(built.elf, code)
+        start = time.perf_counter()
+        try:
+            facts, fact_files = _flow_facts(built.elf, code)
+        except FlowFactError as exc:
+            if exc.origin != SOURCE_ORIGIN:
+                raise  # the generator's own manifest disagrees with its code: an error
+            unbounded = exc.problems
+        seconds["flowfacts_s"] = time.perf_counter() - start
         cause = None
+    except NotSupported as exc:  # the generator's own refusal, as in the semantic campaign
+        cause, refused = str(exc), True
     except (runners.RunError, *USER_ERRORS) as exc:
         cause = str(exc)
     except Exception as exc:  # a tool crash is this item's error, not the campaign's end
@@ -95,7 +114,14 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
             record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance,
                           fingerprint=fingerprint)
             if cause:
-                record.update(verdict=ERROR, cause=cause)
+                record.update(verdict=NOT_SUPPORTED if refused else ERROR, cause=cause)
+            elif unbounded is not None:
+                totals = measured.cycles.sum(axis=1)
+                record.update(verdict=UNBOUNDED, unbounded_loops=unbounded, max_measured_cycles=int(totals.max()),
+                              median_measured_cycles=float(np.median(totals)),
+                              cause=f"{len(unbounded)} loop{'s' if len(unbounded) != 1 else ''} or calls Assay "
+                                    f"cannot bound from the C source (no manifest loop bounds): {unbounded[0]}"
+                                    + (" ..." if len(unbounded) > 1 else ""))
             else:
                 record["flow_facts"] = fact_files
                 record.update(_bound(engine, built.elf, code.entry, facts, model, regions, layer_names, measured,
@@ -107,10 +133,12 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
 
 
 def _flow_facts(elf: Path, code) -> tuple[object, dict[str, str]]:
-    """Facts for the generated code, also written as .ff and .ffx beside the ELF."""
+    """Facts for the generated code, also written as .ff and .ffx beside the ELF. The headers count as
+    generated code too: header-only generators (emlearn) define their functions there."""
     from wcet import ffformat, flowfacts
 
-    facts = flowfacts.facts_for_generated(elf, code.manifest, code.sources, code.entry)
+    headers = [code.directory / name for name in code.manifest.get("headers", [])]
+    facts = flowfacts.facts_for_generated(elf, code.manifest, [*code.sources, *headers], code.entry)
     f4, ffx = elf.with_suffix(".ff"), elf.with_suffix(".ffx")
     f4.write_text(ffformat.write_f4(facts, elf, code.entry))
     ffx.write_text(ffformat.write_ffx(facts, elf, code.entry))

@@ -18,3 +18,35 @@ def dense_keras_model(tmp_path_factory) -> str:
     model.set_weights([DENSE_WEIGHTS, DENSE_BIAS])
     model.save(path)
     return str(path)
+
+
+def loop_dense_c(n_inputs: str = "3", allocate: bool = False) -> str:
+    """Hand-written C for the dense layer with loops, as another tool would write it: ``n_inputs`` is the
+    inner loop's limit (a literal, or an expression read at run time), ``allocate`` takes a scratch buffer
+    from ``malloc`` on the first call. No manifest loop bounds: its ``assay.json`` lists only the entry."""
+    weights = ", ".join(repr(float(w)) + "f" for w in DENSE_WEIGHTS.ravel())
+    bias = ", ".join(repr(float(b)) + "f" for b in DENSE_BIAS)
+    scratch = ("    static float *scratch;\n    if (!scratch) scratch = malloc(2 * sizeof(float));\n"
+               if allocate else "    float scratch[2];\n")
+    return (f"#include <stdlib.h>\nstatic const float W[6] = {{{weights}}};\nstatic const float B[2] = {{{bias}}};\n"
+            "static volatile int n_in = 3;\n"
+            f"void dense(const float *input, float *output)\n{{\n{scratch}"
+            "    for (int o = 0; o < 2; ++o) {\n        scratch[o] = B[o];\n"
+            f"        for (int i = 0; i < {n_inputs}; ++i) {{\n            scratch[o] += input[i] * W[i * 2 + o];\n"
+            "        }\n        output[o] = scratch[o];\n    }\n}\n")
+
+
+@pytest.fixture
+def loop_dense_dir(tmp_path):
+    """``make(name, n_inputs="3", allocate=False)`` -> ``dir:PATH`` of ``loop_dense_c`` with the small
+    ``assay.json`` (entry and sizes only: no symbols, no loops)."""
+    import json
+
+    def make(name: str, n_inputs: str = "3", allocate: bool = False) -> str:
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "net.c").write_text(loop_dense_c(n_inputs, allocate))
+        (directory / "assay.json").write_text(json.dumps({"entry": "dense", "input_size": 3, "output_size": 2}))
+        return f"dir:{directory}"
+
+    return make

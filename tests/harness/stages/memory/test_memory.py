@@ -220,3 +220,24 @@ def test_v1_static_stack_goes_through_the_function_pointers(work, target):
         assert static["bounded"] and measured["same_static"] and 0 < measured["bytes"] <= static["bytes"]
         path = [step["function"] for step in static["worst_path"]]
         assert path[1].startswith("assay_v1_") and path[2].startswith("assay_v1_"), path
+
+
+@pytest.mark.arm
+@needs_arm
+def test_heap_reachable_from_the_entry_and_sizes_from_dwarf_without_symbols(dense_keras_model, work, loop_dense_dir):
+    """Another tool's code (assay.json: no symbols) that calls malloc: the record names the allocator and a
+    call path from the entry, and the inference sizes are what its file defines (DWARF)."""
+    settings = memory.Settings(work_dir=work, n_inputs=5)
+    records = {}
+    for name, allocate in (("heap", True), ("noheap", False)):
+        (item,) = plan([dense_keras_model], [loop_dense_dir(name, allocate=allocate)],
+                       ["cortex-m4f"], settings).items
+        records[name] = memory.run_item(item, settings)
+    heap = records["heap"]
+    assert heap["status"] == "pass", heap["cause"]
+    assert heap["heap"]["allocators"] == ["malloc"] and heap["heap"]["paths"][0].startswith("dense -> ")
+    assert records["noheap"]["heap"] == {"allocators": [], "origin": "binary call graph", "paths": []}
+    names = {row["name"] for row in heap["inference"]["symbols"]}
+    assert {"dense", "W", "B"} <= names and any(n.startswith("scratch") for n in names)  # a static of dense
+    assert heap["inference"]["rodata"] >= 32 and heap["inference"]["bss"] >= 4
+    assert "malloc" in markdown([heap]).split("heap allocation reachable from the entry")[1].splitlines()[0]
