@@ -420,7 +420,8 @@ class _ArmGraph(_Graph):
         if not self._indirect:
             return None
         if self._lines is None:
-            self._lines = armcode.line_table(self.image.path, {file for file, _ in self._indirect})
+            files = {file for file, _ in self._indirect}
+            self._lines = [row for row in armcode.line_table(self.image.path) if row[2] in files]
         index = bisect.bisect_right(self._lines, (address, float("inf"))) - 1
         if index < 0 or not self._lines[index][0] <= address < self._lines[index][1]:
             return None

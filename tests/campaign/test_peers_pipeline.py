@@ -1,4 +1,4 @@
-"""The whole pipeline for the peer generators on an ARM target (marked ``peers``: run with ``pytest --peers``;
+"""The whole pipeline for the peer generators on an ARM target (marked ``peers`` and ``slow``, about 17 min: run with ``pytest --peers --run-slow``;
 the environments are built on first use, docs/peers.md): WCET from the C source alone, the loops it cannot
 bound as a finding, memory with sizes from the DWARF and heap use, keras2c's stack and malloc from its source,
 and a peer's refusal as ``not supported`` in every stage."""
@@ -13,7 +13,7 @@ from harness.stages.memory import run as memory
 from harness.stages.met import run as met
 from harness.stages.wcet import run as wcetrun
 
-pytestmark = [pytest.mark.peers, pytest.mark.arm,
+pytestmark = [pytest.mark.peers, pytest.mark.slow, pytest.mark.arm,
               pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"),
                                  reason="ARM toolchain or QEMU not installed (.ci/setup installs them)")]
 TARGET = "cortex-m4f"

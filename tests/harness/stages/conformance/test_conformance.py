@@ -106,8 +106,10 @@ def test_unknown_generator_and_pattern_are_one_line_exit_2(tmp_path):
 
 @pytest.mark.peers
 def test_peers_on_dense_cases_failures_come_with_reproducers(tmp_path):
-    """emlearn and keras2c on two dense cases: emlearn passes; keras2c's PyPI package cannot be compiled
-    (docs/peers.md K2), so each keras2c result is an error with its model copied and its command."""
+    """emlearn and keras2c on two dense cases: emlearn passes the two-layer case and returns NaN on the
+    one-layer case (its runtime refuses fewer than two layers without writing outputs, docs/peers.md E3): an
+    error with its model copied and its command; keras2c refuses the cases' layer names (K4): not supported,
+    with its own message."""
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "harness.cli", "conformance", "--generators",
                            "emlearn:loadable,keras2c:stack", "--cases", "dense,dense_deep", "--inputs", "10",
@@ -115,11 +117,12 @@ def test_peers_on_dense_cases_failures_come_with_reproducers(tmp_path):
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 1, done.stdout + done.stderr
     results = json.loads((out / run.FILE_NAME).read_text())["results"]
-    emlearn = [r for r in results if r["generator"] == "emlearn"]
+    emlearn = {r["case"]: r for r in results if r["generator"] == "emlearn"}
     keras2c = [r for r in results if r["generator"] == "keras2c"]
-    assert [r["verdict"] for r in emlearn] == ["pass", "pass"] and {r["variant"] for r in emlearn} == {"loadable"}
-    assert [r["verdict"] for r in keras2c] == ["error", "error"]
-    for result in keras2c:
-        assert Path(result["reproducer"]["model"]).is_file()
-        assert result["reproducer"]["command"].startswith("assay semantic --models ")
-        assert "--generators keras2c:stack" in result["reproducer"]["command"]
+    assert (emlearn["dense"]["verdict"], emlearn["dense_deep"]["verdict"]) == ("error", "pass")
+    assert "NaN" in emlearn["dense"]["cause"]
+    assert Path(emlearn["dense"]["reproducer"]["model"]).is_file()
+    command = emlearn["dense"]["reproducer"]["command"]
+    assert command.startswith("assay semantic --models ") and "--generators emlearn " in command
+    assert [r["verdict"] for r in keras2c] == ["not supported", "not supported"]
+    assert all(r["cause"].startswith("keras2c: ") for r in keras2c)
