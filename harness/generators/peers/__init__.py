@@ -165,13 +165,17 @@ class PeerGenerator:
 
 
 def call_driver(python: Path | str, driver: Path, request: dict, scratch: Path, timeout: float, who: str) -> dict:
-    """One driver run: request file in, response file out; stdout/stderr kept only to explain a crash."""
+    """One driver run: request file in, response file out; stdout/stderr kept only to explain a crash.
+
+    The driver runs in ``scratch``: a peer's own scratch files (emlearn compiles a test program under
+    ``./tmp``) stay there instead of landing in the user's working directory."""
+    scratch = Path(scratch).resolve()
     request_path, response_path = scratch / "request.json", scratch / "response.json"
     request_path.write_text(json.dumps(request))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONNOUSERSITE": "1", "PYTHONPATH": ""}
     try:
         proc = subprocess.run([str(python), str(driver), str(request_path), str(response_path)], capture_output=True,
-                              text=True, timeout=timeout, env=env, check=False)
+                              text=True, timeout=timeout, env=env, check=False, cwd=scratch)
     except subprocess.TimeoutExpired:
         raise PeerEnvError(f"{who}: driver timed out after {timeout:g} s") from None
     try:

@@ -47,3 +47,10 @@ def test_emlearn_refusal_is_not_supported_with_its_message(work):
 def test_keras2c_code_cannot_be_compiled_from_pypi(work):
     with pytest.raises(AssayError, match=r"ships no C backend.*declares 204640 bytes of float arrays as locals"):
         generators.get("keras2c").generate(_model("lenet5", work), "stack", work / "k2c")
+
+
+def test_a_peer_writes_nothing_in_the_working_directory(work, tmp_path, monkeypatch):
+    """emlearn compiles a test program under ./tmp: the driver runs in its scratch folder, not in the user's."""
+    monkeypatch.chdir(tmp_path)
+    code = generators.get("emlearn").generate(_model("acas-reg50", work), "loadable", work / "em-dense")
+    assert code.sources and list(tmp_path.iterdir()) == []
