@@ -338,12 +338,12 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
         if binary_parent_line != c.parent:
             problems.append(f"loop {loop.label()}: in the binary it is nested in the loop at line "
                             f"{binary_parent_line}, in the C in the loop at line {c.parent}")
-        if source_only and c.bound is None:  # e.g. ``i < layer->n``: no manifest gives the value
-            problems.append(f"{c.where()}: the bound {c.bound_expr} is read at run time; loop {loop.label()}")
-            continue
         if source_only:
-            bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=c.bound, source=key,
-                                    justification=f"C source: {c.text}", origin=SOURCE_ORIGIN))
+            if c.bound is None:  # e.g. ``i < layer->n``: no manifest gives the value
+                problems.append(f"{c.where()}: the bound {c.bound_expr} is read at run time; loop {loop.label()}")
+            else:
+                bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=c.bound, source=key,
+                                        justification=f"C source: {c.text}", origin=SOURCE_ORIGIN))
             continue
         if key not in values:
             continue  # reported above; no bound from a disagreement
