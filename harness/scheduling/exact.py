@@ -46,6 +46,11 @@ import time
 from harness.scheduling.dag import Dag
 from harness.scheduling.schedule import Schedule, from_placements
 
+# Seconds kept back from the solver for what follows its search: reading the solution out, the child's exit,
+# the parent parsing it. The time limit is the caller's whole wait (an aim like "within 60 s" is wall time
+# for the user), so the child's start and the model's construction are taken from the solver's share too.
+_READBACK_S = 0.3
+
 
 def copy_bounds(dag: Dag, cores: int) -> list[int]:
     """Constraint 9 as used here: the largest useful number of copies of each node (module docstring)."""
@@ -60,18 +65,21 @@ def solve(dag: Dag, cores: int, hint: Schedule | None = None, time_limit: float 
           workers: int = 1, seed: int = 0) -> Schedule:
     """The optimal schedule of ``dag`` on ``cores`` cores (or the best found within ``time_limit`` seconds).
 
+    ``time_limit`` bounds this call's wall time, not only the solver's search (``_READBACK_S``).
+
     The solver runs in a child process (``python -m harness.scheduling.exact``, JSON on stdin and stdout):
     OR-Tools and TensorFlow in one process crash on their clashing native libraries (a segmentation fault
     in ``Solve`` once Keras is loaded, as it is after code generation), and a child also keeps the
     solver's memory out of the caller's.
     """
+    deadline = time.time() + time_limit  # wall clock: shared with the child process
     dag = dag.with_single_sink()
     if hint is not None and len(hint.cores) != cores:
         raise ValueError(f"the hint has {len(hint.cores)} cores, not {cores}")
     payload = {"names": list(dag.names), "weights": list(dag.weights),
                "edges": [[u, v, cost] for (u, v), cost in sorted(dag.edges.items())], "cores": cores,
                "hint": None if hint is None else [[[t.node, t.start] for t in tasks] for tasks in hint.cores],
-               "time_limit": time_limit, "workers": workers, "seed": seed}
+               "deadline": deadline, "workers": workers, "seed": seed}
     done = subprocess.run([sys.executable, "-m", "harness.scheduling.exact"], input=json.dumps(payload),
                           capture_output=True, text=True, check=False, timeout=time_limit * 3 + 120)
     if done.returncode != 0:
@@ -148,7 +156,7 @@ def _solve_here(payload: dict) -> dict:
         _add_hint(model, dag, hint, horizon, x, s, f, earliest, makespan)
 
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(payload["time_limit"])
+    solver.parameters.max_time_in_seconds = max(payload["deadline"] - time.time() - _READBACK_S, 0.01)
     solver.parameters.num_workers = payload["workers"]
     solver.parameters.random_seed = payload["seed"]
     start = time.perf_counter()
