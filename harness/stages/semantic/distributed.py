@@ -23,6 +23,7 @@ from harness.stages.semantic.run import Settings
 # What a remote worker needs of the checkout (the zoo, generators, runners, target profiles, WCET library).
 CHECKOUT = Path(__file__).resolve().parents[3]
 RSYNC_DIRS = ("harness", "codegen", "wcet", "toolchains")
+UNUSED_PLUGINS = ("cacheprovider", "hypothesispytest", "benchmark")  # blocked in the campaign's session
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,10 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
     # --option=value: an argument that names an existing path would have to lie in an rsync root (xdist).
     # importlib mode: a worker may import the harness from another folder than the (rsynced) test file's, as a
     # popen worker with chdir does; pytest's default mode would refuse that as an import file mismatch.
-    command = [sys.executable, "-m", "pytest", str(Path(pytest_items.__file__)), "-p", "no:cacheprovider",
+    # Plugins of Assay's own test suite (hypothesis, pytest-benchmark) are blocked: the campaign uses neither,
+    # and importing them costs every process of the session (controller and each worker) about 0.6 s.
+    command = [sys.executable, "-m", "pytest", str(Path(pytest_items.__file__)),
+               *(arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")),
                "--import-mode=importlib", "-qq" if quiet else "-q",
                *(f"--assay-{name}={value}" for name, value in options.items() if value is not None)]
     command += [] if settings.arbiter else ["--assay-no-arbiter"]
