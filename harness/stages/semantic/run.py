@@ -143,7 +143,7 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
     (``sharded.merge``): both give the same record.
     """
     outputs, cause = outcome.outputs, outcome.cause
-    exact = _arbiter_outputs(model, settings, timings) if outputs is not None and settings.arbiter else None
+    exact = arbiter_outputs(model, settings, timings) if outputs is not None and settings.arbiter else None
     records = []
     for ref_name in item.checks:
         record = base_record(item, model, ref_name, settings)
@@ -225,7 +225,7 @@ def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.nda
             "nan_mismatches": result.nan_mismatches}
 
 
-def _arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndarray | dict:
+def arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndarray | dict:
     """The float64 outputs, or {"error": cause} when the arbiter cannot run this model."""
     start = time.perf_counter()
     try:

@@ -6,7 +6,11 @@ per machine (``harness.core.pipeline.generate_once``/``build_once``, whichever
 worker comes first), the shard's inputs are the slice of the item's seeded
 inputs (``harness.core.shards``), and the C outputs go to the ``ShardStore``
 with the shard's own verdict against each reference (its slice of the
-reference outputs) so a pytest item can pass or fail on it. A shard already in
+reference outputs) so a pytest item can pass or fail on it. The references'
+and the float64 arbiter's outputs are computed for the whole input set by the
+first shard on a machine to need them (cached on disk, under a lock): the
+other workers go on with their shards meanwhile, and every record uses the
+same arrays whatever the sharding. A shard already in
 the store with the same content key is not run again.
 
 ``merge`` reads every shard of an item, checks that they ran the same
@@ -32,8 +36,9 @@ from harness.core.results import ResultStore
 from harness.core.shards import Shard, ShardStore, StoredShard, concatenate, split
 from harness.errors import USER_ERRORS, ConfigError, NotSupported
 from harness.stages.semantic import sanitize
-from harness.stages.semantic.run import (Outcome, Settings, base_record, content_key, model_mismatch,
-                                         build_and_run, compare_with, keep_outputs, run_item, store_records)
+from harness.stages.semantic.run import (Outcome, Settings, arbiter_outputs, base_record, content_key,
+                                         model_mismatch, build_and_run, compare_with, keep_outputs, run_item,
+                                         store_records)
 
 OUTPUTS = "outputs"  # the shard file's array of C outputs (canonical layout)
 
@@ -80,6 +85,8 @@ def run_shard(item: Item, shard: Shard, settings: Settings, shards: ShardStore) 
         checks = [{**base_record(item, model, ref, settings),
                    **compare_with(ref, model, arrays[OUTPUTS], None, settings, timings,
                                   slice(shard.start, shard.stop))} for ref in item.checks]
+        if settings.arbiter:  # made here, once per machine, while other workers run their shards: the merge
+            arbiter_outputs(model, settings, timings)  # finds it ready instead of computing it alone at the end
     meta = {"cause": cause, "failure": failure, "timings": timings, "provenance": provenance,
             "warnings": warnings, "checks": checks, "host": socket.gethostname()}
     shards.put(item.id, fingerprint, shard, arrays, meta)

@@ -86,3 +86,14 @@ def test_a_sharded_arm_item_has_the_unsharded_bit_comparison_with_the_host(tmp_p
     merged, unsharded = records("sharded", 5), records("unsharded")
     assert same_records(merged, unsharded)
     assert [r["target"] for r in merged] == ["host", "arm7tdmi"] and merged[1]["bits_vs_host"]["values"] == 12 * 5
+
+
+def test_the_first_shard_on_a_machine_leaves_the_float64_outputs_ready_for_the_merge(setup, tmp_path):
+    _, item, _ = setup
+    settings = campaign.Settings(n_inputs=N_INPUTS, work_dir=tmp_path / "work")  # nothing cached yet
+    stored = sharded.run_shard(item, split(N_INPUTS, SHARD_SIZE)[0], settings, ShardStore(tmp_path / "shards"))
+    assert stored.meta["cause"] is None and "arbiter_s" in stored.meta["timings"]
+    cached = list((settings.work_dir / "references").rglob(f"{campaign.ARBITER}-n{N_INPUTS}-*.npy"))
+    assert len(cached) == 1  # the whole input set's, as the merge (or an unsharded run) asks for it
+    assert len(campaign.reference_outputs(campaign.ARBITER, campaign.load_model(item.model, settings),
+                                          settings)) == N_INPUTS
