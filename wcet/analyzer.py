@@ -49,10 +49,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import capstone
-
 from wcet import ipet
 from wcet import timing as timing_models
+from wcet.armcode import Insn
 from wcet.cfg import ENTRY, EXIT, Cfg
 from wcet.errors import AnalysisError, UnboundedLoopsError
 from wcet.facts import FlowFacts, LoopBound
@@ -527,11 +526,20 @@ class _Holding:
         return self.names[index] if index >= 0 else ()
 
 
-def _cycles(model: timing_models.TimingModel, insn: capstone.CsInsn, executed: bool | None) -> int:
+def _cycles(model: timing_models.TimingModel, insn: Insn, executed: bool | None,
+            memo: dict[tuple[object, bool | None], int] | None = None) -> int:
+    """``model.cycles``; with ``memo``, once per instruction shape (the cost depends on nothing else) and
+    condition outcome."""
+    key = (insn.shape, executed)
+    if memo is not None and key in memo:
+        return memo[key]
     try:
-        return model.cycles(insn, executed)
+        cycles = model.cycles(insn, executed)
     except timing_models.TimingError as exc:
         raise AnalysisError(str(exc), insn.address) from None
+    if memo is not None:
+        memo[key] = cycles
+    return cycles
 
 
 def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _Ranges]):
@@ -544,11 +552,12 @@ def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _R
     term: dict[tuple[int, bool], int] = {}
     term_regions: dict[tuple[int, bool], list[str]] = {}
     holding = _Holding(regions)
+    memo: dict[tuple[object, bool | None], int] = {}
     for start, block in cfg.blocks.items():
         ordinary = block.instructions[:-1] if block.control else block.instructions
         total, shares = 0, {}
         for insn in ordinary:
-            cycles = _cycles(model, insn, None if timing_models.is_conditional(insn) else True)
+            cycles = _cycles(model, insn, None if timing_models.is_conditional(insn) else True, memo)
             total += cycles
             for name in holding.at(insn.address):
                 shares[name] = shares.get(name, 0) + cycles
@@ -557,7 +566,7 @@ def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _R
             last = block.last
             inside = list(holding.at(last.address))
             for executed in (True, False):
-                term[(start, executed)] = _cycles(model, last, executed)
+                term[(start, executed)] = _cycles(model, last, executed, memo)
                 term_regions[(start, executed)] = inside
     return base, base_regions, term, term_regions
 

@@ -33,6 +33,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 import capstone
 from capstone import arm as A
@@ -43,7 +44,7 @@ from elftools.elf.sections import SymbolTableSection
 from wcet.errors import AnalysisError
 from wcet.timing import writes_pc
 
-_BATCH = 8  # instructions decoded with details per miss: code is mostly walked in order, one call costs ~10 us
+_PROBE = 0x10000  # an encoding is decoded at its address and this far from it: what differs depends on the address
 _IT = re.compile(r"it[te]{0,3}")  # Thumb-2 IT: one condition letter per covered instruction after 'it'
 OUTSIDE_LAYERS = 0  # bucket of generated code that no layer's line span covers (prologue, epilogue)
 
@@ -113,7 +114,9 @@ class ArmCode:
         mapping.sort()
         self._map_addresses = [address for address, _ in mapping]
         self._map_kinds = [kind for _, kind in mapping]
-        self._decoded: dict[int, capstone.CsInsn] = {}
+        self._decoded: dict[int, Insn] = {}  # instructions decoded one by one (IT blocks, address-dependent)
+        self._shapes: dict[tuple[str, bytes], _Shape] = {}  # by (kind, encoding): what instructions share
+        self._last_span: tuple[int, int, str] = (0, 0, "a")  # code is mostly decoded in order
         # by span start: its instruction addresses, IT blocks and bytes (``_boundaries``)
         self._spans: dict[int, tuple[array.array, dict[int, int], dict[int, int], bytes]] = {}
         # Function extents by start (aliases share one), for ``containing``; a symbol without a size
@@ -164,24 +167,88 @@ class ArmCode:
                 return self.functions[names[0]]
         return None
 
-    def decode(self, address: int) -> capstone.CsInsn:
-        """The instruction at ``address`` (capstone, with details)."""
+    def decode(self, address: int) -> "Insn":
+        """The instruction at ``address`` (``Insn``: capstone's details, its encoding's shared with every
+        other instruction of the same encoding)."""
         insn = self._decoded.get(address)
         if insn is not None:
             return insn
-        start, end, kind = self._span(address)
+        span = self._last_span
+        if not span[0] <= address < span[1]:
+            span = self._last_span = self._span(address)
+        start, end, kind = span
         boundaries, it_of, it_covers, code = self._boundaries(start, end, kind)
         index = bisect.bisect_left(boundaries, address)
         if index == len(boundaries) or boundaries[index] != address:
             raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x} "
                                 f"(unsupported instruction or not an instruction boundary)", address)
-        first = it_of.get(address, address)  # inside a Thumb IT block: decode from its IT, so the condition shows
-        count = max(_BATCH, 1 + it_covers.get(first, 0))  # an IT is decoded with its whole block
-        index = bisect.bisect_left(boundaries, first) + count
+        if address in it_of:  # inside a Thumb IT block: decoded from its IT, so the condition shows
+            return self._decode_block(it_of[address], start, end, kind, it_covers, code)[address]
+        offset = address - start
+        if kind == "t":
+            size = 4 if code[offset + 1] >> 3 in (0b11101, 0b11110, 0b11111) else 2
+        else:
+            size = 4
+        encoding = code[offset:offset + size]
+        shape = self._shapes.get((kind, encoding))
+        if shape is not None:
+            return Insn(address, shape)
+        relative = _relative_branch(kind, encoding)
+        if relative is not None:
+            key, offset = relative
+            template = self._shapes.get((kind, key))
+            if template is None:
+                template = self._shapes[(kind, key)] = self._branch_template(address, kind, encoding, offset)
+            if template is not _EXACT:
+                return Insn(address, template.at(address + offset, encoding))
+        else:
+            shape = self._shape(address, kind, encoding)
+            if shape is not _EXACT:
+                return Insn(address, shape)
+        insn = self._decoded[address] = Insn(address, _Shape.of(self._capstone(address, kind, encoding)))
+        return insn
+
+    def _decode_block(self, first: int, start: int, end: int, kind: str, it_covers: dict[int, int],
+                      code: bytes) -> dict[int, "Insn"]:
+        """Decode a Thumb IT instruction and the instructions it covers in one pass (each covered one gets
+        its condition; nothing of them is shared) and keep them."""
+        boundaries = self._spans[start][0]
+        index = bisect.bisect_left(boundaries, first) + 1 + it_covers.get(first, 0)
         stop = boundaries[index] if index < len(boundaries) else end
-        for insn in _disassembler(kind == "t", self.mclass).disasm(code[first - start:stop - start], first, count):
-            self._decoded[insn.address] = insn
-        return self._decoded[address]
+        for insn in _disassembler(kind == "t", self.mclass).disasm(code[first - start:stop - start], first,
+                                                                    1 + it_covers.get(first, 0)):
+            self._decoded[insn.address] = Insn(insn.address, _Shape.of(insn))
+        return self._decoded
+
+    def _capstone(self, address: int, kind: str, encoding: bytes) -> capstone.CsInsn:
+        """capstone's detailed decoding of one instruction (outside IT blocks)."""
+        for insn in _disassembler(kind == "t", self.mclass).disasm(encoding, address, 1):
+            return insn
+        raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x}", address)
+
+    def _shape(self, address: int, kind: str, encoding: bytes) -> "_Shape":
+        """The shared shape of an encoding met for the first time, or ``_EXACT`` when capstone's details of it
+        depend on its address (decoded at another address, something differs): then each instruction of
+        that encoding is decoded on its own."""
+        insn = self._capstone(address, kind, encoding)
+        shape = _Shape.of(insn)
+        elsewhere = _Shape.of(self._capstone(address + _PROBE, kind, encoding))
+        if insn.size != len(encoding) or shape.details() != elsewhere.details():
+            shape = _EXACT
+        self._shapes[(kind, encoding)] = shape
+        return shape
+
+    def _branch_template(self, address: int, kind: str, encoding: bytes, offset: int) -> "_Shape":
+        """The shape shared by the relative branches of one kind (condition, link, width), whose target
+        ``_relative_branch`` computes; ``_EXACT`` if capstone's decoding of this one disagrees with it."""
+        insn = self._capstone(address, kind, encoding)
+        shape = _Shape.of(insn)
+        target = (address + offset) & 0xFFFFFFFF
+        imm = [n for n, op in enumerate(insn.operands) if op.type == A.ARM_OP_IMM]
+        if insn.size != len(encoding) or imm != [len(insn.operands) - 1] or insn.operands[-1].reg != target \
+                or not shape.op_str.endswith(f"#{target:#x}"):
+            return _EXACT
+        return shape.relative_to(target)
 
     def kind(self, address: int) -> str:
         """``"a"`` (ARM), ``"t"`` (Thumb) or ``"d"`` (data) at ``address``, by the mapping symbols."""
@@ -291,6 +358,151 @@ class ArmCode:
             covered = []
         self._spans[start] = (addresses, it_of, it_covers, data)
         return self._spans[start]
+
+
+class Operand:
+    """One operand of a decoded instruction: the fields of capstone's ``ArmOp`` (``reg`` and ``imm`` read
+    its value union as capstone does, whatever the type), as plain values."""
+
+    __slots__ = ("type", "reg", "imm", "mem", "shift", "subtracted", "access", "vector_index", "neon_lane")
+
+    def __init__(self, type: int, reg: int, imm: int, mem: "Memory", shift: "Shift", subtracted: bool,
+                 access: int, vector_index: int, neon_lane: int):
+        self.type, self.reg, self.imm, self.mem, self.shift = type, reg, imm, mem, shift
+        self.subtracted, self.access, self.vector_index, self.neon_lane = subtracted, access, vector_index, neon_lane
+
+    @classmethod
+    def of(cls, op) -> "Operand":
+        memory, shift = op.mem, op.shift
+        return cls(op.type, op.reg, op.imm, Memory(memory.base, memory.index, memory.scale, memory.disp,
+                                                   memory.lshift),
+                   Shift(shift.type, shift.value), op.subtracted, op.access, op.vector_index, op.neon_lane)
+
+    def details(self) -> tuple:
+        return (self.type, self.reg, self.imm, self.mem, self.shift, self.subtracted, self.access,
+                self.vector_index, self.neon_lane)
+
+
+class Memory(NamedTuple):
+    base: int
+    index: int
+    scale: int
+    disp: int
+    lshift: int
+
+
+class Shift(NamedTuple):
+    type: int
+    value: int
+
+
+class _Shape:
+    """What capstone's details say about one encoding (in one state, outside IT blocks), shared by every
+    instruction of that encoding: a V3 image repeats a few thousand encodings hundreds of thousands of
+    times, and capstone's ``CsInsn`` costs about 4.5 KB and 50 us each. ``flow`` memoises ``flow()``."""
+
+    __slots__ = ("id", "cc", "size", "mnemonic", "op_str", "operands", "writeback", "update_flags", "groups",
+                 "regs_read", "regs_write", "bytes", "flow", "target")
+
+    @classmethod
+    def of(cls, insn: capstone.CsInsn) -> "_Shape":
+        shape = cls()
+        shape.id, shape.cc, shape.size, shape.mnemonic, shape.op_str = (insn.id, insn.cc, insn.size, insn.mnemonic,
+                                                                        insn.op_str)
+        shape.operands = tuple(Operand.of(op) for op in insn.operands)
+        shape.writeback, shape.update_flags, shape.groups = insn.writeback, insn.update_flags, tuple(insn.groups)
+        read, written = insn.regs_access()
+        shape.regs_read, shape.regs_write, shape.bytes = tuple(read), tuple(written), bytes(insn.bytes)
+        shape.flow, shape.target = None, None
+        return shape
+
+    def details(self) -> tuple:
+        """Everything but the bytes: what two decodings of one encoding must agree on to share a shape."""
+        return (self.id, self.cc, self.size, self.mnemonic, self.op_str,
+                tuple(op.details() for op in self.operands), self.writeback, self.update_flags, self.groups,
+                self.regs_read, self.regs_write)
+
+    def relative_to(self, target: int) -> "_Shape":
+        """This shape as the template of the relative branches like it, ``target`` being its own target."""
+        self.target = target
+        return self
+
+    def at(self, target: int, encoding: bytes) -> "_Shape":
+        """The shape of a relative branch like the template to ``target`` (32 bits: its last operand, read
+        as signed for ``imm``, and the end of its text are the target)."""
+        target &= 0xFFFFFFFF
+        shape = _Shape()
+        for name in _Shape.__slots__:
+            setattr(shape, name, getattr(self, name))
+        last = self.operands[-1]
+        shape.operands = (*self.operands[:-1],
+                          Operand(last.type, target, target - (target >> 31 << 32), last.mem._replace(base=target),
+                                  last.shift, last.subtracted, last.access, last.vector_index, last.neon_lane))
+        shape.op_str = self.op_str[:len(self.op_str) - len(f"#{self.target:#x}")] + f"#{target:#x}"
+        shape.bytes, shape.flow, shape.target = encoding, None, None
+        return shape
+
+
+_EXACT = _Shape()  # in ``ArmCode._shapes``: instructions of this encoding are decoded one by one
+
+
+class Insn:
+    """A decoded instruction: its address and its encoding's shape. It answers what the analyses ask of
+    capstone's ``CsInsn`` (``id``, ``cc``, ``size``, ``operands``, ``mnemonic``, ``op_str``, ``writeback``,
+    ``update_flags``, ``groups``, ``bytes``, ``regs_access()``, ``reg_name()``) with capstone's values."""
+
+    __slots__ = ("address", "shape")
+
+    def __init__(self, address: int, shape: _Shape):
+        self.address, self.shape = address, shape
+
+    id = property(lambda self: self.shape.id)
+    cc = property(lambda self: self.shape.cc)
+    size = property(lambda self: self.shape.size)
+    operands = property(lambda self: self.shape.operands)
+    mnemonic = property(lambda self: self.shape.mnemonic)
+    op_str = property(lambda self: self.shape.op_str)
+    writeback = property(lambda self: self.shape.writeback)
+    update_flags = property(lambda self: self.shape.update_flags)
+    groups = property(lambda self: self.shape.groups)
+    bytes = property(lambda self: self.shape.bytes)
+
+    def regs_access(self) -> tuple[list[int], list[int]]:
+        """The registers read and written, explicitly or not (capstone's ``regs_access``)."""
+        return list(self.shape.regs_read), list(self.shape.regs_write)
+
+    @staticmethod
+    def reg_name(register: int) -> str:
+        return _disassembler(False, False).reg_name(register)
+
+    def __repr__(self) -> str:
+        return f"<Insn {self.address:#x}: {self.mnemonic} {self.op_str}>"
+
+
+def _relative_branch(kind: str, encoding: bytes) -> tuple[bytes, int] | None:
+    """(key, target - address) of a PC-relative branch whose target capstone gives as an absolute address:
+    ARM B/BL (ARM ARM A8.8.18, A8.8.25), Thumb B encodings T1, T2, T4 and BL (A8.8.18, A8.8.25); the
+    key (the encoding with the offset bits cleared, marked) is shared by the branches of one condition and
+    kind. None for any other encoding (decoded as it is)."""
+    if kind == "a":
+        word = int.from_bytes(encoding, "little")
+        if (word >> 25) & 7 == 0b101 and word >> 28 != 0xF:
+            return b"B" + (word & 0xFF000000).to_bytes(4, "little"), 8 + (((word & 0xFFFFFF) ^ 0x800000) - 0x800000) * 4
+        return None
+    first = int.from_bytes(encoding[:2], "little")
+    if len(encoding) == 2:
+        if first & 0xF000 == 0xD000 and (first >> 8) & 0xF < 0xE:  # B<c> T1 (0xE: UDF, 0xF: SVC)
+            return b"B" + (first & 0xFF00).to_bytes(2, "little"), 4 + (((first & 0xFF) ^ 0x80) - 0x80) * 2
+        if first & 0xF800 == 0xE000:  # B T2
+            return b"B" + (0xE000).to_bytes(2, "little"), 4 + (((first & 0x7FF) ^ 0x400) - 0x400) * 2
+        return None
+    second = int.from_bytes(encoding[2:4], "little")
+    if first & 0xF800 == 0xF000 and second & 0xD000 in (0xD000, 0x9000):  # BL T1, B.W T4
+        s, j1, j2 = (first >> 10) & 1, (second >> 13) & 1, (second >> 11) & 1
+        imm = s << 24 | (1 ^ j1 ^ s) << 23 | (1 ^ j2 ^ s) << 22 | (first & 0x3FF) << 12 | (second & 0x7FF) << 1
+        return (b"B" + (first & 0xF800).to_bytes(2, "little") + (second & 0xD000).to_bytes(2, "little"),
+                4 + ((imm ^ 0x1000000) - 0x1000000))
+    return None
 
 
 _LOADED: dict[tuple[str, str, bool | None], tuple[bytes, "ArmCode"]] = {}  # the latest ELFs read, by path
@@ -410,8 +622,17 @@ class Flow:
 NEXT = Flow()
 
 
-def flow(insn: capstone.CsInsn) -> Flow:
-    """The control-flow effect of one capstone ARM/Thumb instruction."""
+def flow(insn: "Insn | capstone.CsInsn") -> Flow:
+    """The control-flow effect of one ARM/Thumb instruction (an ``Insn``: worked out once per shape)."""
+    if isinstance(insn, Insn):
+        shape = insn.shape
+        if shape.flow is None:
+            shape.flow = _flow(insn)
+        return shape.flow
+    return _flow(insn)
+
+
+def _flow(insn: "Insn | capstone.CsInsn") -> Flow:
     ops, ident = insn.operands, insn.id
     unconditional = insn.cc in (A.ARM_CC_AL, A.ARM_CC_INVALID)
     if ident in (A.ARM_INS_BL, A.ARM_INS_BLX):

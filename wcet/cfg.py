@@ -50,10 +50,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import capstone
 from capstone import arm as A
 
-from wcet.armcode import ArmCode, flow, pc_relative_literal
+from wcet.armcode import ArmCode, Insn, flow, pc_relative_literal
 from wcet.errors import AnalysisError
 from wcet.facts import FlowFacts
 from wcet.timing import is_conditional
@@ -68,7 +67,7 @@ class Block:
     out-edge), not an ordinary instruction followed by a branch target."""
 
     start: int
-    instructions: list[capstone.CsInsn]
+    instructions: list[Insn]
     control: bool = False
 
     @property
@@ -77,7 +76,7 @@ class Block:
         return last.address + last.size
 
     @property
-    def last(self) -> capstone.CsInsn:
+    def last(self) -> Insn:
         return self.instructions[-1]
 
 
@@ -197,7 +196,7 @@ class _Builder:
     def __init__(self, code: ArmCode, facts: FlowFacts, cfg: Cfg):
         self.code, self.facts, self.cfg = code, facts, cfg
         self.steps: dict[int, _Step] = {}
-        self.insns: dict[int, capstone.CsInsn] = {}
+        self.insns: dict[int, Insn] = {}
         self._table_sites: set[int] = set()  # jump tables whose targets' states were checked when read
         self.targets: set[int] = set()  # branch targets, to check that no jump bypasses a table's range check
         self.guards: list[tuple[int, int]] = []  # (range check, table branch) addresses of resolved jump tables
@@ -238,7 +237,7 @@ class _Builder:
                                     f"{bypass[0]:#x} bypasses its range check at {check:#x}", site)
         self._blocks(leaders)
 
-    def _decode(self, address: int) -> capstone.CsInsn:
+    def _decode(self, address: int) -> Insn:
         try:
             return self.code.decode(address)
         except AnalysisError as exc:
@@ -297,7 +296,7 @@ class _Builder:
 
     # -- one instruction
 
-    def _step(self, insn: capstone.CsInsn) -> _Step:
+    def _step(self, insn: Insn) -> _Step:
         address = insn.address
         if address in self.facts.ignorecontrol:
             return _PLAIN
@@ -337,7 +336,7 @@ class _Builder:
             return self._jump(insn, targets, conditional, fall)
         raise AssertionError(effect)
 
-    def _jump(self, insn: capstone.CsInsn, targets: tuple[int, ...], conditional: bool, fall: bool) -> _Step:
+    def _jump(self, insn: Insn, targets: tuple[int, ...], conditional: bool, fall: bool) -> _Step:
         start, end = self.cfg.home
         branches, tailcalls = [], []
         for target in targets:
@@ -361,7 +360,7 @@ class _Builder:
         return _Step(fall=fall, conditional=conditional, branches=tuple(dict.fromkeys(branches)),
                      tailcalls=tuple(dict.fromkeys(tailcalls)), noreturn_calls=noreturn, returns=returns)
 
-    def _call(self, insn: capstone.CsInsn, targets: tuple[int, ...], conditional: bool) -> _Step:
+    def _call(self, insn: Insn, targets: tuple[int, ...], conditional: bool) -> _Step:
         calls, noreturn = [], []
         for target in targets:
             if self._callee(target) is None:
@@ -382,18 +381,18 @@ class _Builder:
     def _noreturn(self, target: int) -> bool:
         return any(name in self.facts.noreturn for name in self.code.names_at(target))
 
-    def _multicall(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _multicall(self, insn: Insn) -> tuple[int, ...] | None:
         for key in (insn.address, self._mov_lr_pc_before(insn)):
             targets = self.facts.multicalls.get(key) if key is not None else None
             if targets:
                 return tuple(t & ~1 for t in targets)
         return None
 
-    def _multibranch(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _multibranch(self, insn: Insn) -> tuple[int, ...] | None:
         targets = self.facts.multibranches.get(insn.address)
         return tuple(t & ~1 for t in targets) if targets else None
 
-    def _jump_table(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _jump_table(self, insn: Insn) -> tuple[int, ...] | None:
         """The targets of one of gcc's jump tables (module docstring), or None if ``insn`` is not one."""
         thumb = self.code.kind(insn.address) == "t"
         ops = insn.operands
@@ -437,7 +436,7 @@ class _Builder:
             targets.append(target)
         return tuple(dict.fromkeys(targets))
 
-    def _range_check(self, insn: capstone.CsInsn, index: int) -> tuple[int, int] | None:
+    def _range_check(self, insn: Insn, index: int) -> tuple[int, int] | None:
         """(address, N) of the ``cmp index, #N`` that bounds a table branch's index to 0..N (unsigned): the
         table branch is predicated ``ls`` on it, or a ``bhi`` on it lies between them; only an ``adr`` of the
         table base may come in between too."""
@@ -459,7 +458,7 @@ class _Builder:
             address = previous.address
         return None
 
-    def _adr_before(self, insn: capstone.CsInsn, register: int) -> int | None:
+    def _adr_before(self, insn: Insn, register: int) -> int | None:
         """The address an ``adr register, T`` (or ``add register, pc, #k``) right before ``insn`` computes."""
         previous = self._before(insn.address)
         if previous is None or previous.operands[0].type != A.ARM_OP_REG or previous.operands[0].reg != register:
@@ -474,7 +473,7 @@ class _Builder:
             return pc + ops[2].imm
         return None
 
-    def _before(self, address: int) -> capstone.CsInsn | None:
+    def _before(self, address: int) -> Insn | None:
         """The instruction that ends right at ``address`` in the walk, whatever it is."""
         for size in (4, 2):
             previous = self.insns.get(address - size)
@@ -482,7 +481,7 @@ class _Builder:
                 return previous
         return None
 
-    def _mov_lr_pc_before(self, insn: capstone.CsInsn) -> int | None:
+    def _mov_lr_pc_before(self, insn: Insn) -> int | None:
         """The address of a ``mov lr, pc`` right before ``insn`` (ARMv4T's call through a register)."""
         for size in (4, 2):
             previous = self.insns.get(insn.address - size)
@@ -490,7 +489,7 @@ class _Builder:
                 return previous.address
         return None
 
-    def _veneer(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _veneer(self, insn: Insn) -> tuple[int, ...] | None:
         """Targets of linker veneers and long branches: ``ldr pc, [pc, #k]``, ``ldr rN, [pc, #k]; bx rN``,
         Thumb ``bx pc``."""
         literal = pc_relative_literal(insn, self.code.kind(insn.address) == "t")
@@ -504,7 +503,7 @@ class _Builder:
             return (target,)
         return self._literal_register(insn)
 
-    def _literal_register(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _literal_register(self, insn: Insn) -> tuple[int, ...] | None:
         """``bx rN`` where rN was last set, earlier in the same straight-line code, from a literal."""
         if insn.id not in (A.ARM_INS_BX, A.ARM_INS_BLX) or insn.operands[0].type != A.ARM_OP_REG:
             return None
@@ -526,7 +525,7 @@ class _Builder:
             address = previous.address
         return None
 
-    def _previous(self, address: int) -> capstone.CsInsn | None:
+    def _previous(self, address: int) -> Insn | None:
         """The instruction just before ``address`` if it always runs right before it (no branch in between)."""
         for size in (4, 2):
             previous = self.insns.get(address - size)
@@ -539,11 +538,11 @@ class _Builder:
 
     # -- ARM/Thumb state
 
-    def _check_state(self, insn: capstone.CsInsn, target: int, exchange: bool) -> None:
+    def _check_state(self, insn: Insn, target: int, exchange: bool) -> None:
         thumb = (self.code.kind(insn.address) == "t") != exchange
         self._check_target_state(insn, target, thumb)
 
-    def _check_target_state(self, insn: capstone.CsInsn, target: int, thumb: bool) -> None:
+    def _check_target_state(self, insn: Insn, target: int, thumb: bool) -> None:
         try:
             kind = self.code.kind(target)
         except AnalysisError:
@@ -566,7 +565,7 @@ def _lsl(operand, amount: int) -> bool:
     return shift.type in (A.ARM_SFT_LSL, A.ARM_SFT_LSL_REG) and shift.value == amount
 
 
-def _is_mov_lr_pc(insn: capstone.CsInsn | None) -> bool:
+def _is_mov_lr_pc(insn: Insn | None) -> bool:
     return insn is not None and insn.id == A.ARM_INS_MOV and len(insn.operands) == 2 \
         and insn.operands[0].type == A.ARM_OP_REG and insn.operands[0].reg == A.ARM_REG_LR \
         and insn.operands[1].type == A.ARM_OP_REG and insn.operands[1].reg == A.ARM_REG_PC

@@ -125,3 +125,52 @@ def test_capstone_writes_pc_only_in_branches_and_instructions_naming_pc(tmp_path
             if A.ARM_REG_PC in insn.regs_access()[1]:
                 assert insn.id in timing._BRANCHES or timing.names_pc(insn), (elf.name, insn)
     assert checked > 1000
+
+
+@pytest.mark.parametrize("kind, mclass", [("a", False), ("t", False), ("t", True)])
+def test_shared_shapes_and_relative_branches_equal_capstone_on_random_encodings(kind, mclass):
+    """Every encoding decoded through the shared shapes (relative branch targets computed from the bits,
+    both signs, both halves of the address space) has capstone's details, whatever the address."""
+    import random
+
+    rng = random.Random(0)
+    disassembler = capstone.Cs(capstone.CS_ARCH_ARM, (capstone.CS_MODE_THUMB if kind == "t" else capstone.CS_MODE_ARM)
+                               | (capstone.CS_MODE_MCLASS if mclass else 0))
+    disassembler.detail = True
+    code = armcode.ArmCode.__new__(armcode.ArmCode)  # no ELF: only the decoding caches
+    code._shapes, code.mclass, code.path = {}, mclass, "random"
+    branches = 0
+    for n in range(6000):
+        if kind == "a":
+            word = rng.getrandbits(32)
+            if n % 2:
+                word = (word & 0xF1FFFFFF) | 0x0A000000  # B/BL with every condition
+            encoding = word.to_bytes(4, "little")
+        else:
+            first, second = rng.getrandbits(16), rng.getrandbits(16)
+            if n % 3 == 1:
+                first = (first & 0x0FFF) | rng.choice([0xD000, 0xE000])  # B<c> T1, B T2 (some UDF/SVC)
+            elif n % 3 == 2:
+                first, second = 0xF000 | (first & 0x7FF), (second & 0x2FFF) | rng.choice([0xD000, 0x9000])
+            encoding = first.to_bytes(2, "little") + second.to_bytes(2, "little")
+            encoding = encoding[:4 if first >> 11 in (0b11101, 0b11110, 0b11111) else 2]
+        address = rng.randrange(0, 1 << 31, 4)
+        expected = next(disassembler.disasm(encoding, address, 1), None)
+        if expected is None or expected.size != len(encoding):
+            continue
+        relative = armcode._relative_branch(kind, encoding)
+        if relative is not None:
+            branches += 1
+            key, offset = relative
+            assert expected.operands[-1].reg == (address + offset) & 0xFFFFFFFF, (encoding.hex(), expected.mnemonic, expected.op_str)
+            if (kind, key) not in code._shapes:  # the template: the first branch of its kind, elsewhere
+                code._shapes[(kind, key)] = code._branch_template(address + 0x1000, kind, encoding, offset)
+            template = code._shapes[(kind, key)]
+            assert template is not armcode._EXACT, (encoding.hex(), expected.mnemonic)
+            shape = template.at(address + offset, encoding)
+        else:
+            shape = code._shape(address, kind, encoding)
+            if shape is armcode._EXACT:
+                continue
+        assert shape.details() == armcode._Shape.of(expected).details(), (encoding.hex(), expected.mnemonic)
+    assert branches > 1000
