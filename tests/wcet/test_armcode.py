@@ -174,3 +174,25 @@ def test_shared_shapes_and_relative_branches_equal_capstone_on_random_encodings(
                 continue
         assert shape.details() == armcode._Shape.of(expected).details(), (encoding.hex(), expected.mnemonic)
     assert branches > 1000
+
+
+@needs_gcc
+def test_line_programs_decode_as_pyelftools_decodes_them(tmp_path):
+    """The DWARF line program decoder (``_line_states``) gives pyelftools' rows, on C and assembly built here
+    (with libgcc's units) and on OTAWA's samples."""
+    from elftools.elf.elffile import ELFFile
+
+    elfs = [programs.build(name, target, tmp_path) for name, target in
+            [("shapes.c", "arm7tdmi"), ("shapes.c", "cortex-m4"), ("thumb_flow.S", "cortex-m4")]]
+    elfs += [OTAWA / "arm7tdmi/dense.elf", OTAWA / "cortex-m4/fdense_m4.elf"] if OTAWA.is_dir() else []
+    rows = 0
+    for elf in elfs:
+        with elf.open("rb") as stream:
+            dwarf = ELFFile(stream).get_dwarf_info()
+            for cu in dwarf.iter_CUs():
+                program = dwarf.line_program_for_CU(cu)
+                if program is not None:
+                    states = armcode._line_states(program)
+                    assert states == armcode._pyelftools_states(dwarf.line_program_for_CU(cu)), (elf, cu.cu_offset)
+                    rows += len(states)
+    assert rows > 100
