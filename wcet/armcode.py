@@ -192,22 +192,20 @@ class ArmCode:
             size = 4
         encoding = code[offset:offset + size]
         shape = self._shapes.get((kind, encoding))
-        if shape is not None:
-            return Insn(address, shape)
-        relative = _relative_branch(kind, encoding)
-        if relative is not None:
-            key, offset = relative
-            template = self._shapes.get((kind, key))
-            if template is None:
-                template = self._shapes[(kind, key)] = self._branch_template(address, kind, encoding, offset)
-            if template is not _EXACT:
-                return Insn(address, template.at(address + offset, encoding))
-        else:
-            shape = self._shape(address, kind, encoding)
-            if shape is not _EXACT:
-                return Insn(address, shape)
-        insn = self._decoded[address] = Insn(address, _Shape.of(self._capstone(address, kind, encoding)))
-        return insn
+        if shape is None:
+            relative = _relative_branch(kind, encoding)
+            if relative is not None:
+                key, offset = relative
+                template = self._shapes.get((kind, key))
+                if template is None:
+                    template = self._shapes[(kind, key)] = self._branch_template(address, kind, encoding, offset)
+                shape = template if template is _EXACT else template.at(address + offset, encoding)
+            else:
+                shape = self._shape(address, kind, encoding)
+        if shape is _EXACT:
+            insn = self._decoded[address] = Insn(address, _Shape.of(self._capstone(address, kind, encoding)))
+            return insn
+        return Insn(address, shape)
 
     def _decode_block(self, first: int, start: int, end: int, kind: str, it_covers: dict[int, int],
                       code: bytes) -> dict[int, "Insn"]:
