@@ -1,11 +1,17 @@
 """The code of an ARM ELF as the measurement, stack and timing stages need it.
 
-- ``ArmCode.decode(address)``: the capstone instruction at an address, decoded
-  in ARM or Thumb state as the ELF's mapping symbols (``$a``, ``$t``, ``$d``,
-  ARM ELF ABI 5.5.5) say. Code is disassembled one mapping-symbol span at a time
-  from its start, so capstone sees Thumb ``IT`` blocks and gives the
-  instructions inside them their condition. Bytes in a ``$d`` span (literal
-  pools, jump tables) are never decoded.
+- ``ArmCode.decode(address)``: the instruction at an address (``Insn``: capstone's
+  details), decoded in ARM or Thumb state as the ELF's mapping symbols (``$a``,
+  ``$t``, ``$d``, ARM ELF ABI 5.5.5) say. Code is disassembled one mapping-symbol
+  span at a time from its start, so capstone sees Thumb ``IT`` blocks and gives
+  the instructions inside them their condition. Bytes in a ``$d`` span (literal
+  pools, jump tables) are never decoded. Capstone's details are read once per
+  distinct encoding and shared (``_Shape``): straight-line V3 code of millions of
+  instructions has a few thousand encodings once the offsets of relative
+  branches are set aside (their targets are computed from the bits, and checked
+  against capstone for the first of each kind); an encoding whose details
+  depend on its address otherwise (``cbz``, Thumb ``b<c>.w``) is decoded at each
+  address.
 - ``ArmCode.function(name)``: a function symbol's address range;
   ``ArmCode.containing(address)``: the innermost function symbol holding an
   address; ``ArmCode.kind(address)``: ``"a"``, ``"t"`` or ``"d"`` by the mapping
