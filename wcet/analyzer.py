@@ -553,14 +553,19 @@ def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _R
     term_regions: dict[tuple[int, bool], list[str]] = {}
     holding = _Holding(regions)
     memo: dict[tuple[object, bool | None], int] = {}
+    ordinary_cost: dict[object, int] = {}  # by shape: an ordinary instruction's cycles
     for start, block in cfg.blocks.items():
         ordinary = block.instructions[:-1] if block.control else block.instructions
         total, shares = 0, {}
         for insn in ordinary:
-            cycles = _cycles(model, insn, None if timing_models.is_conditional(insn) else True, memo)
+            cycles = ordinary_cost.get(insn.shape)
+            if cycles is None:
+                cycles = ordinary_cost[insn.shape] = _cycles(
+                    model, insn, None if timing_models.is_conditional(insn) else True, memo)
             total += cycles
-            for name in holding.at(insn.address):
-                shares[name] = shares.get(name, 0) + cycles
+            if regions:
+                for name in holding.at(insn.address):
+                    shares[name] = shares.get(name, 0) + cycles
         base[start], base_regions[start] = total, shares
         if block.control:
             last = block.last

@@ -123,7 +123,8 @@ class ArmCode:
         self._map_kinds = [kind for _, kind in mapping]
         self._decoded: dict[int, Insn] = {}  # instructions decoded one by one (IT blocks, address-dependent)
         self._shapes: dict[tuple[str, bytes], _Shape] = {}  # by (kind, encoding): what instructions share
-        self._last_span: tuple[int, int, str] = (0, 0, "a")  # code is mostly decoded in order
+        # the span decoded last, with its ``_boundaries``: code is mostly decoded in order
+        self._last_span: tuple = (0, 0, "a", None, None, None, None)
         # by span start: its instruction addresses, IT blocks and bytes (``_boundaries``)
         self._spans: dict[int, tuple[array.array, dict[int, int], dict[int, int], bytes]] = {}
         # Function extents by start (aliases share one), for ``containing``; a symbol without a size
@@ -182,9 +183,9 @@ class ArmCode:
             return insn
         span = self._last_span
         if not span[0] <= address < span[1]:
-            span = self._last_span = self._span(address)
-        start, end, kind = span
-        boundaries, it_of, it_covers, code = self._boundaries(start, end, kind)
+            start, end, kind = self._span(address)
+            span = self._last_span = (start, end, kind, *self._boundaries(start, end, kind))
+        start, end, kind, boundaries, it_of, it_covers, code = span
         index = bisect.bisect_left(boundaries, address)
         if index == len(boundaries) or boundaries[index] != address:
             raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x} "
@@ -205,7 +206,9 @@ class ArmCode:
                 template = self._shapes.get((kind, key))
                 if template is None:
                     template = self._shapes[(kind, key)] = self._branch_template(address, kind, encoding, offset)
-                shape = template if template is _EXACT else template.at(address + offset, encoding)
+                if template is not _EXACT:  # the shape of the branches to one target; the bytes are its own
+                    return Insn(address, template.at(address + offset), encoding)
+                shape = _EXACT
             else:
                 shape = self._shape(address, kind, encoding)
         if shape is _EXACT:
@@ -257,7 +260,8 @@ class ArmCode:
 
     def kind(self, address: int) -> str:
         """``"a"`` (ARM), ``"t"`` (Thumb) or ``"d"`` (data) at ``address``, by the mapping symbols."""
-        return self._span(address, data_ok=True)[2]
+        span = self._last_span
+        return span[2] if span[0] <= address < span[1] else self._span(address, data_ok=True)[2]
 
     def word(self, address: int) -> int:
         """The little-endian 32-bit word at ``address`` of any loaded section (read from the file: the
@@ -404,10 +408,12 @@ class Shift(NamedTuple):
 class _Shape:
     """What capstone's details say about one encoding (in one state, outside IT blocks), shared by every
     instruction of that encoding: a V3 image repeats a few thousand encodings hundreds of thousands of
-    times, and capstone's ``CsInsn`` costs about 4.5 KB and 50 us each. ``flow`` memoises ``flow()``."""
+    times, and capstone's ``CsInsn`` costs about 4.5 KB and 50 us each. A relative branch's shape is its
+    kind's (condition, link, width) and target's: the branches of one kind to one function share it (their
+    bytes, which differ, are their own). ``flow`` memoises ``flow()``."""
 
     __slots__ = ("id", "cc", "size", "mnemonic", "op_str", "operands", "writeback", "update_flags", "groups",
-                 "regs_read", "regs_write", "bytes", "flow", "target")
+                 "regs_read", "regs_write", "bytes", "flow", "target", "targets")
 
     @classmethod
     def of(cls, insn: capstone.CsInsn) -> "_Shape":
@@ -418,7 +424,7 @@ class _Shape:
         shape.writeback, shape.update_flags, shape.groups = insn.writeback, insn.update_flags, tuple(insn.groups)
         read, written = insn.regs_access()
         shape.regs_read, shape.regs_write, shape.bytes = tuple(read), tuple(written), bytes(insn.bytes)
-        shape.flow, shape.target = None, None
+        shape.flow, shape.target, shape.targets = None, None, None
         return shape
 
     def details(self) -> tuple:
@@ -429,22 +435,27 @@ class _Shape:
 
     def relative_to(self, target: int) -> "_Shape":
         """This shape as the template of the relative branches like it, ``target`` being its own target."""
-        self.target = target
+        self.target, self.targets = target, {}
         return self
 
-    def at(self, target: int, encoding: bytes) -> "_Shape":
-        """The shape of a relative branch like the template to ``target`` (32 bits: its last operand, read
-        as signed for ``imm``, and the end of its text are the target)."""
+    def at(self, target: int) -> "_Shape":
+        """The shape of the relative branches like the template to ``target`` (32 bits: their last operand,
+        read as signed for ``imm``, and the end of their text are the target)."""
         target &= 0xFFFFFFFF
-        shape = _Shape()
-        for name in _Shape.__slots__:
-            setattr(shape, name, getattr(self, name))
-        last = self.operands[-1]
-        shape.operands = (*self.operands[:-1],
-                          Operand(last.type, target, target - (target >> 31 << 32), last.mem._replace(base=target),
-                                  last.shift, last.subtracted, last.access, last.vector_index, last.neon_lane))
-        shape.op_str = self.op_str[:len(self.op_str) - len(f"#{self.target:#x}")] + f"#{target:#x}"
-        shape.bytes, shape.flow, shape.target = encoding, None, None
+        shape = self.targets.get(target)
+        if shape is None:
+            shape = self.targets[target] = _Shape()
+            shape.id, shape.cc, shape.size, shape.mnemonic = self.id, self.cc, self.size, self.mnemonic
+            shape.writeback, shape.update_flags, shape.groups = self.writeback, self.update_flags, self.groups
+            shape.regs_read, shape.regs_write, shape.bytes = self.regs_read, self.regs_write, self.bytes
+            last = self.operands[-1]
+            memory = last.mem
+            shape.operands = (*self.operands[:-1], Operand(
+                last.type, target, target - (target >> 31 << 32),
+                Memory(target, memory.index, memory.scale, memory.disp, memory.lshift), last.shift,
+                last.subtracted, last.access, last.vector_index, last.neon_lane))
+            shape.op_str = self.op_str[:len(self.op_str) - len(f"#{self.target:#x}")] + f"#{target:#x}"
+            shape.flow, shape.target, shape.targets = None, None, None
         return shape
 
 
@@ -456,10 +467,10 @@ class Insn:
     capstone's ``CsInsn`` (``id``, ``cc``, ``size``, ``operands``, ``mnemonic``, ``op_str``, ``writeback``,
     ``update_flags``, ``groups``, ``bytes``, ``regs_access()``, ``reg_name()``) with capstone's values."""
 
-    __slots__ = ("address", "shape")
+    __slots__ = ("address", "shape", "own_bytes")
 
-    def __init__(self, address: int, shape: _Shape):
-        self.address, self.shape = address, shape
+    def __init__(self, address: int, shape: _Shape, own_bytes: bytes | None = None):
+        self.address, self.shape, self.own_bytes = address, shape, own_bytes  # own: a relative branch's
 
     id = property(lambda self: self.shape.id)
     cc = property(lambda self: self.shape.cc)
@@ -470,7 +481,7 @@ class Insn:
     writeback = property(lambda self: self.shape.writeback)
     update_flags = property(lambda self: self.shape.update_flags)
     groups = property(lambda self: self.shape.groups)
-    bytes = property(lambda self: self.shape.bytes)
+    bytes = property(lambda self: self.shape.bytes if self.own_bytes is None else self.own_bytes)
 
     def regs_access(self) -> tuple[list[int], list[int]]:
         """The registers read and written, explicitly or not (capstone's ``regs_access``)."""

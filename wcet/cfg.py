@@ -148,11 +148,12 @@ class _Step:
     returns: bool = False  # may leave the routine by returning
     noreturn_calls: tuple[int, ...] = ()  # routines called that never come back
     unresolved: str | None = None  # an indirect branch without targets
+    ends_block: bool = field(init=False)  # anything but going on to the next instruction
 
-    @property
-    def ends_block(self) -> bool:
-        return not (self.fall and not self.conditional and not self.branches and not self.tailcalls
-                    and not self.calls and not self.returns and not self.noreturn_calls and self.unresolved is None)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ends_block", not (
+            self.fall and not self.conditional and not self.branches and not self.tailcalls and not self.calls
+            and not self.returns and not self.noreturn_calls and self.unresolved is None))
 
 
 _PLAIN = _Step(fall=True, conditional=False)
@@ -200,6 +201,8 @@ class _Builder:
         self._table_sites: set[int] = set()  # jump tables whose targets' states were checked when read
         self.targets: set[int] = set()  # branch targets, to check that no jump bypasses a table's range check
         self.guards: list[tuple[int, int]] = []  # (range check, table branch) addresses of resolved jump tables
+        self._calls: dict[tuple[tuple[int, ...], bool], _Step] = {}  # (targets, conditional) -> its step
+        self._checked: set[tuple[int, bool]] = set()  # (target, Thumb?) pairs whose state was checked
 
     # -- walking the instructions
 
@@ -361,6 +364,9 @@ class _Builder:
                      tailcalls=tuple(dict.fromkeys(tailcalls)), noreturn_calls=noreturn, returns=returns)
 
     def _call(self, insn: Insn, targets: tuple[int, ...], conditional: bool) -> _Step:
+        step = self._calls.get((targets, conditional))  # V3 code calls a few routines from many sites
+        if step is not None:
+            return step
         calls, noreturn = [], []
         for target in targets:
             if self._callee(target) is None:
@@ -369,8 +375,11 @@ class _Builder:
             (noreturn if self._noreturn(target) else calls).append(target)
         if not calls and not noreturn:
             return _PLAIN
-        return _Step(fall=bool(calls) or conditional, conditional=conditional, calls=tuple(dict.fromkeys(calls)),
+        step = _Step(fall=bool(calls) or conditional, conditional=conditional, calls=tuple(dict.fromkeys(calls)),
                      noreturn_calls=tuple(dict.fromkeys(noreturn)))
+        if len(calls) + len(noreturn) == len(targets):  # none ignored (each ignored site is listed)
+            self._calls[(targets, conditional)] = step
+        return step
 
     def _callee(self, target: int) -> int | None:
         """The routine entry for a call to ``target``, or None for a function in ``nocall``."""
@@ -543,6 +552,8 @@ class _Builder:
         self._check_target_state(insn, target, thumb)
 
     def _check_target_state(self, insn: Insn, target: int, thumb: bool) -> None:
+        if (target, thumb) in self._checked:
+            return
         try:
             kind = self.code.kind(target)
         except AnalysisError:
@@ -555,6 +566,7 @@ class _Builder:
             raise AnalysisError(f"Thumb/ARM mismatch at {insn.address:#x}: it enters {target:#x} in "
                                 f"{_state(thumb)} state, the mapping symbols say {_state(kind == 't')}",
                                 insn.address)
+        self._checked.add((target, thumb))
 
 
 def _lsl(operand, amount: int) -> bool:
