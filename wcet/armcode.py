@@ -40,7 +40,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import capstone
 from capstone import arm as A
@@ -185,11 +185,35 @@ class ArmCode:
         if not span[0] <= address < span[1]:
             start, end, kind = self._span(address)
             span = self._last_span = (start, end, kind, *self._boundaries(start, end, kind))
-        start, end, kind, boundaries, it_of, it_covers, code = span
+        boundaries = span[3]
         index = bisect.bisect_left(boundaries, address)
         if index == len(boundaries) or boundaries[index] != address:
             raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x} "
                                 f"(unsupported instruction or not an instruction boundary)", address)
+        return self._decode_at(span, address)
+
+    def instructions(self, address: int) -> Iterator["Insn"]:
+        """``decode(address)``, then each following instruction in turn (``decode(previous.address +
+        previous.size)``, an error where that fails): a straight walk over the code without a search per
+        instruction."""
+        while True:
+            insn = self.decode(address)
+            span = self._last_span  # its span (or another, and the search below finds nothing)
+            yield insn
+            start, end, boundaries = span[0], span[1], span[3]
+            index = bisect.bisect_left(boundaries, address) + 1
+            address += insn.size
+            while index < len(boundaries) and boundaries[index] == address:
+                insn = self._decoded.get(address) or self._decode_at(span, address)
+                yield insn
+                index += 1
+                address += insn.size
+            if start <= address < end:  # not an instruction boundary: ``decode`` says so
+                self.decode(address)
+
+    def _decode_at(self, span: tuple, address: int) -> "Insn":
+        """The instruction at ``address``, an instruction boundary of ``span`` (``_last_span``'s form)."""
+        start, end, kind, _, it_of, it_covers, code = span
         if address in it_of:  # inside a Thumb IT block: decoded from its IT, so the condition shows
             return self._decode_block(it_of[address], start, end, kind, it_covers, code)[address]
         offset = address - start

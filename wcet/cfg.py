@@ -48,6 +48,7 @@ True taken, False not taken, None not a conditional control instruction).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from capstone import arm as A
@@ -213,9 +214,13 @@ class _Builder:
         seen: set[int] = set()
         while todo:
             address = todo.pop()
-            while address not in seen:
+            if address in seen:
+                continue
+            for insn in self._instructions(address):
+                address = insn.address
+                if address in seen:
+                    break
                 seen.add(address)
-                insn = self._decode(address)
                 self.insns[address] = insn
                 step = self._step(insn)
                 self.steps[address] = step
@@ -232,7 +237,6 @@ class _Builder:
                     break
                 if following == cfg.home[1] and cfg.home[0] < cfg.home[1]:
                     cfg.shared.add(following)  # runs on into the next function's code
-                address = following
         for check, site in self.guards:
             bypass = sorted(t for t in self.targets if check < t <= site)
             if bypass:
@@ -240,11 +244,17 @@ class _Builder:
                                     f"{bypass[0]:#x} bypasses its range check at {check:#x}", site)
         self._blocks(leaders)
 
-    def _decode(self, address: int) -> Insn:
-        try:
-            return self.code.decode(address)
-        except AnalysisError as exc:
-            raise AnalysisError(f"{exc} (reached from {self.cfg.name})", address) from None
+    def _instructions(self, address: int) -> Iterator[Insn]:
+        """The instructions from ``address`` on (``ArmCode.instructions``), an error naming the routine."""
+        instructions = self.code.instructions(address)
+        while True:
+            try:
+                insn = next(instructions)
+            except StopIteration:
+                return
+            except AnalysisError as exc:
+                raise AnalysisError(f"{exc} (reached from {self.cfg.name})", exc.address) from None
+            yield insn
 
     def _blocks(self, leaders: set[int]) -> None:
         cfg = self.cfg
