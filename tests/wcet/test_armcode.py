@@ -50,6 +50,17 @@ def test_on_demand_decoding_equals_decoding_whole_spans(tmp_path, source, target
     assert (armcode._EXACT in code._shapes.values()) == (source == "thumb_flow.S")
     with pytest.raises(armcode.AnalysisError, match="not an instruction boundary"):
         code.decode(max(expected) + 1)
+    # a straight walk (what the CFG builder does) gives what decoding address after address gives, up to the
+    # same error where the code stops (literal pool, end of the section)
+    walked, address = [], min(expected)
+    with pytest.raises(armcode.AnalysisError) as stopped:
+        for insn in armcode.ArmCode(elf).instructions(address):
+            walked.append((insn.address, insn.shape.details()))
+    assert walked and all(expected[a] == details for a, details in walked)
+    following = walked[-1][0] + code.decode(walked[-1][0]).size
+    with pytest.raises(armcode.AnalysisError) as decoded:
+        code.decode(following)
+    assert str(stopped.value) == str(decoded.value)
 
 
 @needs_recordings
