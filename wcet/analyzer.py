@@ -280,6 +280,7 @@ class _Analysis:
     def solve(self, model: timing_models.TimingModel, regions: dict[str, list[tuple[int, int]]],
               time_limit: float) -> WcetResult:
         lookup = {name: _Ranges(ranges) for name, ranges in regions.items()}
+        holding = _Holding(lookup)
         names = list(regions)
         wcet: dict[Key, int] = {}
         shares: dict[Key, dict[str, int]] = {}
@@ -293,29 +294,35 @@ class _Analysis:
             if cfg.entry not in prices:
                 prices[cfg.entry] = _price_cfg(cfg, model, lookup)
             base, base_regions, term, term_regions = prices[cfg.entry]
-            total_costs, region_costs = [], {name: [] for name in names}
+            total_costs = []
+            region_costs = {name: [0] * len(cfg.edges) for name in names}  # filled where not 0
+            outside: dict[tuple[Key, ...], dict[str, int]] = {}  # callees' largest non-zero shares
             for index, edge in enumerate(cfg.edges):
                 cost = 0
-                shares_here = {name: 0 for name in names}
                 if edge.target != EXIT:
                     cost += base[edge.target]
-                    for name in names:
-                        shares_here[name] += base_regions[edge.target].get(name, 0)
+                    for name, share in base_regions[edge.target].items():
+                        region_costs[name][index] += share
                 if edge.site is not None and edge.source != ENTRY:
                     executed = True if edge.executed is None else edge.executed
-                    cost += term[(edge.source, executed)]
+                    cycles = term[(edge.source, executed)]
+                    cost += cycles
                     for name in term_regions[(edge.source, executed)]:
-                        shares_here[name] += term[(edge.source, executed)]
+                        region_costs[name][index] += cycles
                 if edge.callees:
-                    children = [node.children[(index, callee)] for callee in edge.callees]
+                    children = tuple(node.children[(index, callee)] for callee in edge.callees)
                     called = max(wcet[child] for child in children)
                     cost += called
-                    for name in names:
-                        inside = lookup[name].contains(edge.site)
-                        shares_here[name] += called if inside else max(shares[child][name] for child in children)
+                    inside = holding.at(edge.site) if names else ()
+                    for name in inside:  # called from inside the region: the whole callee counts
+                        region_costs[name][index] += called
+                    if children not in outside:
+                        outside[children] = {name: share for name in names
+                                             if (share := max(shares[child][name] for child in children))}
+                    for name, share in outside[children].items():
+                        if name not in inside:  # from outside: the callee's own share of the region
+                            region_costs[name][index] += share
                 total_costs.append(cost)
-                for name in names:
-                    region_costs[name].append(shares_here[name])
             problem = self._problem(node)
             solver = ipet.Solver(problem, time_limit)
             sizes["problems"] += 1
