@@ -477,7 +477,7 @@ class _Analysis:
 
     def _problem(self, node: _Node) -> ipet.Problem:
         cfg = node.cfg
-        index = {edge: n for n, edge in enumerate(cfg.edges)}
+        index = {edge: n for n, edge in enumerate(cfg.edges)} if node.loops else {}
         into: dict[int, list[int]] = {start: [] for start in cfg.blocks}
         out: dict[int, list[int]] = {start: [] for start in cfg.blocks}
         entry = 0
@@ -532,6 +532,11 @@ class _Holding:
         index = bisect.bisect_right(self.points, address) - 1
         return self.names[index] if index >= 0 else ()
 
+    def same(self, first: int, last: int) -> bool:
+        """Whether every address from ``first`` to ``last`` is in the same regions."""
+        index = bisect.bisect_right(self.points, first)
+        return index == len(self.points) or last < self.points[index]
+
 
 def _cycles(model: timing_models.TimingModel, insn: Insn, executed: bool | None,
             memo: dict[tuple[object, bool | None], int] | None = None) -> int:
@@ -570,9 +575,13 @@ def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _R
                 cycles = ordinary_cost[insn.shape] = _cycles(
                     model, insn, None if timing_models.is_conditional(insn) else True, memo)
             total += cycles
-            if regions:
-                for name in holding.at(insn.address):
-                    shares[name] = shares.get(name, 0) + cycles
+        if regions and ordinary:
+            if holding.same(ordinary[0].address, ordinary[-1].address):  # a block is mostly in one region
+                shares = {name: total for name in holding.at(ordinary[0].address)}
+            else:
+                for insn in ordinary:
+                    for name in holding.at(insn.address):
+                        shares[name] = shares.get(name, 0) + ordinary_cost[insn.shape]
         base[start], base_regions[start] = total, shares
         if block.control:
             last = block.last
