@@ -211,7 +211,7 @@ class _Builder:
         cfg = self.cfg
         leaders = {cfg.entry}
         todo = [cfg.entry]
-        seen: set[int] = set()
+        seen = self.insns  # the instructions walked, by address
         while todo:
             address = todo.pop()
             if address in seen:
@@ -220,8 +220,7 @@ class _Builder:
                 address = insn.address
                 if address in seen:
                     break
-                seen.add(address)
-                self.insns[address] = insn
+                seen[address] = insn
                 step = self._step(insn)
                 self.steps[address] = step
                 for target in step.branches:
