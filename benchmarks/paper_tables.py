@@ -10,9 +10,11 @@ times and the findings.
     python benchmarks/paper_tables.py [--out reports/paper] [--stages wcet,memory,semantic,met,met-O3]
                                       [--models acas-reg50,...] [--inputs 1000] [--report-only]
 
-V3 is left out where it cannot finish today: its WCET on models whose straight-line code needs more than a
-few GB to decode (every model but ``--v3-wcet-models``; issue 10, decoding speed), and above its 2M-MAC
-limit (cifarnet: the `not supported` verdict records the refusal).
+V3 runs on ``--v3-models``; its WCET stage on ``--v3-wcet-models`` only: the stage also measures the code
+under QEMU's counting plugin, which on V3 lenet5 (15 MB of straight-line code) grew past 7 GB in 9 minutes,
+while the analysis itself takes under a minute and 1.4 GB (``benchmarks/wcet_analysis.py --generator
+assay-v3``, issue 10). V3 is refused above its 2M-MAC limit (cifarnet: the `not supported` verdict records
+the refusal), and acas-reg200 and lenet5 do not fit the Cortex-M4F's 4 MiB of flash (an error record).
 """
 
 from __future__ import annotations

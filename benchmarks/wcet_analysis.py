@@ -230,9 +230,10 @@ def plot(png: Path, files: list[Path]) -> None:
     slope = sum(x * y for x, y, _, _ in points) / sum(x * x for x, _, _, _ in points)  # seconds per MB, through 0
     figure, axes = plt.subplots(figsize=(7, 5))
     for generator, marker in (("assay-v2", "o"), ("assay-v3", "s"), ("synthetic", "^")):
-        chosen = [(x, y) for x, y, label, _ in points if label.endswith(generator)]
-        if chosen:
-            axes.scatter(*zip(*chosen), marker=marker, label=generator)
+        for target in sorted({t for *_, t in points}):  # one series per generator and target
+            chosen = [(x, y) for x, y, label, t in points if label.endswith(generator) and t == target]
+            if chosen:
+                axes.scatter(*zip(*chosen), marker=marker, label=f"{generator}, {target}")
     for x, y, label, _ in points:
         axes.annotate(label.split()[0], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     span = [min(x for x, _, _, _ in points), max(x for x, _, _, _ in points)]

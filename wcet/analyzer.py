@@ -49,10 +49,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import capstone
-
 from wcet import ipet
 from wcet import timing as timing_models
+from wcet.armcode import Insn
 from wcet.cfg import ENTRY, EXIT, Cfg
 from wcet.errors import AnalysisError, UnboundedLoopsError
 from wcet.facts import FlowFacts, LoopBound
@@ -281,6 +280,7 @@ class _Analysis:
     def solve(self, model: timing_models.TimingModel, regions: dict[str, list[tuple[int, int]]],
               time_limit: float) -> WcetResult:
         lookup = {name: _Ranges(ranges) for name, ranges in regions.items()}
+        holding = _Holding(lookup)
         names = list(regions)
         wcet: dict[Key, int] = {}
         shares: dict[Key, dict[str, int]] = {}
@@ -294,29 +294,35 @@ class _Analysis:
             if cfg.entry not in prices:
                 prices[cfg.entry] = _price_cfg(cfg, model, lookup)
             base, base_regions, term, term_regions = prices[cfg.entry]
-            total_costs, region_costs = [], {name: [] for name in names}
+            total_costs = []
+            region_costs = {name: [0] * len(cfg.edges) for name in names}  # filled where not 0
+            outside: dict[tuple[Key, ...], dict[str, int]] = {}  # callees' largest non-zero shares
             for index, edge in enumerate(cfg.edges):
                 cost = 0
-                shares_here = {name: 0 for name in names}
                 if edge.target != EXIT:
                     cost += base[edge.target]
-                    for name in names:
-                        shares_here[name] += base_regions[edge.target].get(name, 0)
+                    for name, share in base_regions[edge.target].items():
+                        region_costs[name][index] += share
                 if edge.site is not None and edge.source != ENTRY:
                     executed = True if edge.executed is None else edge.executed
-                    cost += term[(edge.source, executed)]
+                    cycles = term[(edge.source, executed)]
+                    cost += cycles
                     for name in term_regions[(edge.source, executed)]:
-                        shares_here[name] += term[(edge.source, executed)]
+                        region_costs[name][index] += cycles
                 if edge.callees:
-                    children = [node.children[(index, callee)] for callee in edge.callees]
+                    children = tuple(node.children[(index, callee)] for callee in edge.callees)
                     called = max(wcet[child] for child in children)
                     cost += called
-                    for name in names:
-                        inside = lookup[name].contains(edge.site)
-                        shares_here[name] += called if inside else max(shares[child][name] for child in children)
+                    inside = holding.at(edge.site) if names else ()
+                    for name in inside:  # called from inside the region: the whole callee counts
+                        region_costs[name][index] += called
+                    if children not in outside:
+                        outside[children] = {name: share for name in names
+                                             if (share := max(shares[child][name] for child in children))}
+                    for name, share in outside[children].items():
+                        if name not in inside:  # from outside: the callee's own share of the region
+                            region_costs[name][index] += share
                 total_costs.append(cost)
-                for name in names:
-                    region_costs[name].append(shares_here[name])
             problem = self._problem(node)
             solver = ipet.Solver(problem, time_limit)
             sizes["problems"] += 1
@@ -471,7 +477,7 @@ class _Analysis:
 
     def _problem(self, node: _Node) -> ipet.Problem:
         cfg = node.cfg
-        index = {edge: n for n, edge in enumerate(cfg.edges)}
+        index = {edge: n for n, edge in enumerate(cfg.edges)} if node.loops else {}
         into: dict[int, list[int]] = {start: [] for start in cfg.blocks}
         out: dict[int, list[int]] = {start: [] for start in cfg.blocks}
         entry = 0
@@ -526,12 +532,26 @@ class _Holding:
         index = bisect.bisect_right(self.points, address) - 1
         return self.names[index] if index >= 0 else ()
 
+    def same(self, first: int, last: int) -> bool:
+        """Whether every address from ``first`` to ``last`` is in the same regions."""
+        index = bisect.bisect_right(self.points, first)
+        return index == len(self.points) or last < self.points[index]
 
-def _cycles(model: timing_models.TimingModel, insn: capstone.CsInsn, executed: bool | None) -> int:
+
+def _cycles(model: timing_models.TimingModel, insn: Insn, executed: bool | None,
+            memo: dict[tuple[object, bool | None], int] | None = None) -> int:
+    """``model.cycles``; with ``memo``, once per instruction shape (the cost depends on nothing else) and
+    condition outcome."""
+    key = (insn.shape, executed)
+    if memo is not None and key in memo:
+        return memo[key]
     try:
-        return model.cycles(insn, executed)
+        cycles = model.cycles(insn, executed)
     except timing_models.TimingError as exc:
         raise AnalysisError(str(exc), insn.address) from None
+    if memo is not None:
+        memo[key] = cycles
+    return cycles
 
 
 def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _Ranges]):
@@ -544,20 +564,30 @@ def _price_cfg(cfg: Cfg, model: timing_models.TimingModel, regions: dict[str, _R
     term: dict[tuple[int, bool], int] = {}
     term_regions: dict[tuple[int, bool], list[str]] = {}
     holding = _Holding(regions)
+    memo: dict[tuple[object, bool | None], int] = {}
+    ordinary_cost: dict[object, int] = {}  # by shape: an ordinary instruction's cycles
     for start, block in cfg.blocks.items():
         ordinary = block.instructions[:-1] if block.control else block.instructions
         total, shares = 0, {}
         for insn in ordinary:
-            cycles = _cycles(model, insn, None if timing_models.is_conditional(insn) else True)
+            cycles = ordinary_cost.get(insn.shape)
+            if cycles is None:
+                cycles = ordinary_cost[insn.shape] = _cycles(
+                    model, insn, None if timing_models.is_conditional(insn) else True, memo)
             total += cycles
-            for name in holding.at(insn.address):
-                shares[name] = shares.get(name, 0) + cycles
+        if regions and ordinary:
+            if holding.same(ordinary[0].address, ordinary[-1].address):  # a block is mostly in one region
+                shares = {name: total for name in holding.at(ordinary[0].address)}
+            else:
+                for insn in ordinary:
+                    for name in holding.at(insn.address):
+                        shares[name] = shares.get(name, 0) + ordinary_cost[insn.shape]
         base[start], base_regions[start] = total, shares
         if block.control:
             last = block.last
             inside = list(holding.at(last.address))
             for executed in (True, False):
-                term[(start, executed)] = _cycles(model, last, executed)
+                term[(start, executed)] = _cycles(model, last, executed, memo)
                 term_regions[(start, executed)] = inside
     return base, base_regions, term, term_regions
 

@@ -1,11 +1,17 @@
 """The code of an ARM ELF as the measurement, stack and timing stages need it.
 
-- ``ArmCode.decode(address)``: the capstone instruction at an address, decoded
-  in ARM or Thumb state as the ELF's mapping symbols (``$a``, ``$t``, ``$d``,
-  ARM ELF ABI 5.5.5) say. Code is disassembled one mapping-symbol span at a time
-  from its start, so capstone sees Thumb ``IT`` blocks and gives the
-  instructions inside them their condition. Bytes in a ``$d`` span (literal
-  pools, jump tables) are never decoded.
+- ``ArmCode.decode(address)``: the instruction at an address (``Insn``: capstone's
+  details), decoded in ARM or Thumb state as the ELF's mapping symbols (``$a``,
+  ``$t``, ``$d``, ARM ELF ABI 5.5.5) say. Code is disassembled one mapping-symbol
+  span at a time from its start, so capstone sees Thumb ``IT`` blocks and gives
+  the instructions inside them their condition. Bytes in a ``$d`` span (literal
+  pools, jump tables) are never decoded. Capstone's details are read once per
+  distinct encoding and shared (``_Shape``): straight-line V3 code of millions of
+  instructions has a few thousand encodings once the offsets of relative
+  branches are set aside (their targets are computed from the bits, and checked
+  against capstone for the first of each kind); an encoding whose details
+  depend on its address otherwise (``cbz``, Thumb ``b<c>.w``) is decoded at each
+  address.
 - ``ArmCode.function(name)``: a function symbol's address range;
   ``ArmCode.containing(address)``: the innermost function symbol holding an
   address; ``ArmCode.kind(address)``: ``"a"``, ``"t"`` or ``"d"`` by the mapping
@@ -28,11 +34,13 @@ from __future__ import annotations
 import array
 import bisect
 import functools
+import itertools
 import os
 import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Iterator, NamedTuple
 
 import capstone
 from capstone import arm as A
@@ -43,7 +51,7 @@ from elftools.elf.sections import SymbolTableSection
 from wcet.errors import AnalysisError
 from wcet.timing import writes_pc
 
-_BATCH = 8  # instructions decoded with details per miss: code is mostly walked in order, one call costs ~10 us
+_PROBE = 0x10000  # an encoding is decoded at its address and this far from it: what differs depends on the address
 _IT = re.compile(r"it[te]{0,3}")  # Thumb-2 IT: one condition letter per covered instruction after 'it'
 OUTSIDE_LAYERS = 0  # bucket of generated code that no layer's line span covers (prologue, epilogue)
 
@@ -113,7 +121,10 @@ class ArmCode:
         mapping.sort()
         self._map_addresses = [address for address, _ in mapping]
         self._map_kinds = [kind for _, kind in mapping]
-        self._decoded: dict[int, capstone.CsInsn] = {}
+        self._decoded: dict[int, Insn] = {}  # instructions decoded one by one (IT blocks, address-dependent)
+        self._shapes: dict[tuple[str, bytes], _Shape] = {}  # by (kind, encoding): what instructions share
+        # the span decoded last, with its ``_boundaries``: code is mostly decoded in order
+        self._last_span: tuple = (0, 0, "a", None, None, None, None)
         # by span start: its instruction addresses, IT blocks and bytes (``_boundaries``)
         self._spans: dict[int, tuple[array.array, dict[int, int], dict[int, int], bytes]] = {}
         # Function extents by start (aliases share one), for ``containing``; a symbol without a size
@@ -164,28 +175,117 @@ class ArmCode:
                 return self.functions[names[0]]
         return None
 
-    def decode(self, address: int) -> capstone.CsInsn:
-        """The instruction at ``address`` (capstone, with details)."""
+    def decode(self, address: int) -> "Insn":
+        """The instruction at ``address`` (``Insn``: capstone's details, its encoding's shared with every
+        other instruction of the same encoding)."""
         insn = self._decoded.get(address)
         if insn is not None:
             return insn
-        start, end, kind = self._span(address)
-        boundaries, it_of, it_covers, code = self._boundaries(start, end, kind)
+        span = self._last_span
+        if not span[0] <= address < span[1]:
+            start, end, kind = self._span(address)
+            span = self._last_span = (start, end, kind, *self._boundaries(start, end, kind))
+        boundaries = span[3]
         index = bisect.bisect_left(boundaries, address)
         if index == len(boundaries) or boundaries[index] != address:
             raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x} "
                                 f"(unsupported instruction or not an instruction boundary)", address)
-        first = it_of.get(address, address)  # inside a Thumb IT block: decode from its IT, so the condition shows
-        count = max(_BATCH, 1 + it_covers.get(first, 0))  # an IT is decoded with its whole block
-        index = bisect.bisect_left(boundaries, first) + count
+        return self._decode_at(span, address)
+
+    def instructions(self, address: int) -> Iterator["Insn"]:
+        """``decode(address)``, then each following instruction in turn (``decode(previous.address +
+        previous.size)``, an error where that fails): a straight walk over the code without a search per
+        instruction."""
+        while True:
+            insn = self.decode(address)
+            span = self._last_span  # its span (or another, and the search below finds nothing)
+            yield insn
+            start, end, boundaries = span[0], span[1], span[3]
+            index = bisect.bisect_left(boundaries, address) + 1
+            address += insn.size
+            while index < len(boundaries) and boundaries[index] == address:
+                insn = self._decoded.get(address) or self._decode_at(span, address)
+                yield insn
+                index += 1
+                address += insn.size
+            if start <= address < end:  # not an instruction boundary: ``decode`` says so
+                self.decode(address)
+
+    def _decode_at(self, span: tuple, address: int) -> "Insn":
+        """The instruction at ``address``, an instruction boundary of ``span`` (``_last_span``'s form)."""
+        start, end, kind, _, it_of, it_covers, code = span
+        if address in it_of:  # inside a Thumb IT block: decoded from its IT, so the condition shows
+            return self._decode_block(it_of[address], start, end, kind, it_covers, code)[address]
+        offset = address - start
+        if kind == "t":
+            size = 4 if code[offset + 1] >> 3 in (0b11101, 0b11110, 0b11111) else 2
+        else:
+            size = 4
+        encoding = code[offset:offset + size]
+        shape = self._shapes.get((kind, encoding))
+        if shape is None:
+            relative = _relative_branch(kind, encoding)
+            if relative is not None:
+                key, offset = relative
+                template = self._shapes.get((kind, key))
+                if template is None:
+                    template = self._shapes[(kind, key)] = self._branch_template(address, kind, encoding, offset)
+                if template is not _EXACT:  # the shape of the branches to one target; the bytes are its own
+                    return Insn(address, template.at(address + offset), encoding)
+                shape = _EXACT
+            else:
+                shape = self._shape(address, kind, encoding)
+        if shape is _EXACT:
+            insn = self._decoded[address] = Insn(address, _Shape.of(self._capstone(address, kind, encoding)))
+            return insn
+        return Insn(address, shape)
+
+    def _decode_block(self, first: int, start: int, end: int, kind: str, it_covers: dict[int, int],
+                      code: bytes) -> dict[int, "Insn"]:
+        """Decode a Thumb IT instruction and the instructions it covers in one pass (each covered one gets
+        its condition; nothing of them is shared) and keep them."""
+        boundaries = self._spans[start][0]
+        index = bisect.bisect_left(boundaries, first) + 1 + it_covers.get(first, 0)
         stop = boundaries[index] if index < len(boundaries) else end
-        for insn in _disassembler(kind == "t", self.mclass).disasm(code[first - start:stop - start], first, count):
-            self._decoded[insn.address] = insn
-        return self._decoded[address]
+        for insn in _disassembler(kind == "t", self.mclass).disasm(code[first - start:stop - start], first,
+                                                                    1 + it_covers.get(first, 0)):
+            self._decoded[insn.address] = Insn(insn.address, _Shape.of(insn))
+        return self._decoded
+
+    def _capstone(self, address: int, kind: str, encoding: bytes) -> capstone.CsInsn:
+        """capstone's detailed decoding of one instruction (outside IT blocks)."""
+        for insn in _disassembler(kind == "t", self.mclass).disasm(encoding, address, 1):
+            return insn
+        raise AnalysisError(f"{self.path}: no instruction decodes at {address:#x}", address)
+
+    def _shape(self, address: int, kind: str, encoding: bytes) -> "_Shape":
+        """The shared shape of an encoding met for the first time, or ``_EXACT`` when capstone's details of it
+        depend on its address (decoded at another address, something differs): then each instruction of
+        that encoding is decoded on its own."""
+        insn = self._capstone(address, kind, encoding)
+        shape = _Shape.of(insn)
+        elsewhere = _Shape.of(self._capstone(address + _PROBE, kind, encoding))
+        if insn.size != len(encoding) or shape.details() != elsewhere.details():
+            shape = _EXACT
+        self._shapes[(kind, encoding)] = shape
+        return shape
+
+    def _branch_template(self, address: int, kind: str, encoding: bytes, offset: int) -> "_Shape":
+        """The shape shared by the relative branches of one kind (condition, link, width), whose target
+        ``_relative_branch`` computes; ``_EXACT`` if capstone's decoding of this one disagrees with it."""
+        insn = self._capstone(address, kind, encoding)
+        shape = _Shape.of(insn)
+        target = (address + offset) & 0xFFFFFFFF
+        imm = [n for n, op in enumerate(insn.operands) if op.type == A.ARM_OP_IMM]
+        if insn.size != len(encoding) or imm != [len(insn.operands) - 1] or insn.operands[-1].reg != target \
+                or not shape.op_str.endswith(f"#{target:#x}"):
+            return _EXACT
+        return shape.relative_to(target)
 
     def kind(self, address: int) -> str:
         """``"a"`` (ARM), ``"t"`` (Thumb) or ``"d"`` (data) at ``address``, by the mapping symbols."""
-        return self._span(address, data_ok=True)[2]
+        span = self._last_span
+        return span[2] if span[0] <= address < span[1] else self._span(address, data_ok=True)[2]
 
     def word(self, address: int) -> int:
         """The little-endian 32-bit word at ``address`` of any loaded section (read from the file: the
@@ -291,6 +391,158 @@ class ArmCode:
             covered = []
         self._spans[start] = (addresses, it_of, it_covers, data)
         return self._spans[start]
+
+
+class Operand:
+    """One operand of a decoded instruction: the fields of capstone's ``ArmOp`` (``reg`` and ``imm`` read
+    its value union as capstone does, whatever the type), as plain values."""
+
+    __slots__ = ("type", "reg", "imm", "mem", "shift", "subtracted", "access", "vector_index", "neon_lane")
+
+    def __init__(self, type: int, reg: int, imm: int, mem: "Memory", shift: "Shift", subtracted: bool,
+                 access: int, vector_index: int, neon_lane: int):
+        self.type, self.reg, self.imm, self.mem, self.shift = type, reg, imm, mem, shift
+        self.subtracted, self.access, self.vector_index, self.neon_lane = subtracted, access, vector_index, neon_lane
+
+    @classmethod
+    def of(cls, op) -> "Operand":
+        memory, shift = op.mem, op.shift
+        return cls(op.type, op.reg, op.imm, Memory(memory.base, memory.index, memory.scale, memory.disp,
+                                                   memory.lshift),
+                   Shift(shift.type, shift.value), op.subtracted, op.access, op.vector_index, op.neon_lane)
+
+    def details(self) -> tuple:
+        return (self.type, self.reg, self.imm, self.mem, self.shift, self.subtracted, self.access,
+                self.vector_index, self.neon_lane)
+
+
+class Memory(NamedTuple):
+    base: int
+    index: int
+    scale: int
+    disp: int
+    lshift: int
+
+
+class Shift(NamedTuple):
+    type: int
+    value: int
+
+
+class _Shape:
+    """What capstone's details say about one encoding (in one state, outside IT blocks), shared by every
+    instruction of that encoding: a V3 image repeats a few thousand encodings hundreds of thousands of
+    times, and capstone's ``CsInsn`` costs about 4.5 KB and 50 us each. A relative branch's shape is its
+    kind's (condition, link, width) and target's: the branches of one kind to one function share it (their
+    bytes, which differ, are their own). ``flow`` memoises ``flow()``."""
+
+    __slots__ = ("id", "cc", "size", "mnemonic", "op_str", "operands", "writeback", "update_flags", "groups",
+                 "regs_read", "regs_write", "bytes", "flow", "target", "targets")
+
+    @classmethod
+    def of(cls, insn: capstone.CsInsn) -> "_Shape":
+        shape = cls()
+        shape.id, shape.cc, shape.size, shape.mnemonic, shape.op_str = (insn.id, insn.cc, insn.size, insn.mnemonic,
+                                                                        insn.op_str)
+        shape.operands = tuple(Operand.of(op) for op in insn.operands)
+        shape.writeback, shape.update_flags, shape.groups = insn.writeback, insn.update_flags, tuple(insn.groups)
+        read, written = insn.regs_access()
+        shape.regs_read, shape.regs_write, shape.bytes = tuple(read), tuple(written), bytes(insn.bytes)
+        shape.flow, shape.target, shape.targets = None, None, None
+        return shape
+
+    def details(self) -> tuple:
+        """Everything but the bytes: what two decodings of one encoding must agree on to share a shape."""
+        return (self.id, self.cc, self.size, self.mnemonic, self.op_str,
+                tuple(op.details() for op in self.operands), self.writeback, self.update_flags, self.groups,
+                self.regs_read, self.regs_write)
+
+    def relative_to(self, target: int) -> "_Shape":
+        """This shape as the template of the relative branches like it, ``target`` being its own target."""
+        self.target, self.targets = target, {}
+        return self
+
+    def at(self, target: int) -> "_Shape":
+        """The shape of the relative branches like the template to ``target`` (32 bits: their last operand,
+        read as signed for ``imm``, and the end of their text are the target)."""
+        target &= 0xFFFFFFFF
+        shape = self.targets.get(target)
+        if shape is None:
+            shape = self.targets[target] = _Shape()
+            shape.id, shape.cc, shape.size, shape.mnemonic = self.id, self.cc, self.size, self.mnemonic
+            shape.writeback, shape.update_flags, shape.groups = self.writeback, self.update_flags, self.groups
+            shape.regs_read, shape.regs_write, shape.bytes = self.regs_read, self.regs_write, self.bytes
+            last = self.operands[-1]
+            memory = last.mem
+            shape.operands = (*self.operands[:-1], Operand(
+                last.type, target, target - (target >> 31 << 32),
+                Memory(target, memory.index, memory.scale, memory.disp, memory.lshift), last.shift,
+                last.subtracted, last.access, last.vector_index, last.neon_lane))
+            shape.op_str = self.op_str[:len(self.op_str) - len(f"#{self.target:#x}")] + f"#{target:#x}"
+            shape.flow, shape.target, shape.targets = None, None, None
+        return shape
+
+
+_EXACT = _Shape()  # in ``ArmCode._shapes``: instructions of this encoding are decoded one by one
+
+
+class Insn:
+    """A decoded instruction: its address and its encoding's shape. It answers what the analyses ask of
+    capstone's ``CsInsn`` (``id``, ``cc``, ``size``, ``operands``, ``mnemonic``, ``op_str``, ``writeback``,
+    ``update_flags``, ``groups``, ``bytes``, ``regs_access()``, ``reg_name()``) with capstone's values."""
+
+    __slots__ = ("address", "shape", "own_bytes")
+
+    def __init__(self, address: int, shape: _Shape, own_bytes: bytes | None = None):
+        self.address, self.shape, self.own_bytes = address, shape, own_bytes  # own: a relative branch's
+
+    id = property(lambda self: self.shape.id)
+    cc = property(lambda self: self.shape.cc)
+    size = property(lambda self: self.shape.size)
+    operands = property(lambda self: self.shape.operands)
+    mnemonic = property(lambda self: self.shape.mnemonic)
+    op_str = property(lambda self: self.shape.op_str)
+    writeback = property(lambda self: self.shape.writeback)
+    update_flags = property(lambda self: self.shape.update_flags)
+    groups = property(lambda self: self.shape.groups)
+    bytes = property(lambda self: self.shape.bytes if self.own_bytes is None else self.own_bytes)
+
+    def regs_access(self) -> tuple[list[int], list[int]]:
+        """The registers read and written, explicitly or not (capstone's ``regs_access``)."""
+        return list(self.shape.regs_read), list(self.shape.regs_write)
+
+    @staticmethod
+    def reg_name(register: int) -> str:
+        return _disassembler(False, False).reg_name(register)
+
+    def __repr__(self) -> str:
+        return f"<Insn {self.address:#x}: {self.mnemonic} {self.op_str}>"
+
+
+def _relative_branch(kind: str, encoding: bytes) -> tuple[bytes, int] | None:
+    """(key, target - address) of a PC-relative branch whose target capstone gives as an absolute address:
+    ARM B/BL (ARM ARM A8.8.18, A8.8.25), Thumb B encodings T1, T2, T4 and BL (A8.8.18, A8.8.25); the
+    key (the encoding with the offset bits cleared, marked) is shared by the branches of one condition and
+    kind. None for any other encoding (decoded as it is)."""
+    if kind == "a":
+        word = int.from_bytes(encoding, "little")
+        if (word >> 25) & 7 == 0b101 and word >> 28 != 0xF:
+            return b"B" + (word & 0xFF000000).to_bytes(4, "little"), 8 + (((word & 0xFFFFFF) ^ 0x800000) - 0x800000) * 4
+        return None
+    first = int.from_bytes(encoding[:2], "little")
+    if len(encoding) == 2:
+        if first & 0xF000 == 0xD000 and (first >> 8) & 0xF < 0xE:  # B<c> T1 (0xE: UDF, 0xF: SVC)
+            return b"B" + (first & 0xFF00).to_bytes(2, "little"), 4 + (((first & 0xFF) ^ 0x80) - 0x80) * 2
+        if first & 0xF800 == 0xE000:  # B T2
+            return b"B" + (0xE000).to_bytes(2, "little"), 4 + (((first & 0x7FF) ^ 0x400) - 0x400) * 2
+        return None
+    second = int.from_bytes(encoding[2:4], "little")
+    if first & 0xF800 == 0xF000 and second & 0xD000 in (0xD000, 0x9000):  # BL T1, B.W T4
+        s, j1, j2 = (first >> 10) & 1, (second >> 13) & 1, (second >> 11) & 1
+        imm = s << 24 | (1 ^ j1 ^ s) << 23 | (1 ^ j2 ^ s) << 22 | (first & 0x3FF) << 12 | (second & 0x7FF) << 1
+        return (b"B" + (first & 0xF800).to_bytes(2, "little") + (second & 0xD000).to_bytes(2, "little"),
+                4 + ((imm ^ 0x1000000) - 0x1000000))
+    return None
 
 
 _LOADED: dict[tuple[str, str, bool | None], tuple[bytes, "ArmCode"]] = {}  # the latest ELFs read, by path
@@ -410,8 +662,17 @@ class Flow:
 NEXT = Flow()
 
 
-def flow(insn: capstone.CsInsn) -> Flow:
-    """The control-flow effect of one capstone ARM/Thumb instruction."""
+def flow(insn: "Insn | capstone.CsInsn") -> Flow:
+    """The control-flow effect of one ARM/Thumb instruction (an ``Insn``: worked out once per shape)."""
+    if isinstance(insn, Insn):
+        shape = insn.shape
+        if shape.flow is None:
+            shape.flow = _flow(insn)
+        return shape.flow
+    return _flow(insn)
+
+
+def _flow(insn: "Insn | capstone.CsInsn") -> Flow:
     ops, ident = insn.operands, insn.id
     unconditional = insn.cc in (A.ARM_CC_AL, A.ARM_CC_INVALID)
     if ident in (A.ARM_INS_BL, A.ARM_INS_BLX):
@@ -494,17 +755,100 @@ def _unit_rows(dwarf, cu) -> list[tuple[int, int, str, int]]:
     base = 0 if program.header["version"] >= 5 else 1
     names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in program["file_entry"]]
     rows = []
-    previous = None
-    for entry in program.get_entries():
-        state = entry.state
-        if state is None:
-            continue
-        if previous is not None and state.address > previous.address:
-            index = previous.file - base
-            rows.append((previous.address, state.address, names[index] if 0 <= index < len(names) else "",
-                         previous.line))
-        previous = None if state.end_sequence else state
+    previous = None  # (address, file, line) of the last row of the sequence
+    for address, file, line, end in _line_states(program):
+        if previous is not None and address > previous[0]:
+            index = previous[1] - base
+            rows.append((previous[0], address, names[index] if 0 <= index < len(names) else "", previous[2]))
+        previous = None if end else (address, file, line)
     return rows
+
+
+def _line_states(program) -> list[tuple[int, int, int, bool]]:
+    """(address, file, line, end of sequence) of every row of a DWARF line program, in order.
+
+    The program's opcodes are decoded here (DWARF 5 section 6.2.5) rather than
+    by pyelftools, which takes about 30 us a row: a V3 unit has one row per
+    statement, hundreds of thousands. Programs using what this decoder leaves
+    out (VLIW operation indexes, ``DW_LNE_define_file``, opcodes unknown to
+    DWARF 5) are decoded by pyelftools.
+    """
+    header = program.header
+    if header.get("maximum_operations_per_instruction", 1) != 1:
+        return _pyelftools_states(program)
+    program.stream.seek(program.program_start_offset)
+    code = program.stream.read(program.program_end_offset - program.program_start_offset)
+    order = "little" if program.structs.little_endian else "big"
+    width = program.structs.address_size
+    opcode_base, line_base, line_range = header["opcode_base"], header["line_base"], header["line_range"]
+    step = header["minimum_instruction_length"]
+    states: list[tuple[int, int, int, bool]] = []
+    address, file, line = 0, 1, 1
+    at, size = 0, len(code)
+
+    def uleb() -> int:
+        nonlocal at
+        value = shift = 0
+        while True:
+            byte = code[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while at < size:
+        opcode = code[at]
+        at += 1
+        if opcode >= opcode_base:
+            adjusted = opcode - opcode_base
+            address += (adjusted // line_range) * step
+            line += line_base + adjusted % line_range
+            states.append((address, file, line, False))
+        elif opcode == 0:  # extended
+            length = uleb()
+            sub, following = code[at], at + length
+            if sub == 1:  # DW_LNE_end_sequence
+                states.append((address, file, line, True))
+                address, file, line = 0, 1, 1
+            elif sub == 2:  # DW_LNE_set_address
+                address = int.from_bytes(code[at + 1:at + 1 + width], order)
+            elif sub == 3:  # DW_LNE_define_file: changes the file names
+                return _pyelftools_states(program)
+            at = following  # DW_LNE_set_discriminator and unknown ones: skipped by their length
+        elif opcode == 1:  # DW_LNS_copy
+            states.append((address, file, line, False))
+        elif opcode == 2:  # DW_LNS_advance_pc
+            address += uleb() * step
+        elif opcode == 3:  # DW_LNS_advance_line (signed)
+            value = shift = 0
+            while True:
+                byte = code[at]
+                at += 1
+                value |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+            line += value - (1 << shift) if byte & 0x40 else value
+        elif opcode == 4:  # DW_LNS_set_file
+            file = uleb()
+        elif opcode == 8:  # DW_LNS_const_add_pc
+            address += ((255 - opcode_base) // line_range) * step
+        elif opcode == 9:  # DW_LNS_fixed_advance_pc
+            address += int.from_bytes(code[at:at + 2], order)
+            at += 2
+        elif opcode in (5, 12):  # DW_LNS_set_column, DW_LNS_set_isa
+            uleb()
+        elif opcode in (6, 7, 10, 11):  # negate_stmt, set_basic_block, set_prologue_end, set_epilogue_begin
+            pass
+        else:
+            return _pyelftools_states(program)
+    return states
+
+
+def _pyelftools_states(program) -> list[tuple[int, int, int, bool]]:
+    return [(entry.state.address, entry.state.file, entry.state.line, entry.state.end_sequence)
+            for entry in program.get_entries() if entry.state is not None]
 
 
 class _LineTable:
@@ -555,8 +899,17 @@ class _LineTable:
     def rows_of(self, file_names: set[str], within: list[tuple[int, int]]) -> list[tuple[int, int, str, int]]:
         """The rows of the given source files that overlap the address ranges ``within`` (the units whose
         ranges do read)."""
+        merged: list[list[int]] = []  # ``within`` as disjoint sorted ranges: one search per row
+        for low, high in sorted(within):
+            if merged and low <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], high)
+            else:
+                merged.append([low, high])
+        lows = [low for low, _ in merged]
+
         def overlaps(start: int, end: int) -> bool:
-            return any(start < high and low < end for low, high in within)
+            index = bisect.bisect_left(lows, end) - 1  # the last range starting before ``end``
+            return index >= 0 and start < merged[index][1]
 
         self._read({unit for start, end, unit in self.pending if overlaps(start, end)})
         return [row for row in self.rows if row[2] in file_names and overlaps(row[0], row[1])]
@@ -600,9 +953,14 @@ def layer_ranges(code: ArmCode, manifest: dict, entry: str,
         return OUTSIDE_LAYERS
 
     ranges: list[AddressRange] = []
+    reach = list(itertools.accumulate((end for _, end, _, _ in rows), max))  # the furthest end so far
     for function in functions:
         position = function.start
-        for start, end, file, line in rows:
+        first = bisect.bisect_right(reach, function.start)  # rows before it end before the function
+        for index in range(first, len(rows)):
+            start, end, file, line = rows[index]
+            if start >= function.end:
+                break
             start, end = max(start, position), min(end, function.end)
             if end <= start:
                 continue

@@ -48,12 +48,12 @@ True taken, False not taken, None not a conditional control instruction).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import capstone
 from capstone import arm as A
 
-from wcet.armcode import ArmCode, flow, pc_relative_literal
+from wcet.armcode import ArmCode, Insn, flow, pc_relative_literal
 from wcet.errors import AnalysisError
 from wcet.facts import FlowFacts
 from wcet.timing import is_conditional
@@ -68,7 +68,7 @@ class Block:
     out-edge), not an ordinary instruction followed by a branch target."""
 
     start: int
-    instructions: list[capstone.CsInsn]
+    instructions: list[Insn]
     control: bool = False
 
     @property
@@ -77,7 +77,7 @@ class Block:
         return last.address + last.size
 
     @property
-    def last(self) -> capstone.CsInsn:
+    def last(self) -> Insn:
         return self.instructions[-1]
 
 
@@ -149,11 +149,12 @@ class _Step:
     returns: bool = False  # may leave the routine by returning
     noreturn_calls: tuple[int, ...] = ()  # routines called that never come back
     unresolved: str | None = None  # an indirect branch without targets
+    ends_block: bool = field(init=False)  # anything but going on to the next instruction
 
-    @property
-    def ends_block(self) -> bool:
-        return not (self.fall and not self.conditional and not self.branches and not self.tailcalls
-                    and not self.calls and not self.returns and not self.noreturn_calls and self.unresolved is None)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ends_block", not (
+            self.fall and not self.conditional and not self.branches and not self.tailcalls and not self.calls
+            and not self.returns and not self.noreturn_calls and self.unresolved is None))
 
 
 _PLAIN = _Step(fall=True, conditional=False)
@@ -197,10 +198,12 @@ class _Builder:
     def __init__(self, code: ArmCode, facts: FlowFacts, cfg: Cfg):
         self.code, self.facts, self.cfg = code, facts, cfg
         self.steps: dict[int, _Step] = {}
-        self.insns: dict[int, capstone.CsInsn] = {}
+        self.insns: dict[int, Insn] = {}
         self._table_sites: set[int] = set()  # jump tables whose targets' states were checked when read
         self.targets: set[int] = set()  # branch targets, to check that no jump bypasses a table's range check
         self.guards: list[tuple[int, int]] = []  # (range check, table branch) addresses of resolved jump tables
+        self._calls: dict[tuple[tuple[int, ...], bool], _Step] = {}  # (targets, conditional) -> its step
+        self._checked: set[tuple[int, bool]] = set()  # (target, Thumb?) pairs whose state was checked
 
     # -- walking the instructions
 
@@ -208,13 +211,16 @@ class _Builder:
         cfg = self.cfg
         leaders = {cfg.entry}
         todo = [cfg.entry]
-        seen: set[int] = set()
+        seen = self.insns  # the instructions walked, by address
         while todo:
             address = todo.pop()
-            while address not in seen:
-                seen.add(address)
-                insn = self._decode(address)
-                self.insns[address] = insn
+            if address in seen:
+                continue
+            for insn in self._instructions(address):
+                address = insn.address
+                if address in seen:
+                    break
+                seen[address] = insn
                 step = self._step(insn)
                 self.steps[address] = step
                 for target in step.branches:
@@ -230,7 +236,6 @@ class _Builder:
                     break
                 if following == cfg.home[1] and cfg.home[0] < cfg.home[1]:
                     cfg.shared.add(following)  # runs on into the next function's code
-                address = following
         for check, site in self.guards:
             bypass = sorted(t for t in self.targets if check < t <= site)
             if bypass:
@@ -238,11 +243,17 @@ class _Builder:
                                     f"{bypass[0]:#x} bypasses its range check at {check:#x}", site)
         self._blocks(leaders)
 
-    def _decode(self, address: int) -> capstone.CsInsn:
-        try:
-            return self.code.decode(address)
-        except AnalysisError as exc:
-            raise AnalysisError(f"{exc} (reached from {self.cfg.name})", address) from None
+    def _instructions(self, address: int) -> Iterator[Insn]:
+        """The instructions from ``address`` on (``ArmCode.instructions``), an error naming the routine."""
+        instructions = self.code.instructions(address)
+        while True:
+            try:
+                insn = next(instructions)
+            except StopIteration:
+                return
+            except AnalysisError as exc:
+                raise AnalysisError(f"{exc} (reached from {self.cfg.name})", exc.address) from None
+            yield insn
 
     def _blocks(self, leaders: set[int]) -> None:
         cfg = self.cfg
@@ -297,7 +308,7 @@ class _Builder:
 
     # -- one instruction
 
-    def _step(self, insn: capstone.CsInsn) -> _Step:
+    def _step(self, insn: Insn) -> _Step:
         address = insn.address
         if address in self.facts.ignorecontrol:
             return _PLAIN
@@ -337,7 +348,7 @@ class _Builder:
             return self._jump(insn, targets, conditional, fall)
         raise AssertionError(effect)
 
-    def _jump(self, insn: capstone.CsInsn, targets: tuple[int, ...], conditional: bool, fall: bool) -> _Step:
+    def _jump(self, insn: Insn, targets: tuple[int, ...], conditional: bool, fall: bool) -> _Step:
         start, end = self.cfg.home
         branches, tailcalls = [], []
         for target in targets:
@@ -361,7 +372,10 @@ class _Builder:
         return _Step(fall=fall, conditional=conditional, branches=tuple(dict.fromkeys(branches)),
                      tailcalls=tuple(dict.fromkeys(tailcalls)), noreturn_calls=noreturn, returns=returns)
 
-    def _call(self, insn: capstone.CsInsn, targets: tuple[int, ...], conditional: bool) -> _Step:
+    def _call(self, insn: Insn, targets: tuple[int, ...], conditional: bool) -> _Step:
+        step = self._calls.get((targets, conditional))  # V3 code calls a few routines from many sites
+        if step is not None:
+            return step
         calls, noreturn = [], []
         for target in targets:
             if self._callee(target) is None:
@@ -370,8 +384,11 @@ class _Builder:
             (noreturn if self._noreturn(target) else calls).append(target)
         if not calls and not noreturn:
             return _PLAIN
-        return _Step(fall=bool(calls) or conditional, conditional=conditional, calls=tuple(dict.fromkeys(calls)),
+        step = _Step(fall=bool(calls) or conditional, conditional=conditional, calls=tuple(dict.fromkeys(calls)),
                      noreturn_calls=tuple(dict.fromkeys(noreturn)))
+        if len(calls) + len(noreturn) == len(targets):  # none ignored (each ignored site is listed)
+            self._calls[(targets, conditional)] = step
+        return step
 
     def _callee(self, target: int) -> int | None:
         """The routine entry for a call to ``target``, or None for a function in ``nocall``."""
@@ -382,18 +399,18 @@ class _Builder:
     def _noreturn(self, target: int) -> bool:
         return any(name in self.facts.noreturn for name in self.code.names_at(target))
 
-    def _multicall(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _multicall(self, insn: Insn) -> tuple[int, ...] | None:
         for key in (insn.address, self._mov_lr_pc_before(insn)):
             targets = self.facts.multicalls.get(key) if key is not None else None
             if targets:
                 return tuple(t & ~1 for t in targets)
         return None
 
-    def _multibranch(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _multibranch(self, insn: Insn) -> tuple[int, ...] | None:
         targets = self.facts.multibranches.get(insn.address)
         return tuple(t & ~1 for t in targets) if targets else None
 
-    def _jump_table(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _jump_table(self, insn: Insn) -> tuple[int, ...] | None:
         """The targets of one of gcc's jump tables (module docstring), or None if ``insn`` is not one."""
         thumb = self.code.kind(insn.address) == "t"
         ops = insn.operands
@@ -437,7 +454,7 @@ class _Builder:
             targets.append(target)
         return tuple(dict.fromkeys(targets))
 
-    def _range_check(self, insn: capstone.CsInsn, index: int) -> tuple[int, int] | None:
+    def _range_check(self, insn: Insn, index: int) -> tuple[int, int] | None:
         """(address, N) of the ``cmp index, #N`` that bounds a table branch's index to 0..N (unsigned): the
         table branch is predicated ``ls`` on it, or a ``bhi`` on it lies between them; only an ``adr`` of the
         table base may come in between too."""
@@ -459,7 +476,7 @@ class _Builder:
             address = previous.address
         return None
 
-    def _adr_before(self, insn: capstone.CsInsn, register: int) -> int | None:
+    def _adr_before(self, insn: Insn, register: int) -> int | None:
         """The address an ``adr register, T`` (or ``add register, pc, #k``) right before ``insn`` computes."""
         previous = self._before(insn.address)
         if previous is None or previous.operands[0].type != A.ARM_OP_REG or previous.operands[0].reg != register:
@@ -474,7 +491,7 @@ class _Builder:
             return pc + ops[2].imm
         return None
 
-    def _before(self, address: int) -> capstone.CsInsn | None:
+    def _before(self, address: int) -> Insn | None:
         """The instruction that ends right at ``address`` in the walk, whatever it is."""
         for size in (4, 2):
             previous = self.insns.get(address - size)
@@ -482,7 +499,7 @@ class _Builder:
                 return previous
         return None
 
-    def _mov_lr_pc_before(self, insn: capstone.CsInsn) -> int | None:
+    def _mov_lr_pc_before(self, insn: Insn) -> int | None:
         """The address of a ``mov lr, pc`` right before ``insn`` (ARMv4T's call through a register)."""
         for size in (4, 2):
             previous = self.insns.get(insn.address - size)
@@ -490,7 +507,7 @@ class _Builder:
                 return previous.address
         return None
 
-    def _veneer(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _veneer(self, insn: Insn) -> tuple[int, ...] | None:
         """Targets of linker veneers and long branches: ``ldr pc, [pc, #k]``, ``ldr rN, [pc, #k]; bx rN``,
         Thumb ``bx pc``."""
         literal = pc_relative_literal(insn, self.code.kind(insn.address) == "t")
@@ -504,7 +521,7 @@ class _Builder:
             return (target,)
         return self._literal_register(insn)
 
-    def _literal_register(self, insn: capstone.CsInsn) -> tuple[int, ...] | None:
+    def _literal_register(self, insn: Insn) -> tuple[int, ...] | None:
         """``bx rN`` where rN was last set, earlier in the same straight-line code, from a literal."""
         if insn.id not in (A.ARM_INS_BX, A.ARM_INS_BLX) or insn.operands[0].type != A.ARM_OP_REG:
             return None
@@ -526,7 +543,7 @@ class _Builder:
             address = previous.address
         return None
 
-    def _previous(self, address: int) -> capstone.CsInsn | None:
+    def _previous(self, address: int) -> Insn | None:
         """The instruction just before ``address`` if it always runs right before it (no branch in between)."""
         for size in (4, 2):
             previous = self.insns.get(address - size)
@@ -539,11 +556,13 @@ class _Builder:
 
     # -- ARM/Thumb state
 
-    def _check_state(self, insn: capstone.CsInsn, target: int, exchange: bool) -> None:
+    def _check_state(self, insn: Insn, target: int, exchange: bool) -> None:
         thumb = (self.code.kind(insn.address) == "t") != exchange
         self._check_target_state(insn, target, thumb)
 
-    def _check_target_state(self, insn: capstone.CsInsn, target: int, thumb: bool) -> None:
+    def _check_target_state(self, insn: Insn, target: int, thumb: bool) -> None:
+        if (target, thumb) in self._checked:
+            return
         try:
             kind = self.code.kind(target)
         except AnalysisError:
@@ -556,6 +575,7 @@ class _Builder:
             raise AnalysisError(f"Thumb/ARM mismatch at {insn.address:#x}: it enters {target:#x} in "
                                 f"{_state(thumb)} state, the mapping symbols say {_state(kind == 't')}",
                                 insn.address)
+        self._checked.add((target, thumb))
 
 
 def _lsl(operand, amount: int) -> bool:
@@ -566,7 +586,7 @@ def _lsl(operand, amount: int) -> bool:
     return shift.type in (A.ARM_SFT_LSL, A.ARM_SFT_LSL_REG) and shift.value == amount
 
 
-def _is_mov_lr_pc(insn: capstone.CsInsn | None) -> bool:
+def _is_mov_lr_pc(insn: Insn | None) -> bool:
     return insn is not None and insn.id == A.ARM_INS_MOV and len(insn.operands) == 2 \
         and insn.operands[0].type == A.ARM_OP_REG and insn.operands[0].reg == A.ARM_REG_LR \
         and insn.operands[1].type == A.ARM_OP_REG and insn.operands[1].reg == A.ARM_REG_PC

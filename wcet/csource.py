@@ -36,6 +36,7 @@ every node's original file and line.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -127,7 +128,7 @@ def source_loops(sources: Iterable[Path], functions: set[str] | None = None, inc
         source = Path(source)
         if source.suffix != ".c":
             continue
-        unit = parse_c(source, include_dirs, compiler, defines)
+        unit = parse_c(source, include_dirs, compiler, defines, loop_free_bodies=False)
         for node in unit.ext:
             if not isinstance(node, c_ast.FuncDef):
                 continue
@@ -143,8 +144,13 @@ def source_loops(sources: Iterable[Path], functions: set[str] | None = None, inc
 
 
 def parse_c(source: Path, include_dirs: Iterable[Path] = (), compiler: str = "gcc",
-            defines: Iterable[str] = ()) -> c_ast.FileAST:
-    """Preprocess (``compiler -E`` with stand-in libc headers) and parse one C file."""
+            defines: Iterable[str] = (), loop_free_bodies: bool = True) -> c_ast.FileAST:
+    """Preprocess (``compiler -E`` with stand-in libc headers) and parse one C file.
+
+    ``loop_free_bodies=False``: the body of a function without any ``for``, ``while``, ``do`` or ``goto`` is
+    left out (``_without_loop_free_bodies``); what ``source_loops`` reads of such a function, its name and
+    line, is kept. V3 code is megabytes of loop-free statements that pycparser would take minutes over.
+    """
     found = shutil.which(compiler)
     if found is None:
         raise ConfigurationError(f"reading loop bounds from C needs the preprocessor of '{compiler}'; install it "
@@ -162,10 +168,45 @@ def parse_c(source: Path, include_dirs: Iterable[Path] = (), compiler: str = "gc
     if result.returncode != 0:
         first = next((l for l in result.stderr.splitlines() if "error" in l), result.stderr.strip()[:200])
         raise SourceError(f"{source}: cannot preprocess: {first}")
+    text = result.stdout if loop_free_bodies else _without_loop_free_bodies(result.stdout)
     try:
-        return c_parser.CParser().parse(result.stdout, filename=str(source))
+        return c_parser.CParser().parse(text, filename=str(source))
     except c_parser.ParseError as exc:  # "file:line:col: message"
         raise SourceError(f"{source}: not C that pycparser reads: {exc}") from None
+
+
+_TOKENS = re.compile(r'^#[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|[{}]|\b(?:for|while|do|goto)\b', re.MULTILINE)
+
+
+def _without_loop_free_bodies(text: str) -> str:
+    """Preprocessed C with the body of every function that has no ``for``, ``while``, ``do`` or ``goto``
+    emptied: its lines blanked (line markers kept), so every other line keeps its number.
+
+    Only what the scan needs is tokenised: line markers and other directives, string and character literals
+    (braces and keywords in them do not count), braces and the four keywords. A function body is a brace
+    block at file scope that follows a ``)``; other file-scope braces (structures, initialisers) are kept.
+    """
+    pieces, kept, depth, body, loops = [], 0, 0, None, False
+    for token in _TOKENS.finditer(text):
+        word = token.group()
+        if word == "{":
+            before = token.start() - 1
+            while before >= 0 and text[before] in " \t\r\n":
+                before -= 1
+            if depth == 0 and before >= 0 and text[before] == ")":
+                body, loops = token.end(), False
+            depth += 1
+        elif word == "}":
+            depth -= 1
+            if depth == 0 and body is not None:
+                if not loops:
+                    lines = text[body:token.start()].split("\n")
+                    pieces += [text[kept:body], "\n".join(line if line.startswith("#") else "" for line in lines)]
+                    kept = token.start()
+                body = None
+        elif word in ("for", "while", "do", "goto"):
+            loops = True
+    return "".join(pieces) + text[kept:]
 
 
 def _system_includes(source: Path, include_dirs: Iterable[Path]) -> set[str]:

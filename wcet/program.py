@@ -17,6 +17,7 @@ nocall and ignorecontrol change them) and cached.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from wcet import cfg as cfgs
@@ -95,14 +96,23 @@ def load_program(elf: Path | str, mclass: bool | None = None) -> Program:
     """Read ``elf`` (symbols, mapping symbols, code; DWARF lines when present).
 
     ``mclass`` forces the M-profile (Thumb-only) decoding; by default it comes
-    from the ELF's build attributes. The decoded code is shared with earlier
-    loads of the same, unchanged file (``wcet.armcode.load_code``). A stripped ELF loads, but naming a function
-    in it is an ``AnalysisError``.
+    from the ELF's build attributes. The decoded code, and the CFGs and loops
+    built from it, are shared with earlier loads of the same, unchanged file
+    (``wcet.armcode.load_code``): the flow facts and the bound of one ELF build
+    each routine's CFG once. A stripped ELF loads, but naming a function in it
+    is an ``AnalysisError``.
     """
     path = Path(elf)
     if not path.is_file():
         raise AnalysisError(f"{path}: no such file")
-    return Program(load_code(path, mclass))
+    code = load_code(path, mclass)
+    program = _PROGRAMS.get(code)
+    if program is None:
+        program = _PROGRAMS[code] = Program(code)
+    return program
+
+
+_PROGRAMS: "weakref.WeakKeyDictionary[ArmCode, Program]" = weakref.WeakKeyDictionary()  # while its code is kept
 
 
 def _facts_key(facts: FlowFacts | None) -> tuple:

@@ -7,9 +7,9 @@ same ``cycles`` call. A model prices one instruction at a time:
 
     model.cycles(insn, executed=None) -> int
 
-``insn`` is a capstone ``CsInsn`` decoded with details (``wcet.armcode``
-decodes Thumb IT blocks in sequence, so instructions inside them carry their
-condition). ``executed`` matters only for a *conditional* instruction
+``insn`` is an instruction with capstone's details: a ``wcet.armcode.Insn``
+(what ``ArmCode.decode`` gives; it decodes Thumb IT blocks in sequence, so
+instructions inside them carry their condition) or capstone's own ``CsInsn``. ``executed`` matters only for a *conditional* instruction
 (``is_conditional``): True when its condition passed (for a branch: taken),
 False when it failed (not taken), None when unknown, which charges the larger
 of the two, the worst case. The measured stage knows it for every instruction

@@ -28,7 +28,7 @@ def span_decoding(code: armcode.ArmCode) -> dict[int, tuple]:
                                    | (capstone.CS_MODE_MCLASS if code.mclass else 0))
         disassembler.detail = True
         for insn in disassembler.disasm(code._section_bytes(start, end), start):
-            found[insn.address] = (insn.mnemonic, insn.op_str, insn.cc, insn.size, insn.regs_access())
+            found[insn.address] = armcode._Shape.of(insn).details()
     return found
 
 
@@ -38,13 +38,29 @@ def span_decoding(code: armcode.ArmCode) -> dict[int, tuple]:
 def test_on_demand_decoding_equals_decoding_whole_spans(tmp_path, source, target):
     elf = programs.build(source, target, tmp_path)
     expected = span_decoding(armcode.ArmCode(elf))
-    assert any(mnemonic.startswith("it") for mnemonic, *_ in expected.values()) == (source == "thumb_flow.S")
+    assert any(details[3].startswith("it") for details in expected.values()) == (source == "thumb_flow.S")
     code = armcode.ArmCode(elf)
     for address in sorted(expected, reverse=True):  # from the end: IT blocks reached from inside first
         insn = code.decode(address)
-        assert (insn.mnemonic, insn.op_str, insn.cc, insn.size, insn.regs_access()) == expected[address]
+        assert insn.shape.details() == expected[address] and insn.bytes == code._section_bytes(
+            address, address + insn.size), hex(address)
+    # shared shapes, relative branches (targets from the bits) and encodings decoded one by one (cbz: capstone
+    # gives its target, from bits that _relative_branch leaves alone) all met
+    assert len(code._shapes) < len(expected) and any(s.targets for s in code._shapes.values())
+    assert (armcode._EXACT in code._shapes.values()) == (source == "thumb_flow.S")
     with pytest.raises(armcode.AnalysisError, match="not an instruction boundary"):
         code.decode(max(expected) + 1)
+    # a straight walk (what the CFG builder does) gives what decoding address after address gives, up to the
+    # same error where the code stops (literal pool, end of the section)
+    walked, address = [], min(expected)
+    with pytest.raises(armcode.AnalysisError) as stopped:
+        for insn in armcode.ArmCode(elf).instructions(address):
+            walked.append((insn.address, insn.shape.details()))
+    assert walked and all(expected[a] == details for a, details in walked)
+    following = walked[-1][0] + code.decode(walked[-1][0]).size
+    with pytest.raises(armcode.AnalysisError) as decoded:
+        code.decode(following)
+    assert str(stopped.value) == str(decoded.value)
 
 
 @needs_recordings
@@ -125,3 +141,74 @@ def test_capstone_writes_pc_only_in_branches_and_instructions_naming_pc(tmp_path
             if A.ARM_REG_PC in insn.regs_access()[1]:
                 assert insn.id in timing._BRANCHES or timing.names_pc(insn), (elf.name, insn)
     assert checked > 1000
+
+
+@pytest.mark.parametrize("kind, mclass", [("a", False), ("t", False), ("t", True)])
+def test_shared_shapes_and_relative_branches_equal_capstone_on_random_encodings(kind, mclass):
+    """Every encoding decoded through the shared shapes (relative branch targets computed from the bits,
+    both signs, both halves of the address space) has capstone's details, whatever the address."""
+    import random
+
+    rng = random.Random(0)
+    disassembler = capstone.Cs(capstone.CS_ARCH_ARM, (capstone.CS_MODE_THUMB if kind == "t" else capstone.CS_MODE_ARM)
+                               | (capstone.CS_MODE_MCLASS if mclass else 0))
+    disassembler.detail = True
+    code = armcode.ArmCode.__new__(armcode.ArmCode)  # no ELF: only the decoding caches
+    code._shapes, code.mclass, code.path = {}, mclass, "random"
+    branches = 0
+    for n in range(6000):
+        if kind == "a":
+            word = rng.getrandbits(32)
+            if n % 2:
+                word = (word & 0xF1FFFFFF) | 0x0A000000  # B/BL with every condition
+            encoding = word.to_bytes(4, "little")
+        else:
+            first, second = rng.getrandbits(16), rng.getrandbits(16)
+            if n % 3 == 1:
+                first = (first & 0x0FFF) | rng.choice([0xD000, 0xE000])  # B<c> T1, B T2 (some UDF/SVC)
+            elif n % 3 == 2:
+                first, second = 0xF000 | (first & 0x7FF), (second & 0x2FFF) | rng.choice([0xD000, 0x9000])
+            encoding = first.to_bytes(2, "little") + second.to_bytes(2, "little")
+            encoding = encoding[:4 if first >> 11 in (0b11101, 0b11110, 0b11111) else 2]
+        address = rng.randrange(0, 1 << 31, 4)
+        expected = next(disassembler.disasm(encoding, address, 1), None)
+        if expected is None or expected.size != len(encoding):
+            continue
+        relative = armcode._relative_branch(kind, encoding)
+        if relative is not None:
+            branches += 1
+            key, offset = relative
+            assert expected.operands[-1].reg == (address + offset) & 0xFFFFFFFF, (encoding.hex(), expected.mnemonic, expected.op_str)
+            if (kind, key) not in code._shapes:  # the template: the first branch of its kind, elsewhere
+                code._shapes[(kind, key)] = code._branch_template(address + 0x1000, kind, encoding, offset)
+            template = code._shapes[(kind, key)]
+            assert template is not armcode._EXACT, (encoding.hex(), expected.mnemonic)
+            shape = template.at(address + offset)
+        else:
+            shape = code._shape(address, kind, encoding)
+            if shape is armcode._EXACT:
+                continue
+        assert shape.details() == armcode._Shape.of(expected).details(), (encoding.hex(), expected.mnemonic)
+    assert branches > 1000
+
+
+@needs_gcc
+def test_line_programs_decode_as_pyelftools_decodes_them(tmp_path):
+    """The DWARF line program decoder (``_line_states``) gives pyelftools' rows, on C and assembly built here
+    (with libgcc's units) and on OTAWA's samples."""
+    from elftools.elf.elffile import ELFFile
+
+    elfs = [programs.build(name, target, tmp_path) for name, target in
+            [("shapes.c", "arm7tdmi"), ("shapes.c", "cortex-m4"), ("thumb_flow.S", "cortex-m4")]]
+    elfs += [OTAWA / "arm7tdmi/dense.elf", OTAWA / "cortex-m4/fdense_m4.elf"] if OTAWA.is_dir() else []
+    rows = 0
+    for elf in elfs:
+        with elf.open("rb") as stream:
+            dwarf = ELFFile(stream).get_dwarf_info()
+            for cu in dwarf.iter_CUs():
+                program = dwarf.line_program_for_CU(cu)
+                if program is not None:
+                    states = armcode._line_states(program)
+                    assert states == armcode._pyelftools_states(dwarf.line_program_for_CU(cu)), (elf, cu.cu_offset)
+                    rows += len(states)
+    assert rows > 100

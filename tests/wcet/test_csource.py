@@ -82,6 +82,25 @@ def test_nesting_and_only_the_chosen_functions(tmp_path):
     assert set(chosen.functions) == {"helper", "net"}
 
 
+@needs_gcc
+def test_bodies_without_loops_are_skipped_and_every_line_keeps_its_number(tmp_path):
+    """V3 code: megabytes of loop-free statements are not parsed; the functions after them keep their lines,
+    and braces or loop words inside literals, structures and initialisers change nothing."""
+    from wcet import csource
+
+    prelude = ("struct s { int a; int b[2]; };\nstatic const struct s table = { 1, { 2, 3 } };\n"
+               "static void plain(float *out) {\n    const char *t = \"for { while\"; char c = '}';\n"
+               "    { out[0] = 1.0f; }\n#pragma GCC diagnostic push\n    out[1] = (float)t[0] + c;\n}\n"
+               "static void looping(float *out) {\n    int i = 0; while (i < 3) { out[i] = 0.0f; ++i; }\n}")
+    result = loops_of(tmp_path, "    for (int k = 0; k < 2; ++k) { }", prelude)
+    assert [(l.line, l.function, l.bound) for l in result.loops] == [(16, "net", 2)]
+    assert [p.split(": ", 1)[0] for p in result.problems] == ["net.c:12 in looping"]
+    assert list(result.functions) == ["plain", "looping", "net"] and result.functions["plain"] == ("net.c", 5)
+    text = "int f(void) {\n  int a = 1;\n# 3 \"x.c\"\n  return a;\n}\nint g(void) { for (;;) { } }\n"
+    skipped = csource._without_loop_free_bodies(text)
+    assert skipped == "int f(void) {\n\n# 3 \"x.c\"\n\n}\nint g(void) { for (;;) { } }\n"
+
+
 LAYER = "struct layer { void (*run)(const struct layer *); int rows; int cols[2]; float scale; };"
 
 
