@@ -19,7 +19,7 @@ from harness.errors import Unbuildable
 from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
-from harness.generators.peers.keras_chain import write
+from harness.generators.peers.keras_graph import write
 from harness.models.model import Model
 
 PEER = PeerEnv("keras2c")
