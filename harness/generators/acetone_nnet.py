@@ -38,7 +38,7 @@ class AcetoneNnet(PeerGenerator):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         out_dir.mkdir(parents=True, exist_ok=True)
-        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "chain")
+        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         versions = {} if variant == DEFAULT else {"Conv2D": variant}
         response = PEER.run({"spec": str(spec), "weights": str(weights), "out_dir": str(out_dir),
                              "function_name": "inference", "versions": versions})

@@ -37,7 +37,7 @@ class Keras2c(PeerGenerator):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         out_dir.mkdir(parents=True, exist_ok=True)
-        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "chain")
+        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         function = "k2c_" + "".join(c if c.isalnum() else "_" for c in model.name)
         PEER.run({"spec": str(spec), "weights": str(weights), "out_dir": str(out_dir), "function_name": function,
                   "malloc": variant == "malloc"})
