@@ -40,7 +40,8 @@ class AcetoneNnet(PeerGenerator):
         out_dir.mkdir(parents=True, exist_ok=True)
         spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         versions = {} if variant == DEFAULT else {"Conv2D": variant}
-        response = PEER.run({"spec": str(spec), "weights": str(weights), "out_dir": str(out_dir),
+        response = PEER.run({"spec": str(spec.resolve()), "weights": str(weights.resolve()),
+                             "out_dir": str(out_dir.resolve()),
                              "function_name": "inference", "versions": versions})
         result = response["result"]
         sources = [name for name in result["files"] if name.endswith(".c") and name not in NOT_COMPILED]

@@ -39,8 +39,8 @@ class Keras2c(PeerGenerator):
         out_dir.mkdir(parents=True, exist_ok=True)
         spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         function = "k2c_" + "".join(c if c.isalnum() else "_" for c in model.name)
-        PEER.run({"spec": str(spec), "weights": str(weights), "out_dir": str(out_dir), "function_name": function,
-                  "malloc": variant == "malloc"})
+        PEER.run({"spec": str(spec.resolve()), "weights": str(weights.resolve()), "out_dir": str(out_dir.resolve()),
+                  "function_name": function, "malloc": variant == "malloc"})
         source = (out_dir / f"{function}.c").read_text()
         floats = sum(int(n) for n in LOCAL_ARRAY.findall(source))
         raise Unbuildable(f"keras2c {self.version()} wrote {function}.c, which includes ./{BACKEND}: the PyPI "

@@ -56,7 +56,7 @@ class PeerSession:
     def call(self, request: dict, timeout: float) -> dict:
         """The driver's response to ``request`` (run in a scratch folder of its own); PeerEnvError, and the
         session closed, when the driver dies or does not answer within ``timeout`` seconds."""
-        with tempfile.TemporaryDirectory(dir=self.scratch) as folder:
+        with tempfile.TemporaryDirectory(dir=self.scratch, ignore_cleanup_errors=True) as folder:
             line = json.dumps({"scratch": folder, "request": request}).encode() + b"\n"
             try:
                 self._proc.stdin.write(line)

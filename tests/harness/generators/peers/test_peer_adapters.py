@@ -57,11 +57,15 @@ def test_keras2c_code_cannot_be_compiled_from_pypi(work):
         generators.get("keras2c").generate(_model("lenet5", work), "stack", work / "k2c")
 
 
-def test_a_peer_writes_nothing_in_the_working_directory(work, tmp_path, monkeypatch):
-    """emlearn compiles a test program under ./tmp: the driver runs in its scratch folder, not in the user's."""
+def test_a_peer_writes_nothing_in_the_working_directory_and_takes_relative_paths(work, tmp_path, monkeypatch):
+    """emlearn compiles a test program under ./tmp: the driver runs in its scratch folder, not in the user's;
+    the paths Assay gives (``--work generated``: relative) still name the user's files."""
+    model = _model("acas-reg50", work)
     monkeypatch.chdir(tmp_path)
-    code = generators.get("emlearn").generate(_model("acas-reg50", work), "loadable", work / "em-dense")
-    assert code.sources and list(tmp_path.iterdir()) == []
+    code = generators.get("emlearn").generate(model, "loadable", Path("out") / "em-dense")
+    assert code.sources and list(tmp_path.iterdir()) == [tmp_path / "out"]
+    acetone = generators.get("acetone-nnet").generate(model, "default", Path("out") / "ac-dense")
+    assert (tmp_path / "out" / "ac-dense" / "inference.c").is_file() and acetone.sources
 
 
 def test_acetone_session_survives_a_peer_crash_and_gives_the_same_code_as_a_fresh_one(work):
