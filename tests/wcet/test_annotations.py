@@ -43,17 +43,17 @@ void probe(const float *input, float *output)
 PROBED = ("__aeabi_fmul", "__aeabi_fdiv")
 # The double probe: each double operand travels as two float words (Assay's entry takes floats), bits intact.
 DOUBLE_PROBE_C = """\
-#include <string.h>
+union word_pair { float f[2]; double d; };  /* no memcpy: its own loops would join the library's */
 
 void probe(const float *input, float *output)
 {
-    double a, b, product, quotient;
-    memcpy(&a, input, sizeof a);
-    memcpy(&b, input + 2, sizeof b);
-    product = a * b;
-    quotient = a / b;
-    memcpy(output, &product, sizeof product);
-    memcpy(output + 2, &quotient, sizeof quotient);
+    union word_pair a, b, product, quotient;
+    a.f[0] = input[0]; a.f[1] = input[1];
+    b.f[0] = input[2]; b.f[1] = input[3];
+    product.d = a.d * b.d;
+    quotient.d = a.d / b.d;
+    output[0] = product.f[0]; output[1] = product.f[1];
+    output[2] = quotient.f[0]; output[3] = quotient.f[1];
 }
 """
 
@@ -124,8 +124,9 @@ def test_every_loop_of_the_annotated_functions_is_annotated_and_nothing_else(pro
     annotated = {(n, loop.offset) for f in loaded.functions for loop in f.loops
                  for n in f.names if n in program.functions and n in PROBED}
     assert found == annotated
+    # the runtime around the probe links the soft double too (not reached from the probe): left out here
     assert {(b.function, b.offset, b.max) for b in bounds} == {(b.function, b.offset, b.max)
-                                                                for b in library_facts(elf).loops}
+                                                                for b in library_facts(elf).loops if b.function in PROBED}
     # hardware floating point: no library loop at all on the Cortex-M4F
     m4 = load_program(probes["cortex-m4f"].elf)
     assert [loop for routine in m4.call_graph("probe") for loop in m4.loops(routine)] == []
@@ -206,11 +207,14 @@ def double_operands(seed: int = 0) -> np.ndarray:
 
 
 def measured_iterations(built, inputs: np.ndarray, tmp_path) -> tuple[dict, dict]:
-    """The bound of every annotated library loop in ``built`` and the most iterations per entry (back edges
-    per entry, rounded up) any single call of the probe gave it under QEMU: ({loop: bound}, {loop: worst})."""
+    """The annotated bound of every library loop the probe reaches in ``built`` (None: not annotated) and the
+    most iterations per entry (back edges per entry, rounded up) any single call of the probe gave it under
+    QEMU: ({loop: bound}, {loop: worst})."""
     counted = execcount.count(built, inputs, timeout=600, cache_dir=tmp_path / "plugin")
     program = load_program(built.elf)
-    facts = {(b.function, b.offset): b.max for b in library_facts(built.elf).loops}
+    annotated = {(b.function, b.offset): b.max for b in library_facts(built.elf).loops}
+    facts = {(loop.function, loop.offset): annotated.get((loop.function, loop.offset))
+             for routine in program.call_graph("probe") for loop in program.loops(routine)}
     assert len(counted.calls) == len(inputs)
     observed = {}
     for routine in program.call_graph("probe"):
@@ -237,7 +241,7 @@ def _check(facts: dict, observed: dict, what: str, capsys) -> None:
         print(f"\nlibrary loops, {what}: (function, offset): bound, max observed iterations per entry:")
         for key in sorted(observed):
             print(f"  {key[0]} + {key[1]:#x}: bound {facts.get(key)}, max observed {observed[key]}")
-    assert observed.keys() == facts.keys()
+    assert observed.keys() == facts.keys() and None not in facts.values(), "a reached loop is not annotated"
     for key, worst in observed.items():
         assert worst <= facts[key], f"{key}: observed {worst} > bound {facts[key]}"
         assert worst == facts[key], f"{key}: the worst case ({facts[key]}) was not reached ({worst})"
