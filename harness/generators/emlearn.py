@@ -31,8 +31,7 @@ class Emlearn(PeerGenerator):
         prefix = _identifier(model.name)
         out_dir.mkdir(parents=True, exist_ok=True)
         response = PEER.run({"model": str(model.file("keras").resolve()), "out_dir": str(out_dir.resolve()),
-                             "prefix": prefix,
-                             "method": variant})
+                             "prefix": prefix, "method": variant})
         result = response["result"]
         (net,) = result["files"]
         # emlearn writes the network as a header of definitions: one translation unit that includes it.
