@@ -3,8 +3,8 @@
 ACETONE picks an implementation per layer type; the convolution has nine (``6loops``, ``std_gemm_nn|tn|nt|tt``,
 ``indirect_gemm_nn|tn|nt|tt``), the other layers one (``default``). Each convolution implementation is an
 Assay variant, so a campaign checks each separately; a model without convolution has the one variant
-``default``. The model reaches ACETONE through its Keras importer (the chain rebuilt in Keras 2,
-``peers/keras_chain.py``): its ONNX importer crashes on every ``Gemm`` with the ONNX default ``alpha = 1``
+``default``. The model reaches ACETONE through its Keras importer (the graph rebuilt in Keras 2,
+``peers/keras_graph.py``): its ONNX importer crashes on every ``Gemm`` with the ONNX default ``alpha = 1``
 (docs/peers.md, finding A1), which is every Dense layer exported to ONNX.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
-from harness.generators.peers.keras_chain import write
+from harness.generators.peers.keras_graph import write
 from harness.generators.peers.wrapper import finish
 from harness.models.model import Model
 
@@ -38,9 +38,10 @@ class AcetoneNnet(PeerGenerator):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         out_dir.mkdir(parents=True, exist_ok=True)
-        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "chain")
+        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         versions = {} if variant == DEFAULT else {"Conv2D": variant}
-        response = PEER.run({"spec": str(spec), "weights": str(weights), "out_dir": str(out_dir),
+        response = PEER.run({"spec": str(spec.resolve()), "weights": str(weights.resolve()),
+                             "out_dir": str(out_dir.resolve()),
                              "function_name": "inference", "versions": versions})
         result = response["result"]
         sources = [name for name in result["files"] if name.endswith(".c") and name not in NOT_COMPILED]

@@ -30,8 +30,8 @@ class Emlearn(PeerGenerator):
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         prefix = _identifier(model.name)
         out_dir.mkdir(parents=True, exist_ok=True)
-        response = PEER.run({"model": str(model.file("keras")), "out_dir": str(out_dir), "prefix": prefix,
-                             "method": variant})
+        response = PEER.run({"model": str(model.file("keras").resolve()), "out_dir": str(out_dir.resolve()),
+                             "prefix": prefix, "method": variant})
         result = response["result"]
         (net,) = result["files"]
         # emlearn writes the network as a header of definitions: one translation unit that includes it.

@@ -19,7 +19,7 @@ from harness.errors import Unbuildable
 from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
-from harness.generators.peers.keras_chain import write
+from harness.generators.peers.keras_graph import write
 from harness.models.model import Model
 
 PEER = PeerEnv("keras2c")
@@ -37,10 +37,10 @@ class Keras2c(PeerGenerator):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         out_dir.mkdir(parents=True, exist_ok=True)
-        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "chain")
+        spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         function = "k2c_" + "".join(c if c.isalnum() else "_" for c in model.name)
-        PEER.run({"spec": str(spec), "weights": str(weights), "out_dir": str(out_dir), "function_name": function,
-                  "malloc": variant == "malloc"})
+        PEER.run({"spec": str(spec.resolve()), "weights": str(weights.resolve()), "out_dir": str(out_dir.resolve()),
+                  "function_name": function, "malloc": variant == "malloc"})
         source = (out_dir / f"{function}.c").read_text()
         floats = sum(int(n) for n in LOCAL_ARRAY.findall(source))
         raise Unbuildable(f"keras2c {self.version()} wrote {function}.c, which includes ./{BACKEND}: the PyPI "

@@ -43,6 +43,15 @@ def test_acetone_dense_code_is_bounded_from_its_source(work):
     assert "C source: for (" in open(record["flow_facts"]["f4"]).read()
 
 
+def test_acetone_lenet5_soft_double_loops_are_bounded_by_library_annotations(work):
+    """ACETONE's tanh calls the double exp (docs/peers.md A6): libgcc's soft-double loops are annotated."""
+    (record,) = wcet_records("lenet5", "acetone-nnet:6loops", work)
+    assert record["verdict"] == "pass", record["cause"]
+    assert record["wcet_cycles"] >= record["max_measured_cycles"] > 0
+    facts = open(record["flow_facts"]["f4"]).read()
+    assert 'loop "__aeabi_dmul" + 0x1a6 51;' in facts and 'loop "__aeabi_ddiv" + 0x82 12;' in facts
+
+
 def test_emlearn_loops_with_data_dependent_bounds_are_a_finding(work):
     (record,) = wcet_records("acas-reg50", "emlearn:loadable", work)
     assert record["verdict"] == "unbounded" and record["max_measured_cycles"] > 0

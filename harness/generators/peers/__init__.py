@@ -10,9 +10,10 @@ with packages from PyPI only. The environment is built on first use or by
 pins' hash, the Python version, the set-up time and ``pip freeze``, and a
 changed pin file rebuilds it.
 
-A peer is driven by a small driver script (``drivers/<name>.py``) run by the
-environment's Python, never importing ``harness``: Assay writes a request
-JSON, the driver writes a response JSON (``drivers/_protocol.py``). We use the
+A peer is driven by a small driver script (``drivers/drive_<name>.py``) run by the
+environment's Python, never importing ``harness``: a request JSON line in, a
+response JSON line out (``drivers/_protocol.py``), one interpreter serving many
+requests (``session.py``). We use the
 standard library's ``venv`` and pip's own command line rather than a
 environment manager library: they are what every machine with Python has, and
 a stamp file is all the bookkeeping needed.
@@ -26,14 +27,15 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.digests import digest, tree_digest
-from harness.errors import AssayError, ConfigError, NotSupported
+from harness.errors import ConfigError, NotSupported
+from harness.generators.peers import session
+from harness.generators.peers.session import PeerEnvError
 
 HERE = Path(__file__).resolve().parent
 DRIVERS = HERE / "drivers"
@@ -44,10 +46,6 @@ OK, NOT_SUPPORTED, ERROR = "ok", "not supported", "error"
 SETUP_TIMEOUT_S = 3600.0
 # The peers' TensorFlow releases have wheels for CPython <= 3.11: the environments use this interpreter.
 PYTHON_CANDIDATES = ("python3.11", "python3.10")
-
-
-class PeerEnvError(AssayError):
-    """A peer environment could not be built or its driver misbehaved (not a verdict about the model)."""
 
 
 def cache_root() -> Path:
@@ -139,10 +137,12 @@ class PeerEnv:
         return stamp
 
     def run(self, request: dict, timeout: float = 900.0) -> dict:
-        """Run the driver on ``request``; the peer's result, NotSupported for its refusal, else PeerEnvError."""
+        """The driver's answer to ``request`` (``timeout`` for this request alone); NotSupported for the peer's
+        refusal, else PeerEnvError. Paths in ``request`` must be absolute: the driver runs in a scratch folder. Sessions are pooled per environment build: a rebuilt one starts afresh."""
         stamp = self.ensure()
-        with tempfile.TemporaryDirectory(prefix=f"assay-{self.name}-") as tmp:
-            response = call_driver(self.python, self.driver, request, Path(tmp), timeout, self.name)
+        build = (self.name, str(self.python), stamp["pins_sha256"], stamp["created_at"])
+        response = check_response(session.request(build, self.python, self.driver, self.name, request, timeout),
+                                  self.name)
         response["environment"] = {key: stamp[key] for key in ("python", "pins", "setup_s", "created_at")}
         return response
 
@@ -158,31 +158,15 @@ class PeerGenerator:
 
     def identity(self, model, variant: str) -> dict:
         """The environment's identity and the adapter's own code (its module and this package: the wrapper
-        and manifest it writes, the Keras chain it hands over), so a changed adapter regenerates too."""
+        and manifest it writes, the Keras graph it hands over), so a changed adapter regenerates too."""
         module = Path(sys.modules[type(self).__module__].__file__)
         return {"name": self.name, **self.peer.identity(), "adapter": digest(module.read_text()),
                 "peers_package": tree_digest(HERE)}
 
 
-def call_driver(python: Path | str, driver: Path, request: dict, scratch: Path, timeout: float, who: str) -> dict:
-    """One driver run: request file in, response file out; stdout/stderr kept only to explain a crash.
-
-    The driver runs in ``scratch``: a peer's own scratch files (emlearn compiles a test program under
-    ``./tmp``) stay there instead of landing in the user's working directory."""
-    scratch = Path(scratch).resolve()
-    request_path, response_path = scratch / "request.json", scratch / "response.json"
-    request_path.write_text(json.dumps(request))
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONNOUSERSITE": "1", "PYTHONPATH": ""}
-    try:
-        proc = subprocess.run([str(python), str(driver), str(request_path), str(response_path)], capture_output=True,
-                              text=True, timeout=timeout, env=env, check=False, cwd=scratch)
-    except subprocess.TimeoutExpired:
-        raise PeerEnvError(f"{who}: driver timed out after {timeout:g} s") from None
-    try:
-        response = json.loads(response_path.read_text())
-    except (OSError, json.JSONDecodeError):
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise PeerEnvError(f"{who}: driver exited {proc.returncode} without a response: {tail[0]}") from None
+def check_response(response: dict, who: str) -> dict:
+    """A driver's ``ok`` response as it is; NotSupported with the peer's message for its refusal; else
+    PeerEnvError (the peer crashed, or the answer is not this interface's)."""
     if response.get("schema") != RESPONSE_SCHEMA:
         raise PeerEnvError(f"{who}: driver response has schema {response.get('schema')!r}, not {RESPONSE_SCHEMA}")
     status, message = response.get("status"), response.get("message") or ""

@@ -1,6 +1,6 @@
-"""acetone-nnet driver: a Keras chain -> ACETONE C (run by the peer's own Python; imports nothing of Assay).
+"""acetone-nnet driver: a Keras graph -> ACETONE C (run by the peer's own Python; imports nothing of Assay).
 
-Request: {"spec": chain JSON, "weights": .npz, "out_dir": dir, "function_name": C name,
+Request: {"spec": graph JSON, "weights": .npz, "out_dir": dir, "function_name": C name,
 "versions": {layer type: implementation}}. The model is rebuilt in Keras 2 (``_keras2.py``) and handed to
 ACETONE's ``CodeGenerator`` as a Keras model object. Result: the files ACETONE wrote, its implementations
 per layer type, and its layers (index, type, chosen implementation) in generation order: the layer mapping.

@@ -1,6 +1,6 @@
-"""keras2c driver: a Keras chain -> keras2c C (run by the peer's own Python; imports nothing of Assay).
+"""keras2c driver: a Keras graph -> keras2c C (run by the peer's own Python; imports nothing of Assay).
 
-Request: {"spec": chain JSON, "weights": .npz, "out_dir": dir, "function_name": C name, "malloc": bool}.
+Request: {"spec": graph JSON, "weights": .npz, "out_dir": dir, "function_name": C name, "malloc": bool}.
 Result: the files keras2c wrote and the layer names of the rebuilt model (keras2c names its arrays after them).
 """
 

@@ -8,51 +8,79 @@ from pathlib import Path
 import pytest
 
 from harness.errors import NotSupported
-from harness.generators.peers import DRIVERS, PeerEnvError, call_driver
+from harness.generators.peers import DRIVERS, PeerEnvError, check_response, session
 
 DRIVER = """
-import sys
+import os, sys, time
 sys.path.insert(0, {drivers!r})
 from _protocol import main, says
 
 def handler(request):
+    print("chatter on stdout, as TensorFlow and emlearn do")
+    os.write(1, b"and from C\\n")
     if request["do"] == "refuse":
-        raise TypeError("Error: layer Foo not supported")
+        raise TypeError("Error: layer Foo not supported:\\n  - first reason\\n  - second reason")
     if request["do"] == "crash":
         return [][1]
     if request["do"] == "die":
         sys.exit(3)
-    return {{"echo": request["value"]}}
+    if request["do"] == "hang":
+        time.sleep(60)
+    if request["do"] == "wander":
+        os.chdir("/")
+    return {{"echo": request.get("value"), "pid": os.getpid(), "cwd": os.getcwd()}}
 
 main(handler, refuses=says("not supported"))
 """
 
 
 @pytest.fixture
-def driver(tmp_path: Path) -> Path:
+def driver(tmp_path: Path):
     path = tmp_path / "drive_fake.py"
     path.write_text(DRIVER.format(drivers=str(DRIVERS)))
-    return path
+    yield path
+    session.close_all()
 
 
-def _call(driver: Path, tmp_path: Path, request: dict) -> dict:
-    return call_driver(sys.executable, driver, request, tmp_path, timeout=60, who="fake")
+def _call(driver: Path, request: dict, timeout: float = 60) -> dict:
+    return check_response(session.request(("fake", str(driver)), sys.executable, driver, "fake", request, timeout),
+                          "fake")
 
 
-def test_result_comes_back(driver, tmp_path):
-    assert _call(driver, tmp_path, {"do": "ok", "value": [1, 2]})["result"] == {"echo": [1, 2]}
+def test_result_comes_back_and_one_interpreter_serves_many_requests(driver):
+    first, second = (_call(driver, {"do": "ok", "value": [1, n]})["result"] for n in (1, 2))
+    assert (first["echo"], second["echo"]) == ([1, 1], [1, 2])
+    assert first["pid"] == second["pid"]
+    assert first["cwd"] != second["cwd"] and Path(first["cwd"]).name.startswith("tmp")  # a scratch per request
 
 
-def test_refusal_is_not_supported_with_the_peer_message(driver, tmp_path):
-    with pytest.raises(NotSupported, match="fake: TypeError: Error: layer Foo not supported"):
-        _call(driver, tmp_path, {"do": "refuse"})
+def test_refusal_is_not_supported_with_the_whole_peer_message(driver):
+    with pytest.raises(NotSupported, match="^fake: TypeError: Error: layer Foo not supported: - first reason "
+                                           "- second reason$"):
+        _call(driver, {"do": "refuse"})
 
 
-def test_crash_is_an_error_naming_where(driver, tmp_path):
+def test_crash_is_an_error_naming_where_and_the_session_goes_on(driver):
+    pid = _call(driver, {"do": "ok"})["result"]["pid"]
     with pytest.raises(PeerEnvError, match=r"fake: IndexError: list index out of range \(at drive_fake.py:\d+\)"):
-        _call(driver, tmp_path, {"do": "crash"})
+        _call(driver, {"do": "crash"})
+    assert _call(driver, {"do": "ok"})["result"]["pid"] == pid
 
 
-def test_driver_dying_without_response_is_an_error(driver, tmp_path):
-    with pytest.raises(PeerEnvError, match="exited 3 without a response"):
-        _call(driver, tmp_path, {"do": "die"})
+def test_driver_dying_is_an_error_and_the_next_request_gets_a_new_interpreter(driver):
+    pid = _call(driver, {"do": "ok"})["result"]["pid"]
+    with pytest.raises(PeerEnvError, match="exited 3 without a response: and from C"):
+        _call(driver, {"do": "die"})
+    assert _call(driver, {"do": "ok", "value": 5})["result"]["pid"] != pid
+
+
+def test_hanging_driver_times_out_and_is_replaced(driver):
+    pid = _call(driver, {"do": "ok"})["result"]["pid"]
+    with pytest.raises(PeerEnvError, match="fake: driver timed out after 1 s"):
+        _call(driver, {"do": "hang"}, timeout=1)
+    assert _call(driver, {"do": "ok"})["result"]["pid"] != pid
+
+
+def test_a_peer_changing_directory_does_not_move_the_next_request(driver):
+    _call(driver, {"do": "wander"})
+    assert _call(driver, {"do": "ok"})["result"]["cwd"] != "/"

@@ -108,8 +108,8 @@ def test_unknown_generator_and_pattern_are_one_line_exit_2(tmp_path):
 def test_peers_on_dense_cases_failures_come_with_reproducers(tmp_path):
     """emlearn and keras2c on two dense cases: emlearn passes the two-layer case and returns NaN on the
     one-layer case (its runtime refuses fewer than two layers without writing outputs, docs/peers.md E3): an
-    error with its model copied and its command; keras2c refuses the cases' layer names (K4): not supported,
-    with its own message."""
+    error with its model copied and its command; keras2c takes both (the layer names are handed over as C
+    identifiers) and writes C that cannot be built from PyPI (K2): errors saying so."""
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "harness.cli", "conformance", "--generators",
                            "emlearn:loadable,keras2c:stack", "--cases", "dense,dense_deep", "--inputs", "10",
@@ -124,5 +124,5 @@ def test_peers_on_dense_cases_failures_come_with_reproducers(tmp_path):
     assert Path(emlearn["dense"]["reproducer"]["model"]).is_file()
     command = emlearn["dense"]["reproducer"]["command"]
     assert command.startswith("assay semantic --models ") and "--generators emlearn " in command
-    assert [r["verdict"] for r in keras2c] == ["not supported", "not supported"]
-    assert all(r["cause"].startswith("keras2c: ") for r in keras2c)
+    assert [r["verdict"] for r in keras2c] == ["error", "error"]
+    assert all("ships no C backend" in r["cause"] for r in keras2c)
