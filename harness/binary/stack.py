@@ -473,6 +473,10 @@ class _ArmGraph(_Graph):
                 target = insn.effect.target
                 if kind == "branch" and extent.start <= target < extent.end:
                     continue
+                if kind == "call" and _local_subroutine(insn, extent):
+                    function.notes.append(f"call to a local subroutine at {target:#x} {where}: its decrements are "
+                                          f"the function's own")
+                    continue
                 callee = self.containing(target)
                 if callee is None:
                     problems.append(f"{kind} to {target:#x}, outside every function symbol, {where}")
@@ -547,15 +551,29 @@ class _ArmGraph(_Graph):
 
 
 def _is_padding(insn: Instruction) -> bool:
-    """Alignment padding after a function's last instruction."""
-    return insn.text in ("nop", "mov r8, r8", "andeq r0, r0, r0", "movs r0, r0")
+    """Alignment padding after a function's last instruction: the NOPs assemblers pad with (``nop.w``:
+    Thumb-2's 4-byte form, before a word-aligned literal pool, as in picolibc's ``exp``; ``mov r0, r0``:
+    ARM's before ARMv6K) and zeros."""
+    return insn.text in ("nop", "nop.w", "mov r0, r0", "mov r8, r8", "andeq r0, r0, r0", "movs r0, r0")
+
+
+def _local_subroutine(insn: Instruction, extent: _Function) -> bool:
+    """A ``bl`` to a label inside its own function, past its entry (libgcc's soft double: ``bleq Lml_d``).
+
+    Not a call of another function, nor recursion through the entry: the subroutine's code is the
+    function's own, so its decrements are already in the function's sum, and the ``bl`` is an edge of the
+    function's control flow (a subroutine that can reach the ``bl`` again puts its decrements on a cycle,
+    which ``_in_loops`` reports).
+    """
+    return insn.effect.kind == "call" and extent.start < insn.effect.target < extent.end
 
 
 def _in_loops(instructions: list[Instruction], grows: list[Instruction], extent: _Function) -> list[Instruction]:
     """The stack decrements that lie on a cycle of the function's control-flow graph.
 
     Edges: to the next instruction unless the instruction is final, and to the
-    target of a branch inside the function; a jump table may go anywhere in it.
+    target of a branch inside the function or of a call of a local subroutine;
+    a jump table may go anywhere in it.
     """
     index = {insn.address: n for n, insn in enumerate(instructions)}
     everywhere = range(len(instructions))
@@ -567,7 +585,8 @@ def _in_loops(instructions: list[Instruction], grows: list[Instruction], extent:
         result = []
         if not effect.final and n + 1 < len(instructions):
             result.append(n + 1)
-        if effect.kind == "branch" and extent.start <= effect.target < extent.end and effect.target in index:
+        if ((effect.kind == "branch" and extent.start <= effect.target < extent.end
+             or _local_subroutine(instructions[n], extent)) and effect.target in index):
             result.append(index[effect.target])
         return result
 

@@ -158,9 +158,13 @@ typedef int (*op)(int);
 int apply(op f, int x) { return f(x); }
 int vla(int n) { volatile char a[n]; a[0] = 1; return a[0]; }
 int push_loop(int n);
+int local_sub(int n);
+int local_rec(int n);
+int pool_end(void);
 void net(const float *input, float *output) {
     int x = (int)input[0];
-    output[0] = (float)(top(x) + rec(x) + ping(x) + apply(rec, x) + vla(x + 1) + push_loop(x + 1));
+    output[0] = (float)(top(x) + rec(x) + ping(x) + apply(rec, x) + vla(x + 1) + push_loop(x + 1)
+                        + local_sub(x) + local_rec(x + 1) + pool_end());
 }
 """
 
@@ -188,6 +192,54 @@ push_loop:
     .size push_loop, . - push_loop
 """
 
+# Hand-written, as libgcc's soft double does: a `bl` to a label inside the function (a local subroutine, here
+# pushing 4 bytes of its own), the same recursing into itself with a push on the way (no bound), and a
+# function ending in alignment padding before its literal pool (Thumb-2's `nop.w`, as picolibc's `exp`).
+LOCAL_SUBROUTINES = """
+    .syntax unified
+    .text
+#ifdef __thumb__
+#define FUNCTION(name) .global name; .type name, %function; .thumb_func; name:
+    .thumb
+#else
+#define FUNCTION(name) .global name; .type name, %function; name:
+    .arm
+#endif
+FUNCTION(local_sub)
+    push {r4, lr}
+    bl 2f
+    pop {r4, pc}
+2:  push {r5}
+    pop {r5}
+    bx lr
+    .size local_sub, . - local_sub
+
+FUNCTION(local_rec)
+    push {r4, lr}
+    bl 2f
+    pop {r4, pc}
+2:  push {lr}
+    subs r0, r0, #1
+    it ne
+    blne 2b
+    pop {pc}
+    .size local_rec, . - local_rec
+
+    .p2align 2
+FUNCTION(pool_end)
+    push {r4, lr}
+    ldr r0, 3f
+    pop {r4, pc}
+#ifdef __thumb2__
+    nop.w
+#else
+    nop
+#endif
+    .p2align 2
+3:  .word 0x12345678
+    .size pool_end, . - pool_end
+"""
+
 
 @pytest.fixture(scope="module", params=["arm7tdmi", "cortex-m4f", "cortex-a15"])
 def chain_build(request, tmp_path_factory):
@@ -196,8 +248,9 @@ def chain_build(request, tmp_path_factory):
     source.mkdir()
     (source / "chain.c").write_text(CHAIN)
     (source / "loop.S").write_text(PUSH_LOOP)
+    (source / "local.S").write_text(LOCAL_SUBROUTINES)
     (source / "assay.json").write_text(json.dumps({"entry": "net", "input_size": 1, "output_size": 1,
-                                                   "sources": ["chain.c", "loop.S"]}))
+                                                   "sources": ["chain.c", "loop.S", "local.S"]}))
     code = GeneratedCode.from_directory(source)
     build_dir = root / "build"
     profile = targets.get(request.param)
@@ -292,3 +345,20 @@ def test_function_pointer_call_with_the_manifest_targets_takes_the_deepest(chain
     assert not missing.bounded and "no function no_such" in missing.reason
     elsewhere = stack.analyse(image, "apply", gcc, [{**calls[0], "line": line + 1}])
     assert not elsewhere.bounded and elsewhere.reason.startswith("indirect call at 0x")
+
+
+@pytest.mark.tor("TOR-MEM-002")
+@needs_arm
+def test_a_local_subroutine_is_the_functions_own_code_and_bounded_unless_it_recurses(chain_build):
+    image, _ = chain_build
+    local = stack.analyse(image, "local_sub", stack.GccStack())
+    assert local.bytes == 8 + 4, local.describe()  # its push and the subroutine's, no call edge to itself
+    assert any("local subroutine" in note for note in local.notes)
+    recursing = stack.analyse(image, "local_rec", stack.GccStack())
+    assert recursing.describe().startswith("unbounded: stack adjustment inside a loop at 0x"), recursing.describe()
+
+
+@needs_arm
+def test_padding_before_a_literal_pool_does_not_run_past_the_end(chain_build):
+    image, _ = chain_build
+    assert stack.analyse(image, "pool_end", stack.GccStack()).bytes == 8
