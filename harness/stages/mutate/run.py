@@ -10,7 +10,11 @@ and, unless that already kills it, on all of them; the verdict is
 ``harness.core.oracle.compare`` against the reference outputs computed once. A
 crash, a hang, a damaged guard word or NaN is a kill too. A code-mutant survivor
 that is not judged equivalent also runs under AddressSanitizer and UBSan
-(``harness.runners.sanitized``); a report kills it. Survivors are classified:
+(``harness.runners.sanitized``); a report kills it. Last, its file goes through the static subscript
+bounds check (``bounds``): an index that leaves its array for some iteration, on a path that only some
+data takes (so no run saw it), kills it too. A mutant judged equivalent by a rule that holds only in real
+arithmetic (``UP_TO_ROUNDING``: softmax shift invariance) is equivalent only when its largest error is no
+larger than the clean code's; otherwise it is judged like any other mutant. Survivors are classified:
 
 - ``not_reached``: no output bit differs from the clean code's on any input (the input domain
   never exercises the change, or the mutant is equivalent without a rule that proves it);
@@ -54,13 +58,15 @@ from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import RunError, arenacheck, host, sanitized
 from harness.runners.compiling import driver_defines
-from harness.stages.mutate import operators
+from harness.stages.mutate import bounds, operators
 
 SCHEMA = "assay-mutation/1"
 KEY_FIELDS = ("model", "generator", "variant", "n_inputs", "seed")
 FIRST_BATCH = 20  # inputs tried first: most mutants die on them, and the rest need not run
 RELATIVES = (1e-3, 1e-5, 1e-7)
 KILL_TARGET = 0.99  # of the non-equivalent code mutants (issue 9)
+UP_TO_ROUNDING = ("softmax shift invariance",)  # rules equal in real arithmetic only: the error must not grow
+DETECTORS = ("oracle", "runner", "sanitizer", "bounds")
 HOST = "host"
 STAGE_DIR = Path(__file__).resolve().parent
 PREFERRED_REFERENCES = ("keras", "onnxruntime")
@@ -227,9 +233,10 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     clean_sanitizer = _sanitizer_report(code, None, work / "sanitized-clean", sampled, settings) \
         if settings.sanitize else None
 
+    clean_bounds = _bounds(code, None)
     mutants = _mutants(code, settings)
     judge = _Judge(builder, run_outputs, inputs, expected, clean, clean_errors, atol, rtol, work, settings, code, model,
-                   sample)
+                   sample, {m.file: _bounds(code, m.file) for m in mutants if m.relative is None})
     start = time.perf_counter()
     results = judge.all(mutants, settings.jobs)
     timings["mutants_s"] = time.perf_counter() - start
@@ -239,9 +246,10 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
             "input_sets": [k for k in settings.input_sets if k not in skipped], "input_sets_left_out": skipped,
             "set_inputs": settings.set_inputs, "inputs_judged": len(inputs),
             "sanitized_inputs": len(sample) if settings.sanitize else 0,
-            "clean": {"max_abs_error": float(clean_errors.max()), "sanitizer": clean_sanitizer},
+            "clean": {"max_abs_error": float(clean_errors.max()), "sanitizer": clean_sanitizer,
+                      "bounds": clean_bounds},
             "false_alarms": false_alarms, "summary": summary, "mutants": results, "timings": timings,
-            "provenance": provenance, **verdict_of(summary, clean_sanitizer)}
+            "provenance": provenance, **verdict_of(summary, clean_sanitizer, clean_bounds)}
 
 
 def _other_sets(model: Model, code: GeneratedCode, settings: Settings, states: inputsets.States | None
@@ -274,6 +282,16 @@ def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
         keep = np.sort(np.random.default_rng(settings.seed).choice(len(found), settings.max_mutants, replace=False))
         found = [found[i] for i in keep]
     return found
+
+
+def _bounds(code: GeneratedCode, file: str | None, text: str | None = None) -> dict:
+    """The static subscript bounds check (``bounds``) of ``file`` (default: the entry's) of ``code``, or of
+    ``text`` in its place: the violations as lines, and how many subscripts were and were not checked."""
+    entry = code.manifest.get("entry")
+    file = file or (entry.get("file") if isinstance(entry, dict) else None) or code.sources[0].name
+    report = bounds.check_code(code.directory, code.manifest, file, text)
+    return {"file": file, "violations": [str(v) for v in report.violations], "checked": report.checked,
+            "unchecked": report.unchecked}
 
 
 def _sanitizer_report(code: GeneratedCode, mutant: operators.Mutant | None, directory: Path, inputs: np.ndarray,
@@ -310,6 +328,7 @@ class _Judge:
     code: GeneratedCode
     model: Model
     sample: np.ndarray  # the inputs run under the sanitizers
+    clean_bounds: dict[str, dict]  # per file with code mutants, the clean file's bounds check (``_bounds``)
     slots: queue.Queue = field(default_factory=queue.Queue)  # work folder numbers free for a mutant
 
     def __call__(self, number: int, mutant: operators.Mutant) -> dict:
@@ -359,12 +378,22 @@ class _Judge:
         result["above_tolerance"] = bool(np.any(np.abs(outputs.astype(np.float64) - self.clean) >
                                                 self.atol + self.rtol * np.abs(self.clean.astype(np.float64))))
         if mutant.equivalent is not None:
-            return {**result, "status": "equivalent"}
+            if any(mutant.equivalent.startswith(rule) for rule in UP_TO_ROUNDING) and \
+                    oracle.infinity_norm_errors(outputs, self.expected).max() > self.clean_errors.max():
+                result["cause"] = "equal only up to rounding by its rule, and its error exceeds the clean code's"
+            else:
+                return {**result, "status": "equivalent"}
         if self.settings.sanitize and mutant.relative is None:  # a changed constant cannot change memory accesses
             report = _sanitizer_report(self.code, mutant, self.work / f"sanitized-mutant-{slot}",
                                        to_code_layout(self.inputs, self.model, self.code)[self.sample], self.settings)
             if report is not None:
                 return {**result, "status": "killed", "detected_by": "sanitizer", "cause": report}
+        if mutant.relative is None:  # last: what no run saw, an access only some data would drive out of bounds
+            found = _bounds(self.code, mutant.file, mutated)["violations"]
+            new = [line for line in found if line not in self.clean_bounds[mutant.file]["violations"]]
+            if new:
+                return {**result, "status": "killed", "detected_by": "bounds",
+                        "cause": f"static bounds check: {new[0]}"}
         return {**result, "status": "survived", "class": self._classify(outputs)}
 
     def _classify(self, outputs: np.ndarray) -> str:
@@ -407,8 +436,8 @@ def summarise(results: list[dict], false_alarms: list[dict]) -> dict:
     return {"mutants": len(results), **counts(results),
             "code": {**judged, "kill_rate": judged["killed"] / live if live else None},
             "by_operator": {op: counts([r for r in results if r["operator"] == op]) for op in operators_seen},
-            "detected_by": {way: sum(r["detected_by"] == way for r in results)
-                            for way in ("oracle", "runner", "sanitizer")},
+            "detected_by": {way: sum(r["detected_by"] == way for r in results) for way in DETECTORS},
+            "equivalent_by_rule": _by_rule([r for r in results if r["status"] == "equivalent"]),
             "survivor_classes": {c: sum(r["class"] == c for r in results)
                                  for c in ("not_reached", "below_precision", "tolerance")},
             "weights_above_tolerance": {"mutants": len(weights_above),
@@ -417,14 +446,22 @@ def summarise(results: list[dict], false_alarms: list[dict]) -> dict:
             "false_alarms": sum(a["verdict"] != oracle.PASS for a in false_alarms)}
 
 
-def verdict_of(summary: dict, clean_sanitizer: str | None) -> dict:
-    """pass when: no false alarm, the clean code sanitizer-clean, >= 99 % of the live code mutants killed, every
-    weight mutant above the tolerance killed, no equivalence rule refuted; else fail with the first reason."""
+def _by_rule(equivalent: list[dict]) -> dict[str, int]:
+    """How many mutants each equivalence rule judged equivalent, by the rule's name (its text up to the colon)."""
+    names = [r["equivalent_rule"].split(":")[0] for r in equivalent]
+    return {name: names.count(name) for name in sorted(set(names))}
+
+
+def verdict_of(summary: dict, clean_sanitizer: str | None, clean_bounds: dict | None = None) -> dict:
+    """pass when: no false alarm, the clean code sanitizer-clean and within bounds, >= 99 % of the live code
+    mutants killed, every weight mutant above the tolerance killed, no equivalence rule refuted; else fail."""
     reasons = []
     if summary["false_alarms"]:
         reasons.append(f"{summary['false_alarms']} false alarms on the unmutated code")
     if clean_sanitizer:
         reasons.append(f"the unmutated code under the sanitizers: {clean_sanitizer}")
+    if clean_bounds and clean_bounds["violations"]:
+        reasons.append(f"the unmutated code's bounds check: {clean_bounds['violations'][0]}")
     rate = summary["code"]["kill_rate"]
     if rate is not None and rate < KILL_TARGET:
         reasons.append(f"{rate:.1%} of the non-equivalent code mutants killed, below {KILL_TARGET:.0%}")
