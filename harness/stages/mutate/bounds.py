@@ -33,7 +33,6 @@ from harness.stages.mutate.operators import blank
 Affine = dict[str, int]  # variable -> coefficient; "" holds the constant
 _DECLARED = re.compile(r"\b(?:float|double|char|short|int|long|unsigned|signed|u?int(?:8|16|32|64)_t)\s+"
                        r"(?:const\s+)?(\w+)\s*\[\s*(\d+)\s*\]")
-_PARAM = re.compile(r"\*\s*(\w+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -59,31 +58,27 @@ class Report:
     unchecked: int  # subscripts left out (not affine, unknown extent, or under a condition on their variables)
 
 
-def extents(texts: list[str], manifest: dict) -> tuple[dict[str, int], str | None, dict[str, int]]:
-    """Array extents: declarations ``T a[N]`` of a scalar type T; the entry function's name and
-    its pointer parameters, in signature order, with the sizes of the manifest's inputs then outputs."""
+def extents(texts: list[str], manifest: dict) -> tuple[dict[str, int], str | None, list[int]]:
+    """Array extents: declarations ``T a[N]`` of a scalar type T; the entry function's name and the sizes of
+    its buffers, inputs then outputs (the full manifest's, or the small ``assay.json``'s two)."""
     found: dict[str, int] = {}
     for text in texts:
         for match in _DECLARED.finditer(blank(text)):
             found[match.group(1)] = int(match.group(2))
     entry = manifest.get("entry")
-    signature = entry.get("signature") if isinstance(entry, dict) else None
-    name = entry.get("symbol") if isinstance(entry, dict) else None
-    sizes = [int(t["size"]) for t in [*manifest.get("inputs", []), *manifest.get("outputs", [])]]
-    params: dict[str, int] = {}
-    if signature and "(" in signature:
-        listed = [p.strip() for p in signature[signature.index("(") + 1:signature.rindex(")")].split(",")]
-        names = [m.group(1) for p in listed if (m := _PARAM.search(p))]
-        if len(names) == len(listed) == len(sizes):
-            params = dict(zip(names, sizes))
-    return found, name, params
+    if isinstance(entry, dict):
+        sizes = [int(t["size"]) for t in [*manifest.get("inputs", []), *manifest.get("outputs", [])]]
+        return found, entry.get("symbol"), sizes
+    if entry is not None and "input_size" in manifest and "output_size" in manifest:
+        return found, str(entry), [int(manifest["input_size"]), int(manifest["output_size"])]
+    return found, None, []
 
 
 def check(text: str, arrays: dict[str, int], name: str = "source", entry: str | None = None,
-          params: dict[str, int] | None = None) -> Report:
+          buffers: list[int] | None = None) -> Report:
     """The subscripts of the functions in C ``text`` that can leave their arrays: ``arrays`` (name -> extent) at
-    file scope, and in the function ``entry`` its pointer parameters ``params`` too (a parameter of any
-    function hides a file-scope array of its name)."""
+    file scope, and in the function ``entry`` its pointer parameters, in order, of the sizes ``buffers`` when
+    they are as many (a parameter of any function hides a file-scope array of its name)."""
     try:
         tree = c_parser.CParser().parse(blank(text), filename=name)
     except c_parser.ParseError as exc:
@@ -91,11 +86,12 @@ def check(text: str, arrays: dict[str, int], name: str = "source", entry: str | 
     walker = _Walker(arrays)
     for definition in tree.ext:
         if isinstance(definition, c_ast.FuncDef):
-            declared = definition.decl.type.args.params if definition.decl.type.args else []
-            hidden = {p.name for p in declared if getattr(p, "name", None)}
-            walker.sizes = {k: v for k, v in arrays.items() if k not in hidden}
-            if definition.decl.name == entry:
-                walker.sizes.update(params or {})
+            declared = [p for p in (definition.decl.type.args.params if definition.decl.type.args else [])
+                        if getattr(p, "name", None)]
+            walker.sizes = {k: v for k, v in arrays.items() if k not in {p.name for p in declared}}
+            pointers = [p.name for p in declared if isinstance(p.type, c_ast.PtrDecl)]
+            if definition.decl.name == entry and buffers and len(pointers) == len(declared) == len(buffers):
+                walker.sizes.update(zip(pointers, buffers))
             walker.block(definition.body, {}, {}, frozenset())
     return Report(tuple(walker.violations), walker.checked, walker.unchecked)
 
@@ -103,9 +99,9 @@ def check(text: str, arrays: dict[str, int], name: str = "source", entry: str | 
 def check_code(code_directory: Path, manifest: dict, file: str, text: str | None = None) -> Report:
     """``check`` of ``file`` of generated code (or of ``text`` in its place), extents from all its C files."""
     files = sorted(p for p in Path(code_directory).iterdir() if p.suffix in (".c", ".h") and p.name != file)
-    arrays, entry, params = extents([p.read_text() for p in files] +
-                                    [(Path(code_directory) / file).read_text() if text is None else text], manifest)
-    return check((code_directory / file).read_text() if text is None else text, arrays, file, entry, params)
+    own = (Path(code_directory) / file).read_text() if text is None else text
+    arrays, entry, buffers = extents([p.read_text() for p in files] + [own], manifest)
+    return check(own, arrays, file, entry, buffers)
 
 
 class _Walker:

@@ -18,13 +18,13 @@ void net(const float *input, float *output) {
     }
 }
 """
-MANIFEST = {"entry": {"symbol": "net", "signature": "void net(const float *input, float *output)"},
+MANIFEST = {"entry": {"symbol": "net"},
             "inputs": [{"size": 4}], "outputs": [{"size": 10}]}
 
 
 def run(text: str):
-    arrays, entry, params = extents([text], MANIFEST)
-    return check(text, arrays, "net.c", entry, params)
+    arrays, entry, buffers = extents([text], MANIFEST)
+    return check(text, arrays, "net.c", entry, buffers)
 
 
 def test_a_read_past_the_output_on_a_path_only_some_data_takes_is_reported():
@@ -84,10 +84,10 @@ void net(const float *input, float *out2) {
     output[1] = 0.0f;
 }
 """
-    manifest = {**MANIFEST, "entry": {"symbol": "net", "signature": "void net(const float *input, float *out2)"}}
-    arrays, entry, params = extents([text], manifest)
-    assert params == {"input": 4, "out2": 10}
-    report = check(text, arrays, "net.c", entry, params)
+    manifest = {"entry": "net", "input_size": 4, "output_size": 10}  # the small manifest, assay.json
+    arrays, entry, buffers = extents([text], manifest)
+    assert (entry, buffers) == ("net", [4, 10])
+    report = check(text, arrays, "net.c", entry, buffers)
     assert report.violations == () and report.unchecked == 1  # helper's output is its parameter, size unknown
 
 
