@@ -4,8 +4,8 @@ For one (model, generator, variant) item: the code is generated, every source
 is compiled once to an object, and the clean code runs on the inputs of each
 of ``seeds`` input seeds (a verdict other than pass is a false alarm). Then
 each mutant (``operators``) is one text edit of one file: only that file is
-compiled again (gcc -O0, ~50 ms) and linked with the clean objects, and the
-library runs in the host runner's worker, on the first ``FIRST_BATCH`` inputs
+compiled again (gcc -O0, ~50 ms) and linked with the clean objects and the
+driver into an executable (``harness.runners.native``), which runs on the first ``FIRST_BATCH`` inputs
 and, unless that already kills it, on all of them; the verdict is
 ``harness.core.oracle.compare`` against the reference outputs computed once. A
 crash, a hang, a damaged guard word or NaN is a kill too. A code-mutant survivor
@@ -25,8 +25,10 @@ larger than the clean code's; otherwise it is judged like any other mutant. Surv
 Why the stage builds its own objects instead of calling ``host.build`` per
 mutant: that compiles every source each time, and the weights file of LeNet-5
 takes ~0.5 s of the ~0.6 s; hundreds of mutants would spend minutes compiling
-the same unchanged file. The flags, defines and driver are the host profile's
-and the host runner's, and the run is the host runner's own.
+the same unchanged file. The flags and defines are the host profile's, the
+driver and its guard words the targets' (``target_driver.c``). Why an executable
+rather than the host runner's library in its Python worker: the worker's start
+(~0.2 s of interpreter and cffi) was most of a small network's mutant.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from harness.digests import digest, tree_digest
 from harness.errors import USER_ERRORS, AssayError, ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.runners import RunError, arenacheck, host, sanitized
+from harness.runners import RunError, arenacheck, host, native, sanitized
 from harness.runners.compiling import driver_defines
 from harness.stages.mutate import bounds, operators
 
@@ -151,13 +153,12 @@ class _Builder:
         self.code, self.work = code, work
         self.profile = targets.get(HOST)
         self.flags = [*self.profile.flags(opt), f"-I{code.directory}", *driver_defines(code)]
-        self.compiler_version = host.compiler_version(self.profile.compiler_path())
         entry = code.manifest.get("entry")
         self.entry_file = entry.get("file") if isinstance(entry, dict) else None
         self.arena_checked = arenacheck.applies(code.manifest) and self.entry_file is not None
         self.entry_lines = (code.directory / self.entry_file).read_text().count("\n") if self.arena_checked else 0
         self.objects = {}
-        for source in (*code.sources, host.DRIVER):
+        for source in (*code.sources, native.DRIVER):
             self.objects[source.name] = self._compile(source, work / "clean" / f"{source.name}.o")
 
     def _compile(self, source: Path, obj: Path) -> Path:
@@ -174,21 +175,20 @@ class _Builder:
             raise RunError(f"compile error: {host.first_diagnostic(done.stderr)}")
         return obj
 
-    def library(self, directory: Path, replaced: dict[str, Path] | None = None) -> host.HostBuild:
-        """The code linked into ``directory/libassay.so``, with ``replaced`` sources compiled instead of the clean."""
+    def executable(self, directory: Path, replaced: dict[str, Path] | None = None) -> Path:
+        """The code linked with the driver into ``directory/assay-mutant``, with ``replaced`` sources compiled
+        instead of the clean (``harness.runners.native``: a process start costs milliseconds)."""
         directory.mkdir(parents=True, exist_ok=True)
         objects = dict(self.objects)
         for file, source in (replaced or {}).items():
             objects[file] = self._compile(source, directory / f"{file}.o")
-        library = directory / "libassay.so"
-        command = [self.profile.compiler_path(), *self.profile.ldflags, *map(str, objects.values()), "-o",
-                   str(library), *self.profile.libs]
+        executable = directory / "assay-mutant"
+        command = [self.profile.compiler_path(), *map(str, objects.values()), "-o", str(executable),
+                   *self.profile.libs]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RunError(f"link error: {host.first_diagnostic(done.stderr)}")
-        return host.HostBuild(library=library, code=self.code, command=tuple(command),
-                              compiler_version=self.compiler_version,
-                              flags=tuple(self.flags), seconds=0.0)
+        return executable
 
 
 def _analyse(item: Item, model: Model, settings: Settings) -> dict:
@@ -200,11 +200,11 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     atol, rtol = settings.tolerances(model)
     start = time.perf_counter()
     builder = _Builder(code, work, settings.opt)
-    clean_build = builder.library(work / "clean")
+    clean_build = builder.executable(work / "clean")
     timings["clean_build_s"] = time.perf_counter() - start
 
-    def run_outputs(built: host.HostBuild, inputs: np.ndarray) -> np.ndarray:
-        return from_code_layout(host.run(built, to_code_layout(inputs, model, code), settings.timeout).outputs,
+    def run_outputs(executable: Path, inputs: np.ndarray) -> np.ndarray:
+        return from_code_layout(native.run(executable, code, to_code_layout(inputs, model, code), settings.timeout),
                                 model, code)
 
     start = time.perf_counter()
@@ -316,7 +316,7 @@ class _Judge:
     """Builds, runs and classifies one mutant at a time against the clean code's figures."""
 
     builder: _Builder
-    run_outputs: Callable[[host.HostBuild, np.ndarray], np.ndarray]  # canonical inputs -> canonical outputs
+    run_outputs: Callable[[Path, np.ndarray], np.ndarray]  # executable, canonical inputs -> canonical outputs
     inputs: np.ndarray
     expected: np.ndarray  # the reference's outputs
     clean: np.ndarray  # the unmutated code's outputs
@@ -358,7 +358,7 @@ class _Judge:
         source = directory / mutant.file
         source.write_text(mutated)
         try:
-            built = self.builder.library(directory, {mutant.file: source})
+            built = self.builder.executable(directory, {mutant.file: source})
         except RunError as exc:
             return {**result, "status": "stillborn", "cause": str(exc)}
         outputs = None
