@@ -11,7 +11,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,7 +108,8 @@ def build(settings: Settings, progress=print) -> Built:
                                 *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
     else:
         built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
-    volatile: dict = {"started_at": _now(), "stages": {}}
+    volatile: dict = {"started_at": _now(), "stages": {}, "parts_s": {}}
+    parts = volatile["parts_s"]
     records: dict[str, list[dict]] = {}
     commands = []
     # The stages are independent subprocesses, settings.jobs at a time; the run of Assay's own tests goes on
@@ -113,12 +117,13 @@ def build(settings: Settings, progress=print) -> Built:
     pool, background = ThreadPoolExecutor(max_workers=max(1, settings.jobs)), ThreadPoolExecutor(max_workers=1)
     progress("evidence: tool qualification data (Assay's own tests, TOR matrix), in the background")
     qualifying = background.submit(_tool_qualification, settings, root / "tool-qualification", volatile)
-    running = []
+    running, stages_start = [], time.perf_counter()
     for stage, arguments in plan:
         result_file, schema, reports = next((f, s, r) for n, f, s, r in STAGES if n == stage)
         progress(f"evidence: running assay {stage}")
         running.append((stage, result_file, schema, reports,
-                        pool.submit(stagecall.call, stage, arguments, runs_dir / stage, result_file, schema)))
+                        pool.submit(_timed_call, parts, f"stage {stage}", stagecall.call, stage, arguments,
+                                    runs_dir / stage, result_file, schema)))
     for stage, result_file, schema, reports, future in running:
         run = future.result()
         commands.append(" ".join(run.command))
@@ -131,6 +136,7 @@ def build(settings: Settings, progress=print) -> Built:
         for name in reports:
             if (runs_dir / stage / name).is_file():
                 shutil.copyfile(runs_dir / stage / name, root / "results" / stage / name)
+    parts["stages together"] = round(time.perf_counter() - stages_start, 2)
     if not arm:
         built.notes.append("no ARM target: memory, measured cycles and WCET not run (give --targets cortex-m4f)")
 
@@ -141,7 +147,8 @@ def build(settings: Settings, progress=print) -> Built:
         model_name, generator, variant = item
         key = f"{slug(model_name)}/{slug(generator)}-{variant}"
         code_dir = root / "code" / key
-        _generate(model_name, generator, variant, code_dir, settings)
+        with _timed(parts, "archive code (assay generate)"):
+            _generate(model_name, generator, variant, code_dir, settings)
         code = GeneratedCode.from_directory(code_dir)
         verified = next((r["provenance"].get("sources_sha256") for r in records["semantic"]
                          if (r["model"], r["generator"], r["variant"]) == item and r.get("provenance")), None)
@@ -154,12 +161,14 @@ def build(settings: Settings, progress=print) -> Built:
             built.verdicts["configuration"] = "fail"
             built.notes.append(f"{key}: the archived code differs from the code the semantic stage verified")
         model = load_model(model_name, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
-        sets, set_notes = testsets.make(model, code, settings.input_sets, settings.n_inputs, settings.set_inputs,
-                                        settings.seed)
+        with _timed(parts, "input sets (make)"):
+            sets, set_notes = testsets.make(model, code, settings.input_sets, settings.n_inputs,
+                                            settings.set_inputs, settings.seed)
         built.notes.extend(f"{key}: {note}" for note in set_notes)
-        set_records[key], set_errors = testsets.evaluate(code, model, sets, settings.seed,
-                                                         settings.work_dir / "evidence-sets" / key, root, key,
-                                                         settings.timeout)
+        with _timed(parts, "input sets (per-layer error, coverage per set)"):
+            set_records[key], set_errors = testsets.evaluate(code, model, sets, settings.seed,
+                                                             settings.work_dir / "evidence-sets" / key, root, key,
+                                                             settings.timeout)
         if any(r["verdict"] == "fail" for r in set_records[key].values()):
             built.verdicts["inputs"] = "fail"
             built.notes.append(f"{key}: " + "; ".join(
@@ -172,10 +181,12 @@ def build(settings: Settings, progress=print) -> Built:
             built.notes.append(f"{key}: per-layer error not measured: {layer_errors['reason']}")
         # the structural coverage of all the test inputs together; each set's own is in inputs/input-sets.json
         inputs = to_code_layout(np.concatenate(list(sets.values())), model, code)
-        summary = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage" / key, root / "coverage" / key,
-                                   settings.timeout)
-        summary["mcdc"] = coverage.measure_mcdc(code, inputs, settings.work_dir / "evidence-mcdc" / key,
-                                                root / "coverage" / key, settings.timeout)
+        with _timed(parts, "coverage (gcc, gcovr)"):
+            summary = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage" / key,
+                                       root / "coverage" / key, settings.timeout)
+        with _timed(parts, "MC/DC (clang, llvm-cov)"):
+            summary["mcdc"] = coverage.measure_mcdc(code, inputs, settings.work_dir / "evidence-mcdc" / key,
+                                                    root / "coverage" / key, settings.timeout)
         if not summary["mcdc"]["available"]:
             built.notes.append(f"{key}: MC/DC not measured: {summary['mcdc']['reason']}")
         coverage_rows[key] = summary
@@ -191,9 +202,11 @@ def build(settings: Settings, progress=print) -> Built:
                 images.append({"code": key, "target": target, "file": copy.relative_to(root).as_posix(),
                                "sha256": sha256(copy)})
                 elves[target] = copy
-        summary["object"] = {target: _object_coverage(Item(model_name, generator, variant, target, ()), settings,
-                                                      elves.get(target), root / "coverage" / key / f"object-{target}.json")
-                             for target in arm}
+        with _timed(parts, "object-code coverage (QEMU)"):
+            summary["object"] = {target: _object_coverage(Item(model_name, generator, variant, target, ()), settings,
+                                                          elves.get(target),
+                                                          root / "coverage" / key / f"object-{target}.json")
+                                 for target in arm}
         wcet_records = [r for r in records.get("wcet", []) if (r["model"], r["generator"], r["variant"]) == item
                         and r.get("verdict") == "pass"]
         tests = f"{settings.n_inputs} uniform inputs, seed {settings.seed} (semantic, per-layer error); input sets " \
@@ -210,7 +223,9 @@ def build(settings: Settings, progress=print) -> Built:
     built.verdicts["coverage"] = "pass" if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
         "incomplete"
     pool.shutdown()
+    waited = time.perf_counter()
     qualification = qualifying.result()
+    parts["waiting for the tool qualification run"] = round(time.perf_counter() - waited, 2)
     background.shutdown()
     built.tool_qualification = qualification["verdict"] if qualification else "not run"
     if qualification is None:
@@ -231,6 +246,21 @@ def build(settings: Settings, progress=print) -> Built:
                                "tool_qualification": built.tool_qualification})
     package.archive(root)
     return built
+
+
+@contextmanager
+def _timed(parts: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall seconds of the block to ``parts[name]`` (``volatile.json``: what each part of a build cost)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        parts[name] = round(parts.get(name, 0.0) + time.perf_counter() - start, 2)
+
+
+def _timed_call(parts: dict[str, float], name: str, function: Callable, *arguments):
+    with _timed(parts, name):
+        return function(*arguments)
 
 
 def _object_coverage(item: Item, settings: Settings, image: Path | None, path: Path) -> dict:
@@ -265,6 +295,7 @@ def _tool_qualification(settings: Settings, out: Path, volatile: dict) -> dict |
         selection = tor.DEFAULT_SELECTION if settings.tor_tests is None else settings.tor_tests
         junit, run, seconds = tor.run_suite(selection, settings.work_dir / "evidence-tor")
         volatile["tool_qualification_s"] = None if seconds is None else round(seconds, 1)
+        volatile["tool_qualification_reused"] = seconds is None
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tor.TOR_DOCUMENT, out / "tor.md")
     normalised = tor.normalise_junit(junit, out / "junit.xml")
