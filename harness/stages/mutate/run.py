@@ -236,7 +236,7 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     clean_bounds = _bounds(code, None)
     mutants = _mutants(code, settings)
     judge = _Judge(builder, run_outputs, inputs, expected, clean, clean_errors, atol, rtol, work, settings, code, model,
-                   sample, {m.file: _bounds(code, m.file) for m in mutants if m.relative is None})
+                   sample, {file: _bounds(code, file) for file in {m.file for m in mutants if m.relative is None}})
     start = time.perf_counter()
     results = judge.all(mutants, settings.jobs)
     timings["mutants_s"] = time.perf_counter() - start
