@@ -7,12 +7,13 @@ no input: for every subscript ``a[e]`` whose array has a known extent (a declara
 source or header, or the entry's pointer parameters with the manifest's input and output sizes) and whose
 index ``e`` is affine in the counters of the enclosing ``for (int v = A; v < B; ++v)`` loops (constant
 bounds, nothing else writing ``v``; ``const int`` locals defined by such expressions are substituted), the
-exact range of ``e`` over the loops' box is compared with ``[0, N)``. Branches do not narrow the box
-unless their condition is a conjunction of ``x >= c`` / ``x < c`` tests of one such variable each (the
-padding guards of a convolution), which narrow that variable; a subscript under a condition that mentions
-its variables in any other way is left unchecked, as is every subscript that is not affine. So the check
-reports only a subscript that leaves its array for some iteration of loops whose every iteration runs on
-the path to it whatever the data: no false alarm by construction, and unchecked subscripts are counted.
+exact range of ``e`` over the loops' box is compared with ``[0, N)``. Branches narrow the box only
+through tests ``v >= c``, ``v < c`` (and the like) of a counter or of a local ``+-v + c`` (the padding
+guards of a convolution). The values held in arrays are taken as unknown, so a test of them (``x[k] > m``)
+may go either way and restricts nothing; a subscript under a test of its variables in any other form is
+left unchecked, as is every subscript that is not affine (both counted). So a report is a subscript that
+leaves its array for some iteration of its loops, on a path that some values of the arrays take: a
+defect of the code whatever inputs happen to reach it.
 
 Why not an abstract interpreter (Frama-C, clang's analyzer): the generated code is loop nests over
 constant bounds with affine indexes; an exact check of that shape fits in this file, runs in milliseconds
