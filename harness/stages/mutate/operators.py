@@ -229,7 +229,7 @@ class _Finder(c_ast.NodeVisitor):
             bound = int(cond.right.value)
             for delta in (1, -1):
                 self.add("loop-bound", index, index, str(bound + delta), f"loop bound {bound} -> {bound + delta}",
-                         self._shift_rule(id(cond), "the maximum over a non-empty part of the block")
+                         self._shift_rule(id(cond), "the maximum over a non-empty part")
                          if delta == -1 and bound + delta >= 1 and rule and _starts_at_zero(node) else None)
             self.bounded.add(id(cond))
         if cond is not None:
