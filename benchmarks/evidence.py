@@ -1,14 +1,19 @@
-"""Benchmark: building an evidence package (issue 9 figures), from a cold work directory and again warm.
+"""Benchmark: building an evidence package (issue 9 figures), cold and warm, with what each part cost.
 
-For each model: the wall time of ``assay evidence --models M --targets host,cortex-m4f --inputs N`` with its
-defaults (mutation analysis and the run of Assay's own tests on) in a fresh work directory shared by the
-models (every stage computed; the run of Assay's own tests, content-keyed on Assay's sources, is computed for
-the first model and reused by the next, as a user's second package would), then the same command again
-(content-keyed records reused, the package rebuilt), the package's size, and the machine's load average
-before and after each build (the machine may be shared). Prints a table and writes
+First, the run of Assay's own tests that gives the tool qualification data (``tor.run_suite``, the package's
+default selection) is made once and timed apart: it is content-keyed on Assay's sources, so it serves every
+package built by the same Assay (or CI's JUnit XML is given with ``--tor-junit``); ``--tests-in-build`` leaves
+it to the first build instead. Then for each model: the wall and CPU time (the build and every process it
+waited for) of ``assay evidence --models M --targets host,cortex-m4f --inputs N`` with its defaults in a work
+directory shared by the models (every stage computed: cold), then the same command again (content-keyed
+records reused, the package rebuilt: warm); per build the seconds of each part from the package's
+``volatile.json`` (``parts_s``: each stage's subprocess, the code-level parts, the wait for the test run),
+whether the test run was reused, and the machine's load average before and after (the machine may be
+shared: CPU seconds / cores is what an idle machine would need at least). Prints the figures and writes
 reports/benchmarks/evidence.json. Not a test: it asserts nothing.
 
     python benchmarks/evidence.py [--models acas-reg50,lenet5] [--targets host,cortex-m4f] [--inputs 1000]
+        [--jobs 2] [--work DIR] [--tests-in-build]
 """
 
 from __future__ import annotations
@@ -25,19 +30,33 @@ from datetime import date
 from pathlib import Path
 
 from harness.core.provenance import tool_versions
+from harness.stages.evidence import tor
 
 
-def build(model: str, targets: str, inputs: int, work: Path, out: Path) -> tuple[float, int, list[float]]:
-    """(wall seconds, exit status, 1-minute load average before and after)."""
+def build(model: str, targets: str, inputs: int, jobs: int, work: Path, out: Path) -> dict:
+    """One ``assay evidence`` run: wall and CPU seconds, exit status, load averages, the package's part times."""
     load = [os.getloadavg()[0]]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "evidence", "--models", model, "--targets", targets,
-                           "--inputs", str(inputs), "--out", str(out), "--work", str(work)],
-                          capture_output=True, text=True, check=False)
+    process = subprocess.Popen([sys.executable, "-m", "harness.cli", "evidence", "--models", model, "--targets",
+                                targets, "--inputs", str(inputs), "--jobs", str(jobs), "--out", str(out),
+                                "--work", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = process.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        print(done.stderr[-2000:], file=sys.stderr)
-    return seconds, done.returncode, [*load, os.getloadavg()[0]]
+    status = os.waitstatus_to_exitcode(status)
+    if status not in (0, 1):
+        print(stderr[-2000:], file=sys.stderr)
+    volatile = json.loads((out / "volatile.json").read_text()) if (out / "volatile.json").is_file() else {}
+    return {"wall_s": round(seconds, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "exit": status,
+            "load": [*load, os.getloadavg()[0]], "parts_s": volatile.get("parts_s", {}),
+            "test_run_reused": volatile.get("tool_qualification_reused")}
+
+
+def show(model: str, kind: str, row: dict) -> None:
+    print(f"{model:<12} {kind:<5} wall {row['wall_s']:7.1f} s  CPU {row['cpu_s']:7.1f} s  exit {row['exit']}  "
+          f"load {row['load'][0]:.1f}-{row['load'][1]:.1f}  test run reused: {row['test_run_reused']}", flush=True)
+    for part, seconds in sorted(row["parts_s"].items(), key=lambda kv: -kv[1]):
+        print(f"    {seconds:8.1f} s  {part}", flush=True)
 
 
 def main() -> None:
@@ -45,28 +64,39 @@ def main() -> None:
     parser.add_argument("--models", default="acas-reg50,lenet5")
     parser.add_argument("--targets", default="host,cortex-m4f")
     parser.add_argument("--inputs", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--work", type=Path, help="work directory (default: a fresh temporary one, i.e. cold)")
+    parser.add_argument("--tests-in-build", action="store_true",
+                        help="do not run Assay's tests first: the first build runs them (beside its stages)")
     args = parser.parse_args()
-    rows = []
+    rows, tests = [], None
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "work"
+        work = (args.work or Path(tmp) / "work").resolve()
+        if not args.tests_in_build:
+            start = time.perf_counter()
+            _, run, seconds = tor.run_suite(tor.DEFAULT_SELECTION, work / "evidence-tor")
+            tests = {"wall_s": round(time.perf_counter() - start, 1), "reused": seconds is None,
+                     "command": run["command"], "exit": run.get("returncode")}
+            print(f"Assay's own tests (tool qualification data): {tests['wall_s']:.1f} s, "
+                  f"{'reused' if tests['reused'] else 'run'}: {run['command']}", flush=True)
         for model in args.models.split(","):
             out = Path(tmp) / f"pkg-{model}"
-            cold, status, cold_load = build(model, args.targets, args.inputs, work, out)
-            warm, _, warm_load = build(model, args.targets, args.inputs, work, out)
+            cold = build(model, args.targets, args.inputs, args.jobs, work, out)
+            show(model, "cold", cold)
+            warm = build(model, args.targets, args.inputs, args.jobs, work, out)
+            show(model, "warm", warm)
             size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
             zipped = out.with_name(out.name + ".zip").stat().st_size
             verdict = json.loads((out / "evidence.json").read_text())
-            rows.append({"model": model, "cold_s": round(cold, 1), "warm_s": round(warm, 1), "exit": status,
-                         "verdicts": verdict.get("verdicts"), "load_cold": cold_load, "load_warm": warm_load,
+            rows.append({"model": model, "cold": cold, "warm": warm, "verdicts": verdict.get("verdicts"),
                          "package_bytes": size, "zip_bytes": zipped})
-            print(f"{model:<12} cold {cold:7.1f} s (load {cold_load[0]:.1f}-{cold_load[1]:.1f})  warm {warm:6.1f} s "
-                  f"(load {warm_load[0]:.1f}-{warm_load[1]:.1f})  exit {status}  package {size:,} bytes "
-                  f"(zip {zipped:,})  {verdict.get('verdicts')}", flush=True)
+            print(f"{model:<12} package {size:,} bytes (zip {zipped:,})  {verdict.get('verdicts')}", flush=True)
     path = Path("reports/benchmarks/evidence.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"schema": "assay-benchmark-evidence/1", "date": date.today().isoformat(),
+    path.write_text(json.dumps({"schema": "assay-benchmark-evidence/2", "date": date.today().isoformat(),
                                 "machine": platform.platform(), "cpus": os.cpu_count(), "targets": args.targets,
-                                "inputs": args.inputs, "rows": rows, "tools": tool_versions()}, indent=1))
+                                "inputs": args.inputs, "jobs": args.jobs, "tests": tests, "rows": rows,
+                                "tools": tool_versions()}, indent=1))
     print(f"written: {path}")
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,23 +34,20 @@ import numpy as np
 
 from harness import targets
 from harness.generators.generated import GeneratedCode
-from harness.runners import RunError
+from harness.runners import RunError, native
 from harness.runners.compiling import compile_once, driver_defines
-from harness.runners.host import compiler_version, first_diagnostic, signal_name
+from harness.runners.host import compiler_version, first_diagnostic
 
-DRIVER = Path(__file__).with_name("target_driver.c")
 FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
 EXIT_STATUS = 66  # what the sanitizers exit with on a report (set in the environment below)
 ENVIRONMENT = {
     "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode={EXIT_STATUS}:symbolize=1",
     "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:exitcode={EXIT_STATUS}",
 }
-INPUTS_FILE, OUTPUTS_FILE = "inputs.f32", "outputs.f32"
 _ASAN = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
 _ACCESS = re.compile(r"^(READ|WRITE) of size (\d+)", re.MULTILINE)
 _UBSAN = re.compile(r"^(\S+?:\d+:\d+): runtime error: (.+)$", re.MULTILINE)
 _FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+) (\S+?:\d+)(:\d+)?$", re.MULTILINE)
-_GUARD = re.compile(r"guard word [a-z ]+ overwritten at call #\d+")
 
 
 @dataclass(frozen=True)
@@ -71,7 +67,7 @@ def build(code: GeneratedCode, build_dir: Path, opt: str = "-O0") -> SanitizedBu
     executable = build_dir / "assay-sanitized"
     flags = [flag for flag in profile.flags(opt) if flag != "-fPIC"]
     command = (compiler, *flags, *FLAGS, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources),
-               str(DRIVER), "-o", str(executable), *profile.libs)
+               str(native.DRIVER), "-o", str(executable), *profile.libs)
     compile_once(command, code, executable, lambda stderr: RunError(f"compile error: {first_diagnostic(stderr)}"))
     return SanitizedBuild(executable=executable, code=code, command=command,
                           compiler_version=compiler_version(compiler))
@@ -79,23 +75,12 @@ def build(code: GeneratedCode, build_dir: Path, opt: str = "-O0") -> SanitizedBu
 
 def run(built: SanitizedBuild, inputs: np.ndarray, timeout: float = 300.0) -> np.ndarray:
     """The outputs (N, output_size) of ``inputs`` (N, input_size) under the sanitizers; RunError on a report."""
-    inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
-    if inputs.shape[1] != built.code.input_size:
-        raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
-    work = built.executable.parent
-    (work / INPUTS_FILE).write_bytes(inputs.astype("<f4").tobytes())
-    (work / OUTPUTS_FILE).unlink(missing_ok=True)
     try:
-        done = subprocess.run([str(built.executable), INPUTS_FILE, OUTPUTS_FILE], cwd=work, capture_output=True,
-                              text=True, timeout=timeout, check=False, env={**os.environ, **ENVIRONMENT})
-    except subprocess.TimeoutExpired:
-        raise RunError(f"timed out after {timeout:g} s under the sanitizers ({len(inputs)} inputs)") from None
-    if done.returncode != 0:
-        raise RunError(report_line(done.stdout + done.stderr, done.returncode))
-    outputs = np.frombuffer((work / OUTPUTS_FILE).read_bytes(), dtype="<f4")
-    if outputs.size != len(inputs) * built.code.output_size:
-        raise RunError(f"sanitized run wrote {outputs.size} values, expected {len(inputs)} x {built.code.output_size}")
-    return outputs.astype(np.float32).reshape(len(inputs), built.code.output_size)
+        return native.run(built.executable, built.code, inputs, timeout, {**os.environ, **ENVIRONMENT}, report_line)
+    except RunError as exc:
+        if str(exc).startswith("timed out"):
+            raise RunError(f"{exc} under the sanitizers") from None
+        raise
 
 
 def report_line(output: str, returncode: int) -> str:
@@ -112,10 +97,4 @@ def report_line(output: str, returncode: int) -> str:
     ubsan = _UBSAN.search(output)
     if ubsan:
         return f"UndefinedBehaviorSanitizer: {ubsan.group(2)} at {Path(ubsan.group(1)).name}"
-    guard = _GUARD.search(output)
-    if guard:
-        return guard.group(0)
-    if returncode < 0:
-        return f"crashed with {signal_name(-returncode)} under the sanitizers"
-    tail = (output.strip().splitlines() or ["no message"])[-1].strip()
-    return f"sanitized run exited with status {returncode}: {tail}"
+    return native.failure_line(output, returncode) + " (sanitized run)"

@@ -8,10 +8,14 @@ volatile fields (timings, dates) moved to ``volatile.json``, so that the same in
 
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,7 +109,8 @@ def build(settings: Settings, progress=print) -> Built:
                                 *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
     else:
         built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
-    volatile: dict = {"started_at": _now(), "stages": {}}
+    volatile: dict = {"started_at": _now(), "stages": {}, "parts_s": {}}
+    parts = volatile["parts_s"]
     records: dict[str, list[dict]] = {}
     commands = []
     # The stages are independent subprocesses, settings.jobs at a time; the run of Assay's own tests goes on
@@ -113,13 +118,14 @@ def build(settings: Settings, progress=print) -> Built:
     pool, background = ThreadPoolExecutor(max_workers=max(1, settings.jobs)), ThreadPoolExecutor(max_workers=1)
     progress("evidence: tool qualification data (Assay's own tests, TOR matrix), in the background")
     qualifying = background.submit(_tool_qualification, settings, root / "tool-qualification", volatile)
-    running = []
+    running, stages_start = [], time.perf_counter()
     for stage, arguments in plan:
         result_file, schema, reports = next((f, s, r) for n, f, s, r in STAGES if n == stage)
         progress(f"evidence: running assay {stage}")
         running.append((stage, result_file, schema, reports,
-                        pool.submit(stagecall.call, stage, arguments, runs_dir / stage, result_file, schema)))
-    for stage, result_file, schema, reports, future in running:
+                        pool.submit(_timed_call, parts, f"stage {stage}", stagecall.call, stage, arguments,
+                                    runs_dir / stage, result_file, schema)))
+    def collect(stage: str, result_file: str, schema: str, reports: tuple[str, ...], future) -> None:
         run = future.result()
         commands.append(" ".join(run.command))
         records[stage] = run.records
@@ -131,35 +137,45 @@ def build(settings: Settings, progress=print) -> Built:
         for name in reports:
             if (runs_dir / stage / name).is_file():
                 shutil.copyfile(runs_dir / stage / name, root / "results" / stage / name)
+
+    collect(*running[0])  # semantic: it names the generated codes
+    items = sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"] if r["variant"] != "-"})
+    # What is measured on each code needs only the code and the model: it runs beside the other stages,
+    # settings.jobs codes at a time (the machine's cores stay busy while a long stage, e.g. mutate, runs alone),
+    # each in a process of its own (the references it runs in-process, Keras and ONNX Runtime, are then never
+    # called from two threads at once).
+    progress("evidence: archiving the generated code, measuring coverage, beside the other stages")
+    measuring = ProcessPoolExecutor(max_workers=max(1, min(settings.jobs, len(items))),
+                                    mp_context=multiprocessing.get_context("spawn"))
+    measure_start = time.perf_counter()
+    futures = {item: measuring.submit(_measure_code, item, settings, root, arm) for item in items}
+    for stage_run in running[1:]:
+        collect(*stage_run)
+    parts["stages together"] = round(time.perf_counter() - stages_start, 2)
+    wait(list(futures.values()))
+    parts["code measurements together"] = round(time.perf_counter() - measure_start, 2)
     if not arm:
         built.notes.append("no ARM target: memory, measured cycles and WCET not run (give --targets cortex-m4f)")
 
-    progress("evidence: archiving the generated code, measuring coverage, tracing")
+    progress("evidence: tracing")
     generated, images, trace_rows, coverage_rows, set_records = [], [], {}, {}, {}
-    for item in sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"]
-                        if r["variant"] != "-"}):
-        model_name, generator, variant = item
-        key = f"{slug(model_name)}/{slug(generator)}-{variant}"
-        code_dir = root / "code" / key
-        _generate(model_name, generator, variant, code_dir, settings)
-        code = GeneratedCode.from_directory(code_dir)
+    for item in items:
+        measured = futures[item].result()
+        for name, seconds in measured["parts_s"].items():
+            parts[name] = round(parts.get(name, 0.0) + seconds, 2)
+        key, code, code_dir = measured["key"], measured["code"], measured["code_dir"]
+        built.notes.extend(f"{key}: {note}" for note in measured["notes"])
         verified = next((r["provenance"].get("sources_sha256") for r in records["semantic"]
                          if (r["model"], r["generator"], r["variant"]) == item and r.get("provenance")), None)
         archived = code.source_hashes()
-        generated.append({"model": model_name, "generator": code.manifest.get("generator", {"name": generator}),
-                          "variant": variant, "directory": f"code/{key}",
+        generated.append({"model": item[0], "generator": code.manifest.get("generator", {"name": item[1]}),
+                          "variant": item[2], "directory": f"code/{key}",
                           "files": {p.name: sha256(p) for p in sorted(code_dir.iterdir()) if p.is_file()},
                           "same_as_verified": archived == verified})
         if archived != verified:
             built.verdicts["configuration"] = "fail"
             built.notes.append(f"{key}: the archived code differs from the code the semantic stage verified")
-        model = load_model(model_name, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
-        sets, set_notes = testsets.make(model, code, settings.input_sets, settings.n_inputs, settings.set_inputs,
-                                        settings.seed)
-        built.notes.extend(f"{key}: {note}" for note in set_notes)
-        set_records[key], set_errors = testsets.evaluate(code, model, sets, settings.seed,
-                                                         settings.work_dir / "evidence-sets" / key, root, key,
-                                                         settings.timeout)
+        set_records[key] = measured["set_records"]
         if any(r["verdict"] == "fail" for r in set_records[key].values()):
             built.verdicts["inputs"] = "fail"
             built.notes.append(f"{key}: " + "; ".join(
@@ -167,17 +183,7 @@ def build(settings: Settings, progress=print) -> Built:
                 for k, r in set_records[key].items() if r["verdict"] == "fail"))
         elif built.verdicts.get("inputs") != "fail":
             built.verdicts["inputs"] = "pass"
-        layer_errors = set_errors.get("uniform") or next(iter(set_errors.values()))
-        if not layer_errors["available"]:
-            built.notes.append(f"{key}: per-layer error not measured: {layer_errors['reason']}")
-        # the structural coverage of all the test inputs together; each set's own is in inputs/input-sets.json
-        inputs = to_code_layout(np.concatenate(list(sets.values())), model, code)
-        summary = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage" / key, root / "coverage" / key,
-                                   settings.timeout)
-        summary["mcdc"] = coverage.measure_mcdc(code, inputs, settings.work_dir / "evidence-mcdc" / key,
-                                                root / "coverage" / key, settings.timeout)
-        if not summary["mcdc"]["available"]:
-            built.notes.append(f"{key}: MC/DC not measured: {summary['mcdc']['reason']}")
+        summary, layer_errors = measured["coverage"], measured["layer_errors"]
         coverage_rows[key] = summary
         elves = {}
         for target in arm:
@@ -191,18 +197,20 @@ def build(settings: Settings, progress=print) -> Built:
                 images.append({"code": key, "target": target, "file": copy.relative_to(root).as_posix(),
                                "sha256": sha256(copy)})
                 elves[target] = copy
-        summary["object"] = {target: _object_coverage(Item(model_name, generator, variant, target, ()), settings,
-                                                      elves.get(target), root / "coverage" / key / f"object-{target}.json")
+        summary["object"] = {target: _object_summary(measured["object"][target], elves.get(target),
+                                                     root / "coverage" / key / f"object-{target}.json")
                              for target in arm}
         wcet_records = [r for r in records.get("wcet", []) if (r["model"], r["generator"], r["variant"]) == item
                         and r.get("verdict") == "pass"]
         tests = f"{settings.n_inputs} uniform inputs, seed {settings.seed} (semantic, per-layer error); input sets " \
-                f"{', '.join(sets)} (coverage; inputs/input-sets.json); {settings.wcet_inputs} inputs (measured cycles)"
+                f"{', '.join(measured['sets'])} (coverage; inputs/input-sets.json); {settings.wcet_inputs} inputs " \
+                f"(measured cycles)"
         trace_rows[key] = {"layers": trace.rows(code.manifest, summary, elves, wcet_records, tests, layer_errors),
                            "layer_error": {k: v for k, v in layer_errors.items() if k != "layers"},
                            "untraced_lines": trace.untraced_lines(code.manifest, code_dir)}
         (root / "trace" / key).mkdir(parents=True, exist_ok=True)
         (root / "trace" / key / "trace.csv").write_text(trace.as_csv(trace_rows[key]["layers"]))
+    measuring.shutdown()
     write_json(root / "trace" / "trace.json", {"schema": "assay-trace/1", "codes": trace_rows})
     write_json(root / "inputs" / "input-sets.json", {"schema": testsets.SCHEMA, "sets": settings.input_sets,
                                                      "set_inputs": settings.set_inputs, "codes": set_records})
@@ -210,7 +218,9 @@ def build(settings: Settings, progress=print) -> Built:
     built.verdicts["coverage"] = "pass" if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
         "incomplete"
     pool.shutdown()
+    waited = time.perf_counter()
     qualification = qualifying.result()
+    parts["waiting for the tool qualification run"] = round(time.perf_counter() - waited, 2)
     background.shutdown()
     built.tool_qualification = qualification["verdict"] if qualification else "not run"
     if qualification is None:
@@ -233,19 +243,80 @@ def build(settings: Settings, progress=print) -> Built:
     return built
 
 
-def _object_coverage(item: Item, settings: Settings, image: Path | None, path: Path) -> dict:
-    """Count ``item``'s test inputs under QEMU with the counting plugin and write its object-code coverage to
-    ``path``; return the summary figures (the lists stay in the file).
+@contextmanager
+def _timed(parts: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall seconds of the block to ``parts[name]`` (``volatile.json``: what each part of a build cost)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        parts[name] = round(parts.get(name, 0.0) + time.perf_counter() - start, 2)
 
-    The counted ELF is built again by ``cycles.count_item``; its executable bytes are compared with the archived
-    image's (``same_code_as_image``): only the debug information, which names the build folder, may differ.
+
+def _timed_call(parts: dict[str, float], name: str, function: Callable, *arguments):
+    with _timed(parts, name):
+        return function(*arguments)
+
+
+def _measure_code(item: tuple[str, str, str], settings: Settings, root: Path, arm: list[str]) -> dict:
+    """What the package measures on one generated code, from the code and the model alone: the code archived
+    (``assay generate``), the input sets made, checked layer by layer and measured, the structural coverage and
+    MC/DC of all of them, the object-code coverage counted on each ARM target; each part's wall seconds."""
+    model_name, generator, variant = item
+    key = f"{slug(model_name)}/{slug(generator)}-{variant}"
+    code_dir = root / "code" / key
+    parts: dict[str, float] = {}
+    notes: list[str] = []
+    with _timed(parts, "archive code (assay generate)"):
+        _generate(model_name, generator, variant, code_dir, settings)
+    code = GeneratedCode.from_directory(code_dir)
+    model = load_model(model_name, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
+    with _timed(parts, "input sets (make)"):
+        sets, set_notes = testsets.make(model, code, settings.input_sets, settings.n_inputs,
+                                        settings.set_inputs, settings.seed)
+    notes.extend(set_notes)
+    with _timed(parts, "input sets (per-layer error, coverage per set)"):
+        set_records, set_errors = testsets.evaluate(code, model, sets, settings.seed,
+                                                    settings.work_dir / "evidence-sets" / key, root, key,
+                                                    settings.timeout)
+    layer_errors = set_errors.get("uniform") or next(iter(set_errors.values()))
+    if not layer_errors["available"]:
+        notes.append(f"per-layer error not measured: {layer_errors['reason']}")
+    # the structural coverage of all the test inputs together; each set's own is in inputs/input-sets.json
+    inputs = to_code_layout(np.concatenate(list(sets.values())), model, code)
+    with _timed(parts, "coverage (gcc, gcovr)"):
+        summary = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage" / key,
+                                   root / "coverage" / key, settings.timeout)
+    with _timed(parts, "MC/DC (clang, llvm-cov)"):
+        summary["mcdc"] = coverage.measure_mcdc(code, inputs, settings.work_dir / "evidence-mcdc" / key,
+                                                root / "coverage" / key, settings.timeout)
+    if not summary["mcdc"]["available"]:
+        notes.append(f"MC/DC not measured: {summary['mcdc']['reason']}")
+    with _timed(parts, "object-code coverage (QEMU)"):
+        counted = {target: _object_coverage(Item(model_name, generator, variant, target, ()), settings)
+                   for target in arm}
+    return {"key": key, "code": code, "code_dir": code_dir, "sets": list(sets), "set_records": set_records,
+            "layer_errors": layer_errors, "coverage": summary, "object": counted, "notes": notes, "parts_s": parts}
+
+
+def _object_coverage(item: Item, settings: Settings) -> dict:
+    """Count ``item``'s test inputs under QEMU with the counting plugin: its object-code coverage.
+
+    The counted ELF is built again by ``cycles.count_item``; ``_object_summary`` compares its executable bytes
+    with the archived image's (``same_code_as_image``): only the debug information, which names the build
+    folder, may differ.
     """
     measured = cycles.Settings(n_inputs=settings.n_inputs, seed=settings.seed, model_seed=settings.model_seed,
                                work_dir=settings.work_dir, timeout=settings.timeout)
     counts, code, build = cycles.count_item(item, measured, stage="evidence-objcov")
-    result = {**objcov.measure(counts, code.manifest, code.entry), "target": item.target, "inputs": settings.n_inputs,
-              "seed": settings.seed, "code_sha256": objcov.code_sha256(build.elf),
-              "same_code_as_image": image is not None and objcov.code_sha256(image) == objcov.code_sha256(build.elf)}
+    return {**objcov.measure(counts, code.manifest, code.entry), "target": item.target, "inputs": settings.n_inputs,
+            "seed": settings.seed, "code_sha256": objcov.code_sha256(build.elf)}
+
+
+def _object_summary(result: dict, image: Path | None, path: Path) -> dict:
+    """Write the object-code coverage ``result`` to ``path``, said the same code as the archived ``image`` or not;
+    return the summary figures (the lists stay in the file)."""
+    result = {**result, "same_code_as_image": image is not None and objcov.code_sha256(image) == result["code_sha256"]}
     write_json(path, result)
     return {key: result[key] for key in ("instructions", "executed", "instruction_percent", "conditional_branches",
                                          "both_ways", "branch_percent", "conditional_non_branches",
@@ -265,6 +336,7 @@ def _tool_qualification(settings: Settings, out: Path, volatile: dict) -> dict |
         selection = tor.DEFAULT_SELECTION if settings.tor_tests is None else settings.tor_tests
         junit, run, seconds = tor.run_suite(selection, settings.work_dir / "evidence-tor")
         volatile["tool_qualification_s"] = None if seconds is None else round(seconds, 1)
+        volatile["tool_qualification_reused"] = seconds is None
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tor.TOR_DOCUMENT, out / "tor.md")
     normalised = tor.normalise_junit(junit, out / "junit.xml")

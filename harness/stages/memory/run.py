@@ -38,7 +38,7 @@ from pathlib import Path
 from harness import generators, runners, targets
 from harness.binary import elf, source_memory, stack
 from harness.core.inputs import make_inputs
-from harness.core.pipeline import generate_code, item_dir, to_code_layout
+from harness.core.pipeline import generate_once, item_dir, to_code_layout
 from harness.core.plan import Item, load_model
 from harness.core.plan import Settings as CampaignSettings
 from harness.core.provenance import tool_versions
@@ -151,10 +151,12 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
 
 
 def _generate(item: Item, model: Model, settings: Settings, session: Session, timings: dict) -> GeneratedCode:
-    """Generate once per (model, generator, variant) in a session: the targets share the code."""
+    """Generate once per (model, generator, variant) in a session: the targets share the code; and once per
+    machine (``generate_once``): a later run reuses code generated from the same model and generator, without
+    loading the model's framework again (a warm evidence build spent most of this stage's time there)."""
     key = (item.model, item.generator, item.variant)
     if key not in session.generated:
-        session.generated[key] = generate_code(item, model, settings.campaign(), timings, {}, stage=STAGE)
+        session.generated[key] = generate_once(item, model, settings.campaign(), timings, {}, stage=STAGE)
     return session.generated[key]
 
 

@@ -201,6 +201,8 @@ class _Finder(c_ast.NodeVisitor):
         self.selects: dict[int, bool] = {}  # id(cond node) -> it is the comparison of its select's values
         self.bounded: set[int] = set()  # loop conditions with loop-bound mutants: i <= N is i < N + 1 again
         self.zero: list[str] = []  # counters of the enclosing loops that run once, from 0: always 0 in the body
+        self.shift_loops: dict[int, str] = {}  # id(cond of a softmax's max loop) -> the shift variable
+        self.shift_subtractions: dict[int, str] = {}  # id(x - m in expf(x - m)) -> the shift variable
 
     def add(self, operator: str, first: int, last: int, replacement: str, description: str,
             equivalent: str | None = None) -> None:
@@ -210,6 +212,7 @@ class _Finder(c_ast.NodeVisitor):
 
     # statements ---------------------------------------------------------------------------
     def visit_Compound(self, node: c_ast.Compound) -> None:
+        self._find_shifts(node)
         for item in node.block_items or []:
             self._maybe_delete(item)
             self.visit(item)
@@ -225,8 +228,9 @@ class _Finder(c_ast.NodeVisitor):
             index = self.source.token(cond.right)
             bound = int(cond.right.value)
             for delta in (1, -1):
-                self.add("loop-bound", index, index, str(bound + delta),
-                         f"loop bound {bound} -> {bound + delta}")
+                self.add("loop-bound", index, index, str(bound + delta), f"loop bound {bound} -> {bound + delta}",
+                         self._shift_rule(id(cond), "the maximum over a non-empty part")
+                         if delta == -1 and bound + delta >= 1 and rule and _starts_at_zero(node) else None)
             self.bounded.add(id(cond))
         if cond is not None:
             self.loop_conditions[id(cond)] = rule
@@ -305,7 +309,9 @@ class _Finder(c_ast.NodeVisitor):
     def visit_BinaryOp(self, node: c_ast.BinaryOp) -> None:
         index = self.source.operator_of(node)
         if node.op in ARITH:
-            self.add("arith", index, index, ARITH[node.op], f"{node.op} -> {ARITH[node.op]}", self._zero_rule(node))
+            rule = self._zero_rule(node) or (self._shift_rule(id(node), "minus the maximum")
+                                             if node.op == "-" else None)
+            self.add("arith", index, index, ARITH[node.op], f"{node.op} -> {ARITH[node.op]}", rule)
         elif node.op in RELATIONAL:
             for other in RELATIONAL[node.op]:
                 if other == "<=" and id(node) in self.bounded:
@@ -329,6 +335,43 @@ class _Finder(c_ast.NodeVisitor):
             return f"counter fixed at 0: {names} is 0 in the body of a loop that runs once from 0, so the left " \
                    f"operand is 0 and 0 * c == 0 / c == 0 for the constant c"
         return None
+
+    def _find_shifts(self, block: c_ast.Compound) -> None:
+        """The softmax blocks of ``block``: a max loop ``for (...) { m = a > m ? a : m; }`` whose variable ``m``
+        is read elsewhere in the block only as the subtrahend of ``expf(x - m)``."""
+        items = block.block_items or []
+        for loop in items:
+            var = _max_scan(loop, self.source)
+            if var is None:
+                continue
+            subtractions, only_shift = [], True
+            for item in items:
+                if item is loop:
+                    continue
+                for child, parent, grandparent in _walk_with_parents(item):
+                    if isinstance(child, c_ast.ID) and child.name == var:
+                        if isinstance(parent, c_ast.BinaryOp) and parent.op == "-" and parent.right is child and \
+                                isinstance(grandparent, c_ast.ExprList) and len(grandparent.exprs) == 1:
+                            subtractions.append(parent)
+                        else:
+                            only_shift = False
+                    if isinstance(child, c_ast.FuncCall) and child.args is not None and \
+                            any(isinstance(e, c_ast.BinaryOp) and e in subtractions for e in child.args.exprs) and \
+                            not (isinstance(child.name, c_ast.ID) and child.name.name == "expf"):
+                        only_shift = False
+            if only_shift and subtractions:
+                self.shift_loops[id(loop.cond)] = var
+                self.shift_subtractions.update({id(node): var for node in subtractions})
+
+    def _shift_rule(self, key: int, what: str) -> str | None:
+        """The softmax rule for the loop condition or subtraction ``key`` of a softmax block, or None."""
+        var = self.shift_loops.get(key) or self.shift_subtractions.get(key)
+        if var is None:
+            return None
+        return f"softmax shift invariance: exp(x_k - c) / sum_j exp(x_j - c) is the same for every c, and the " \
+               f"mutant changes only the shift c ({var}: {what} of the block), not the values exponentiated " \
+               f"and summed; equal in real arithmetic, in float32 up to rounding (judged equivalent only when " \
+               f"its error is no larger than the clean code's: expf overflow or underflow would show)"
 
     def _relational_rule(self, node: c_ast.BinaryOp, other: str) -> str | None:
         if other == "!=" and self.loop_conditions.get(id(node)):
@@ -373,6 +416,33 @@ def _activation_of(node: c_ast.Node, s: _Source) -> tuple[str | None, c_ast.Node
             s.span_text(s.token(node.iftrue), s.last(node.iftrue)):
         return "relu", node.cond.left
     return None, None
+
+
+def _max_scan(node: c_ast.Node, s: _Source) -> str | None:
+    """``m`` when ``node`` is a counting loop whose body is only ``m = a > m ? a : m`` (or ``>=``)."""
+    if not isinstance(node, c_ast.For):
+        return None
+    body = node.stmt.block_items if isinstance(node.stmt, c_ast.Compound) else [node.stmt]
+    if not body or len(body) != 1 or not isinstance(body[0], c_ast.Assignment) or body[0].op != "=" or \
+            not isinstance(body[0].lvalue, c_ast.ID):
+        return None
+    var, select = body[0].lvalue.name, body[0].rvalue
+    if not (isinstance(select, c_ast.TernaryOp) and isinstance(select.cond, c_ast.BinaryOp) and
+            select.cond.op in (">", ">=") and isinstance(select.cond.right, c_ast.ID) and
+            select.cond.right.name == var and isinstance(select.iffalse, c_ast.ID) and select.iffalse.name == var):
+        return None
+    text = lambda n: re.sub(r"\s+", "", s.span_text(s.token(n), s.last(n)))  # noqa: E731
+    return var if text(select.cond.left) == text(select.iftrue) else None
+
+
+def _starts_at_zero(node: c_ast.For) -> bool:
+    return isinstance(node.init, c_ast.DeclList) and node.init.decls[0].init.value == "0"
+
+
+def _walk_with_parents(node: c_ast.Node, parent: c_ast.Node | None = None, grandparent: c_ast.Node | None = None):
+    yield node, parent, grandparent
+    for child in node:
+        yield from _walk_with_parents(child, node, parent)
 
 
 def _fixed_at_zero(node: c_ast.For) -> str | None:

@@ -20,6 +20,14 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.2%}"
 
 
+def _bounds(clean: dict) -> str:
+    found = clean.get("bounds")
+    if found is None:
+        return "not run"
+    return (f"{len(found['violations'])} violations ({'; '.join(found['violations'])})" if found["violations"]
+            else "no violation") + f", {found['checked']} subscripts checked, {found['unchecked']} not decidable"
+
+
 def write_mutation_report(results: Path, out: Path) -> list[Path]:
     records = open_store(results).records()
     lines = ["# Mutation analysis: the oracle's power", "",
@@ -54,9 +62,13 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
                   + f", reference {r['reference']}, tolerance atol "
                   f"{r['tolerance']:g} + rtol {r['rtol']:g}; the clean code's largest error "
                   f"{_error(r['clean']['max_abs_error'])}; under the sanitizers ({r['sanitized_inputs']} inputs): "
-                  f"{r['clean']['sanitizer'] or 'no report'}. Killed by the oracle {s['detected_by']['oracle']}, "
+                  f"{r['clean']['sanitizer'] or 'no report'}; static bounds check: {_bounds(r['clean'])}. "
+                  f"Killed by the oracle {s['detected_by']['oracle']}, "
                   f"by the runner (crash, hang, guard word) {s['detected_by']['runner']}, by the sanitizers "
-                  f"{s['detected_by']['sanitizer']}. Verdict: {r['verdict']}"
+                  f"{s['detected_by']['sanitizer']}, by the static bounds check {s['detected_by'].get('bounds', 0)}. "
+                  f"Judged equivalent, by rule: "
+                  + (", ".join(f"{k} {v}" for k, v in s.get("equivalent_by_rule", {}).items()) or "none")
+                  + f". Verdict: {r['verdict']}"
                   + (f" ({r['cause']})" if r["cause"] else "") + ".", "",
                   "| operator | killed | survived | stillborn | equivalent |", "|---|---|---|---|---|"]
         lines += [f"| {op} | {c['killed']} | {c['survived']} | {c['stillborn']} | {c['equivalent']} |"

@@ -82,6 +82,10 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
     after = hashes(out)
     assert set(before) == set(after)
     assert [name for name in before if before[name] != after[name]] == ["volatile.json"]
+    volatile = json.loads((out / "volatile.json").read_text())  # what each part cost; the test run reused
+    assert volatile["tool_qualification_reused"] is True and volatile["tool_qualification_s"] is None
+    assert {"stage semantic", "stage wcet", "stages together", "coverage (gcc, gcovr)",
+            "object-code coverage (QEMU)"} <= set(volatile["parts_s"])
 
     assert assay("evidence", "verify", str(out)).returncode == 0
     table = out / "results" / "semantic" / "table1.md"

@@ -152,3 +152,33 @@ def test_a_counter_fixed_at_zero_makes_only_its_sums_and_products_equivalent(tmp
     # ic + kw -> ic - kw is -kw: not equivalent; nor is anything in the loop over j (it runs twice)
     assert arith[at("ic + kw", "+")].equivalent is None
     assert arith[at("j * 3", "*")].equivalent is None and arith[at("ow + j", "+")].equivalent is None
+
+
+SOFTMAX = """void softmax(float *output) {
+    {
+        float m = -INFINITY;
+        float s = 0.0f;
+        for (int k = 0; k < 10; ++k) {
+            m = output[k] > m ? output[k] : m;
+        }
+        for (int k = 0; k < 10; ++k) {
+            const float e = expf(output[k] - m);
+            output[k] = e;
+            s += e;
+        }
+        OTHER
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("other, applies", [("", True), ("output[0] = output[0] + m;", False)])
+def test_softmax_shift_rule_covers_only_changes_of_the_shift(tmp_path, other, applies):
+    path = tmp_path / "softmax.c"
+    path.write_text(SOFTMAX.replace("OTHER", other))
+    rules = {(m.line, m.description): m.equivalent for m in code_mutants(path)}
+    shift = [rules[(5, "loop bound 10 -> 9")], rules[(9, "- -> +")]]
+    assert all(rule and rule.startswith("softmax shift invariance") for rule in shift) == applies
+    assert applies or shift == [None, None]  # m read as anything but the shift: no rule
+    assert rules[(5, "loop bound 10 -> 11")] is None  # reads past the block
+    assert rules[(6, "output[k] -> index +1")] is None  # a different element, and past the block at k = 9

@@ -1,0 +1,63 @@
+"""Host executables: generated code linked with ``target_driver.c`` (the ARM targets' main) and run as a
+process that reads an inputs file and writes an outputs file.
+
+Why beside the host runner (a shared library run by a Python worker through cffi): starting that worker
+costs ~0.2 s of interpreter and cffi, more than a small network's whole batch; ``assay mutate`` runs hundreds
+of builds of the same code, one or two batches each, and there the process start is most of the time. An
+executable starts in milliseconds. It is the same code, compiled with the same host profile flags, with the
+same guard words around the buffers (``assay_guards.h``): a damaged guard word is the driver's "assay: guard
+word ... overwritten at call #k" line and exit status 77; a crash is the signal; anything the code prints
+before exiting with a non-zero status (e.g. the arena-region check's line) is the cause. The sanitized build
+(``sanitized``) is such an executable too, compiled with the sanitizers.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from harness.generators.generated import GeneratedCode
+from harness.runners import RunError
+from harness.runners.host import signal_name
+
+DRIVER = Path(__file__).with_name("target_driver.c")
+INPUTS_FILE, OUTPUTS_FILE = "inputs.f32", "outputs.f32"
+GUARD = re.compile(r"guard word [a-z ]+ overwritten at call #\d+")
+
+
+def failure_line(output: str, returncode: int) -> str:
+    """One line for a failed run: the damaged guard word, the signal, or the last line the process printed."""
+    guard = GUARD.search(output)
+    if guard:
+        return guard.group(0)
+    if returncode < 0:
+        return f"crashed with {signal_name(-returncode)}"
+    tail = (output.strip().splitlines() or ["no message"])[-1].strip()
+    return f"exited with status {returncode}: {tail}"
+
+
+def run(executable: Path, code: GeneratedCode, inputs: np.ndarray, timeout: float, env: dict[str, str] | None = None,
+        failure: Callable[[str, int], str] = failure_line) -> np.ndarray:
+    """The outputs (N, output_size) of ``inputs`` (N, input_size) run by ``executable`` in its folder; a
+    RunError with ``failure(output, status)`` when it fails, or on a timeout."""
+    inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
+    if inputs.shape[1] != code.input_size:
+        raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {code.input_size}")
+    work = Path(executable).parent
+    (work / INPUTS_FILE).write_bytes(inputs.astype("<f4").tobytes())
+    (work / OUTPUTS_FILE).unlink(missing_ok=True)
+    try:
+        done = subprocess.run([str(executable), INPUTS_FILE, OUTPUTS_FILE], cwd=work, capture_output=True, text=True,
+                              timeout=timeout, check=False, env=env)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
+    if done.returncode != 0:
+        raise RunError(failure(done.stdout + done.stderr, done.returncode))
+    outputs = np.frombuffer((work / OUTPUTS_FILE).read_bytes(), dtype="<f4")
+    if outputs.size != len(inputs) * code.output_size:
+        raise RunError(f"the run wrote {outputs.size} values, expected {len(inputs)} x {code.output_size}")
+    return outputs.astype(np.float32).reshape(len(inputs), code.output_size)
