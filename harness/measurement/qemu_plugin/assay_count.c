@@ -40,8 +40,11 @@
  * none), so one callback on its first instruction, run just before that
  * instruction, counts all of its instructions. TBs may overlap (a branch into
  * the middle of code that is already translated starts a new TB) and may be
- * translated again after a flush; each translation gets its own segments,
- * and the harness adds counts per address, so neither matters.
+ * translated again after a flush (for megabytes of straight-line code,
+ * qemu-arm's 128 MiB code buffer fills at every call); a translation whose
+ * segment has the same instructions and bucket as one seen before reuses it,
+ * so memory follows the code, not the number of translations. The harness
+ * adds counts per address, so overlaps do not matter.
  *
  * Calls: the entry starts when a segment starting at the entry address runs
  * outside a call; the return address is the address following the last
@@ -110,6 +113,18 @@ static unsigned n_dispatch; /* length of the dispatch sequence */
 static FILE *out;
 
 /* ---- segments ---- */
+/* Counts of one segment in one bucket on one vCPU. A segment usually runs in
+ * one bucket on one vCPU, so its cells are a short list rather than an array
+ * sized MAX_VCPUS x buckets: memory follows what is reported. */
+struct cell {
+    struct cell *next_in_segment;
+    struct cell *next_touched; /* on the vCPU's touched list while count != 0 */
+    struct segment *segment;
+    uint64_t count, jumps;
+    unsigned vcpu;
+    int bucket;
+};
+
 struct segment {
     uint64_t first;   /* address of the first instruction */
     uint64_t next;    /* address after the last instruction: where execution falls through */
@@ -117,13 +132,17 @@ struct segment {
     unsigned id;
     unsigned n;
     int defined;      /* D line printed */
-    int touched[MAX_VCPUS]; /* on that vCPU's touched list for its current call */
     uint64_t *addrs;  /* n instruction addresses */
-    uint64_t *count;  /* per vCPU and bucket (vcpu * n_buckets + bucket), allocated on first use */
-    uint64_t *jumps;
-    struct segment *next_touched[MAX_VCPUS];
+    struct cell *cells;
+    struct segment *next_in_table;
 };
 
+/* Every distinct segment, by first address. QEMU translates code again after
+ * its code buffer fills (qemu-arm's is 128 MiB), which for megabytes of
+ * straight-line code happens at every call; the same segment is then reused,
+ * so memory follows the code, not the number of translations. */
+static struct segment **table;
+static size_t table_size; /* a power of two */
 static unsigned n_segments;
 
 /* ---- execution state, per vCPU ---- */
@@ -133,8 +152,8 @@ struct vcpu {
     uint64_t calls;
     int current_bucket;             /* bucket of the last instruction executed that has one */
     struct segment *previous;       /* segment executed last (any code) */
-    int previous_counted_in;        /* bucket it was counted in, NO_BUCKET if not counted */
-    struct segment *touched;
+    struct cell *previous_cell;     /* where it was counted, NULL if not counted */
+    struct cell *touched;           /* cells counted in the current call */
     unsigned dispatches;            /* executions of the dispatch call in the current call */
 };
 static struct vcpu vcpus[MAX_VCPUS];
@@ -177,9 +196,9 @@ static void fail(const char *message)
 static void end_call(unsigned v)
 {
     struct vcpu *cpu = &vcpus[v];
-    struct segment *s;
     fprintf(out, "I %" PRIu64 " %u\n", cpu->calls, v);
-    for (s = cpu->touched; s != NULL; s = s->next_touched[v]) {
+    for (struct cell *c = cpu->touched; c != NULL; c = c->next_touched) {
+        struct segment *s = c->segment;
         if (!s->defined) {
             fprintf(out, "D %u %u", s->id, s->n);
             for (unsigned i = 0; i < s->n; ++i) {
@@ -188,20 +207,41 @@ static void end_call(unsigned v)
             fputc('\n', out);
             s->defined = 1;
         }
-        uint64_t *count = s->count + (size_t)v * n_buckets, *jumps = s->jumps + (size_t)v * n_buckets;
-        for (int b = 0; b < n_buckets; ++b) {
-            if (count[b] != 0) {
-                fprintf(out, "C %u %d %" PRIu64 " %" PRIu64 "\n", s->id, b, count[b], jumps[b]);
-                count[b] = 0;
-                jumps[b] = 0;
-            }
-        }
-        s->touched[v] = 0;
+        fprintf(out, "C %u %d %" PRIu64 " %" PRIu64 "\n", s->id, c->bucket, c->count, c->jumps);
+        c->count = 0;
+        c->jumps = 0;
     }
     cpu->touched = NULL;
     fprintf(out, "E %" PRIu64 " %u\n", cpu->calls, v);
     fflush(out);
     ++cpu->calls;
+}
+
+static void *allocate(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (p == NULL) {
+        fail("out of memory");
+        exit(1);
+    }
+    return p;
+}
+
+static struct cell *cell_of(struct segment *s, unsigned v, int b)
+{
+    struct cell *c;
+    for (c = s->cells; c != NULL; c = c->next_in_segment) {
+        if (c->vcpu == v && c->bucket == b) {
+            return c;
+        }
+    }
+    c = allocate(1, sizeof *c);
+    c->segment = s;
+    c->vcpu = v;
+    c->bucket = b;
+    c->next_in_segment = s->cells;
+    s->cells = c;
+    return c;
 }
 
 static void segment_exec(unsigned int vcpu_index, void *userdata)
@@ -212,8 +252,8 @@ static void segment_exec(unsigned int vcpu_index, void *userdata)
         return;
     }
     struct vcpu *cpu = &vcpus[vcpu_index];
-    if (cpu->previous_counted_in != NO_BUCKET && s->first != cpu->previous->next) {
-        ++cpu->previous->jumps[(size_t)vcpu_index * n_buckets + cpu->previous_counted_in];
+    if (cpu->previous_cell != NULL && s->first != cpu->previous->next) {
+        ++cpu->previous_cell->jumps;
     }
     if (!cpu->active) {
         if (is_entry(s->first)) {
@@ -233,7 +273,7 @@ static void segment_exec(unsigned int vcpu_index, void *userdata)
         fail("return address inside a segment");
     }
     cpu->previous = s;
-    cpu->previous_counted_in = NO_BUCKET;
+    cpu->previous_cell = NULL;
     if (!cpu->active) {
         return;
     }
@@ -245,40 +285,79 @@ static void segment_exec(unsigned int vcpu_index, void *userdata)
         }
         b = dispatch_buckets[cpu->dispatches++];
     }
-    if (s->count == NULL) {
-        s->count = calloc((size_t)MAX_VCPUS * n_buckets, sizeof *s->count);
-        s->jumps = calloc((size_t)MAX_VCPUS * n_buckets, sizeof *s->jumps);
-        if (s->count == NULL || s->jumps == NULL) {
-            fail("out of memory");
-            exit(1);
-        }
-    }
-    s->count[(size_t)vcpu_index * n_buckets + b] += 1;
-    if (!s->touched[vcpu_index]) {
-        s->touched[vcpu_index] = 1;
-        s->next_touched[vcpu_index] = cpu->touched;
-        cpu->touched = s;
+    struct cell *c = cell_of(s, vcpu_index, b);
+    if (c->count++ == 0) {
+        c->next_touched = cpu->touched;
+        cpu->touched = c;
     }
     cpu->current_bucket = b;
-    cpu->previous_counted_in = b;
+    cpu->previous_cell = c;
+}
+
+static size_t slot_of(uint64_t first)
+{
+    return (size_t)((first >> 1) * UINT64_C(0x9E3779B97F4A7C15) >> 20) & (table_size - 1);
+}
+
+static void grow_table(void)
+{
+    struct segment **old = table;
+    size_t old_size = table_size;
+    table_size = old_size ? 2 * old_size : 4096;
+    table = allocate(table_size, sizeof *table);
+    for (size_t i = 0; i < old_size; ++i) {
+        struct segment *s = old[i], *following;
+        for (; s != NULL; s = following) {
+            following = s->next_in_table;
+            size_t k = slot_of(s->first);
+            s->next_in_table = table[k];
+            table[k] = s;
+        }
+    }
+    free(old);
+}
+
+/* The segment with these instructions and this bucket, made on first sight. */
+static struct segment *segment_for(const uint64_t *addrs, unsigned n, uint64_t next, int bucket)
+{
+    if (n_segments >= table_size) {
+        grow_table();
+    }
+    size_t k = slot_of(addrs[0]);
+    for (struct segment *s = table[k]; s != NULL; s = s->next_in_table) {
+        if (s->first == addrs[0] && s->n == n && s->next == next && s->bucket == bucket
+            && memcmp(s->addrs, addrs, n * sizeof *addrs) == 0) {
+            return s;
+        }
+    }
+    struct segment *s = allocate(1, sizeof *s);
+    s->addrs = allocate(n, sizeof *s->addrs);
+    memcpy(s->addrs, addrs, n * sizeof *addrs);
+    s->first = addrs[0];
+    s->next = next;
+    s->n = n;
+    s->bucket = bucket;
+    s->id = n_segments++;
+    s->next_in_table = table[k];
+    table[k] = s;
+    return s;
 }
 
 static void add_segment(struct qemu_plugin_tb *tb, size_t from, size_t to, int bucket)
 {
-    struct segment *s = calloc(1, sizeof *s);
-    if (s == NULL || (s->addrs = calloc(to - from, sizeof *s->addrs)) == NULL) {
-        fail("out of memory");
-        exit(1);
+    static uint64_t *addrs;
+    static size_t capacity;
+    if (to - from > capacity) {
+        free(addrs);
+        capacity = to - from;
+        addrs = allocate(capacity, sizeof *addrs);
     }
     for (size_t i = from; i < to; ++i) {
-        s->addrs[i - from] = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
+        addrs[i - from] = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
     }
     struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, to - 1);
-    s->first = s->addrs[0];
-    s->next = qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last);
-    s->n = (unsigned)(to - from);
-    s->bucket = bucket;
-    s->id = n_segments++;
+    struct segment *s = segment_for(addrs, (unsigned)(to - from),
+                                    qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last), bucket);
     qemu_plugin_register_vcpu_insn_exec_cb(qemu_plugin_tb_get_insn(tb, from), segment_exec,
                                            QEMU_PLUGIN_CB_NO_REGS, s);
 }
@@ -404,9 +483,6 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     }
     if (read_map(map) != 0) {
         return -1;
-    }
-    for (int v = 0; v < MAX_VCPUS; ++v) {
-        vcpus[v].previous_counted_in = NO_BUCKET;
     }
     out = fopen(out_path, "w");
     if (out == NULL) {
