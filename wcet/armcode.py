@@ -786,7 +786,8 @@ def _line_states(program) -> list[tuple[int, int, int, bool]]:
     address, file, line = 0, 1, 1
     at, size = 0, len(code)
 
-    def uleb() -> int:
+    def leb128(signed: bool = False) -> int:
+        """The LEB128 number at ``at`` (unsigned, or signed: sign bit 0x40 of its last byte)."""
         nonlocal at
         value = shift = 0
         while True:
@@ -795,7 +796,7 @@ def _line_states(program) -> list[tuple[int, int, int, bool]]:
             value |= (byte & 0x7F) << shift
             shift += 7
             if byte < 0x80:
-                return value
+                return value - (1 << shift) if signed and byte & 0x40 else value
 
     while at < size:
         opcode = code[at]
@@ -806,7 +807,7 @@ def _line_states(program) -> list[tuple[int, int, int, bool]]:
             line += line_base + adjusted % line_range
             states.append((address, file, line, False))
         elif opcode == 0:  # extended
-            length = uleb()
+            length = leb128()
             sub, following = code[at], at + length
             if sub == 1:  # DW_LNE_end_sequence
                 states.append((address, file, line, True))
@@ -819,26 +820,18 @@ def _line_states(program) -> list[tuple[int, int, int, bool]]:
         elif opcode == 1:  # DW_LNS_copy
             states.append((address, file, line, False))
         elif opcode == 2:  # DW_LNS_advance_pc
-            address += uleb() * step
+            address += leb128() * step
         elif opcode == 3:  # DW_LNS_advance_line (signed)
-            value = shift = 0
-            while True:
-                byte = code[at]
-                at += 1
-                value |= (byte & 0x7F) << shift
-                shift += 7
-                if byte < 0x80:
-                    break
-            line += value - (1 << shift) if byte & 0x40 else value
+            line += leb128(signed=True)
         elif opcode == 4:  # DW_LNS_set_file
-            file = uleb()
+            file = leb128()
         elif opcode == 8:  # DW_LNS_const_add_pc
             address += ((255 - opcode_base) // line_range) * step
         elif opcode == 9:  # DW_LNS_fixed_advance_pc
             address += int.from_bytes(code[at:at + 2], order)
             at += 2
         elif opcode in (5, 12):  # DW_LNS_set_column, DW_LNS_set_isa
-            uleb()
+            leb128()
         elif opcode in (6, 7, 10, 11):  # negate_stmt, set_basic_block, set_prologue_end, set_epilogue_begin
             pass
         else:

@@ -29,7 +29,7 @@ from pathlib import Path
 from pycparser import c_ast, c_parser
 
 from harness.errors import AssayError
-from harness.stages.mutate.operators import blank
+from harness.stages.mutate.operators import blank, writes
 
 Affine = dict[str, int]  # variable -> coefficient; "" holds the constant
 _DECLARED = re.compile(r"\b(?:float|double|char|short|int|long|unsigned|signed|u?int(?:8|16|32|64)_t)\s+"
@@ -246,25 +246,13 @@ def _counter(node: c_ast.For) -> tuple[str, int, int] | None:
             and step.op in ("++", "p++") and isinstance(step.expr, c_ast.ID)):
         return None
     var = init.decls[0].name
-    if cond.left.name != var or step.expr.name != var or _assigns(node.stmt, var):
+    if cond.left.name != var or step.expr.name != var or writes(node.stmt, var):
         return None
     try:
         first, bound = _int(init.decls[0].init), _int(cond.right)
     except ValueError:
         return None
     return var, first, bound - 1 if cond.op == "<" else bound
-
-
-def _assigns(node: c_ast.Node | None, var: str) -> bool:
-    if node is None:
-        return False
-    for child in _walk(node):
-        if isinstance(child, c_ast.Assignment) and isinstance(child.lvalue, c_ast.ID) and child.lvalue.name == var:
-            return True
-        if isinstance(child, c_ast.UnaryOp) and child.op in ("++", "--", "p++", "p--", "&") and \
-                isinstance(child.expr, c_ast.ID) and child.expr.name == var:
-            return True
-    return False
 
 
 def _affine(node: c_ast.Node, names: dict[str, Affine]) -> Affine | None:

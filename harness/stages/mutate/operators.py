@@ -251,7 +251,7 @@ class _Finder(c_ast.NodeVisitor):
                 isinstance(step, c_ast.UnaryOp) and step.op in ("++", "p++") and isinstance(step.expr, c_ast.ID)):
             return None
         var = init.decls[0].name
-        if cond.left.name != var or step.expr.name != var or _writes(node.stmt, var):
+        if cond.left.name != var or step.expr.name != var or writes(node.stmt, var):
             return None
         try:
             start, bound = int(init.decls[0].init.value), int(cond.right.value)
@@ -472,7 +472,7 @@ def _is_zero(node: c_ast.Node) -> bool:
         float(node.value.rstrip("fF")) == 0.0
 
 
-def _writes(node: c_ast.Node | None, var: str) -> bool:
+def writes(node: c_ast.Node | None, var: str) -> bool:
     """Whether ``node`` assigns, increments or takes the address of the variable ``var``."""
     if node is None:
         return False
