@@ -129,10 +129,7 @@ class _Walker:
             self._loop(node, box, names, guarded)
             return
         if isinstance(node, c_ast.If):
-            self.expression(node.cond, box, names, guarded)
-            inner_box, inner_guarded = self._narrow(node.cond, box, names, guarded)
-            self.block(node.iftrue, inner_box, names, inner_guarded)
-            self.block(node.iffalse, box, names, guarded | _variables(node.cond, names))
+            self._branches(node, self.block, box, names, guarded)
             return
         if isinstance(node, (c_ast.While, c_ast.DoWhile)):  # a counter of an unknown range: nothing inside is checked
             self.block(node.stmt, box, names, guarded | frozenset(box) | frozenset(names))
@@ -169,6 +166,15 @@ class _Walker:
         inner_box[var] = (low, high)
         self.block(node.stmt, inner_box, inner_names, guarded - {var})
 
+    def _branches(self, node: c_ast.If | c_ast.TernaryOp, visit, box: dict[str, tuple[int, int]],
+                  names: dict[str, Affine], guarded: frozenset[str]) -> None:
+        """An ``if`` statement or a ``?:`` expression: its condition, the true branch in the box the condition
+        narrows, the false branch with the condition's variables unchecked; ``visit`` walks a branch."""
+        self.expression(node.cond, box, names, guarded)
+        inner_box, inner_guarded = self._narrow(node.cond, box, names, guarded)
+        visit(node.iftrue, inner_box, names, inner_guarded)
+        visit(node.iffalse, box, names, guarded | _variables(node.cond, names))
+
     def _narrow(self, cond: c_ast.Node, box: dict[str, tuple[int, int]], names: dict[str, Affine],
                 guarded: frozenset[str]) -> tuple[dict[str, tuple[int, int]], frozenset[str]]:
         """The box inside the true branch of ``cond``: each ``v >= c``, ``v < c`` (and the like) of a counter
@@ -195,10 +201,7 @@ class _Walker:
         if node is None:
             return
         if isinstance(node, c_ast.TernaryOp):
-            self.expression(node.cond, box, names, guarded)
-            inner_box, inner_guarded = self._narrow(node.cond, box, names, guarded)
-            self.expression(node.iftrue, inner_box, names, inner_guarded)
-            self.expression(node.iffalse, box, names, guarded | _variables(node.cond, names))
+            self._branches(node, self.expression, box, names, guarded)
             return
         if isinstance(node, c_ast.BinaryOp) and node.op in ("&&", "||"):
             self.expression(node.left, box, names, guarded)
