@@ -25,6 +25,7 @@ sections that are not loaded (debug information, symbol tables) count nowhere.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,15 +186,15 @@ def _symbols(elf: ELFFile, sections: list[Section]) -> tuple[list[Symbol], list[
 # ---------------------------------------------------------------------------- sizes
 
 
-def _read_only(section: Section, flash: range | None) -> bool:
+def _read_only(section: Section, flash: Container[int] | None) -> bool:
     """A writable section placed in flash (a vector table) holds constants at run time."""
     return flash is not None and section.kind == "data" and section.address in flash
 
 
-def image_sizes(image: ElfImage, flash: range | None = None) -> dict:
+def image_sizes(image: ElfImage, flash: Container[int] | None = None) -> dict:
     """Sizes by kind for the whole image, and per section.
 
-    ``flash``: the address range of the target's flash, if it has one; writable
+    ``flash``: the addresses of the target's flash (and boot memory), if it has one; writable
     sections inside it count as ``rodata``. Returns ``{"text": n, "rodata": n,
     "data": n, "bss": n, "reserved": n, "sections": {name: {"kind", "size"}}}``;
     an executable section that holds constants appears with kind "text+rodata".
@@ -245,7 +246,7 @@ def _overlap(intervals: list[tuple[int, int]], low: int, high: int) -> int:
     return sum(max(0, min(high, b) - max(low, a)) for a, b in intervals)
 
 
-def symbol_kind(image: ElfImage, symbol: Symbol, flash: range | None = None) -> str | None:
+def symbol_kind(image: ElfImage, symbol: Symbol, flash: Container[int] | None = None) -> str | None:
     """The kind a symbol's bytes count as: a function is ``text``; data in an
     executable section is ``rodata``; otherwise its section's kind."""
     section = image.section(symbol.section) if symbol.section else None
@@ -256,7 +257,7 @@ def symbol_kind(image: ElfImage, symbol: Symbol, flash: range | None = None) -> 
     return "rodata" if _read_only(section, flash) else section.kind
 
 
-def symbol_sizes(image: ElfImage, names: list[str], flash: range | None = None) -> dict:
+def symbol_sizes(image: ElfImage, names: list[str], flash: Container[int] | None = None) -> dict:
     """Sizes by kind of the named symbols (local ones included).
 
     Returns ``{"text": n, "rodata": n, "data": n, "bss": n, "symbols": [{"name",

@@ -26,6 +26,7 @@ from harness.core.fingerprint import item_fingerprint
 from harness.core.shards import Shard
 from harness.errors import USER_ERRORS, ConfigError
 from harness.generators.generated import GeneratedCode
+from harness.models.model import Model
 from harness.measurement import execcount
 from harness.runners.compiling import Build
 from wcet import timing
@@ -85,13 +86,9 @@ def count_item(item: Item, settings: Settings, stage: str, seconds: dict | None 
     """
     seconds = {} if seconds is None else seconds
     provenance = {} if provenance is None else provenance
-    model = load_model(item.model, settings)
-    provenance["model_sha256"] = model.sha256()
-    generate = generate_code if shard is None else generate_once
-    code = generate(item, model, settings, seconds, provenance, stage=stage)
-    built = build_once(item, item.target, code, settings, seconds, provenance, stage=stage)
+    model, code, built = build_item(item, settings, stage, seconds, provenance, shard)
     profile = targets.get(item.target)
-    provenance.update(entry=code.entry, emulator=emulator_version(profile.emulator_path()),
+    provenance.update(emulator=emulator_version(profile.emulator_path()),
                       counter=f"assay_count QEMU plugin {plugin_digest()}")
     first, count = (0, settings.n_inputs) if shard is None else (shard.start, shard.size)
     inputs = to_code_layout(make_inputs(model, count, settings.seed, start=first), model, code)
@@ -102,6 +99,19 @@ def count_item(item: Item, settings: Settings, stage: str, seconds: dict | None 
     if not np.all(np.isfinite(counts.outputs)):
         raise runners.RunError("outputs contain NaN or infinity under the counting plugin")
     return counts, code, built
+
+
+def build_item(item: Item, settings: Settings, stage: str, seconds: dict, provenance: dict,
+               shard: Shard | None = None) -> tuple[Model, GeneratedCode, Build]:
+    """Generate and build one item without running it: what ``count_item`` starts with, and all the WCET
+    stage does for a target no emulator can run (``not_runnable``, analysis only)."""
+    model = load_model(item.model, settings)
+    provenance["model_sha256"] = model.sha256()
+    generate = generate_code if shard is None else generate_once
+    code = generate(item, model, settings, seconds, provenance, stage=stage)
+    built = build_once(item, item.target, code, settings, seconds, provenance, stage=stage)
+    provenance["entry"] = code.entry
+    return model, code, built
 
 
 def emulator_version(path: str) -> str:

@@ -15,6 +15,7 @@ target's memory becomes a ``RunError`` whose message is the verdict's cause.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import resource
 import subprocess
@@ -102,13 +103,18 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile, opt: str
 
 
 def memory_map_flags(profile: TargetProfile) -> list[str]:
-    """For ``qemu-system``: the memory map of picolibc's ``picolibc.ld`` from the profile's [memory]."""
+    """For ``qemu-system``: the memory map of picolibc's ``picolibc.ld`` from the profile's [memory]
+    (``__flash``, ``__ram``, and ``__boot`` for a profile with a boot region), then the profile's own
+    linker script, if it has one, with a define of its digest so that editing the script rebuilds."""
     if profile.kind not in ("qemu-system", "qemu-smp"):
         return []
     flags = []
-    for region, symbol in (("flash", "__flash"), ("ram", "__ram")):
-        memory = profile.region(region)
+    for memory in profile.memory:
+        symbol = f"__{memory.name}"
         flags += [f"-Wl,--defsym={symbol}={memory.origin:#x}", f"-Wl,--defsym={symbol}_size={memory.size:#x}"]
+    if profile.linker_script is not None:
+        digest = hashlib.sha256(profile.linker_script.read_bytes()).hexdigest()[:16]
+        flags += [f"-DASSAY_LINKER_SCRIPT_DIGEST={digest}", f"-T{profile.linker_script}"]
     return flags
 
 
@@ -130,12 +136,11 @@ def image_size(elf: Path, profile: TargetProfile) -> ImageSize:
     """Flash and RAM bytes of the allocated sections of ``elf``.
 
     Every section with contents is stored in flash (code, constants, the vector
-    table, the initial values of .data). Writable sections take RAM, except
-    those placed inside the profile's flash region (a writable vector table).
+    table, the initial values of .data; a vector table in a boot region of its
+    own is counted there too). Writable sections take RAM, except those placed
+    inside the profile's flash or boot region (a writable vector table).
     """
-    flash_region = profile.region("flash")
-    in_flash = (range(flash_region.origin, flash_region.origin + flash_region.size)
-                if flash_region is not None and flash_region.origin is not None else range(0))
+    in_flash = profile.read_only_memory() or range(0)
     flash = ram = 0
     with elf.open("rb") as stream:
         for section in ELFFile(stream).iter_sections():
@@ -166,6 +171,7 @@ def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
     file I/O and the inferences, all emulated); ``wall_seconds`` adds writing
     the inputs file and reading the outputs file.
     """
+    built.profile.check_runnable()
     start = time.perf_counter()
     inputs = np.ascontiguousarray(inputs, dtype=np.float32)
     inputs = inputs.reshape(len(inputs), int(np.prod(inputs.shape[1:])))  # also for an empty batch

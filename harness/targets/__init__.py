@@ -23,17 +23,20 @@ _REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "pac
 # Keys that only some runner kinds use: their types, and per kind which are
 # required and which are optional. A key not listed for a profile's kind is refused.
 _KIND_KEY_TYPES = {"emulator": str, "emulator_package": str, "emulator_args": list,
-                   "runtime_package": str, "memory": dict}
+                   "runtime_package": str, "memory": dict, "linker_script": str, "not_runnable": str}
 _KIND_KEYS = {
     "qemu-user": {"required": {"emulator", "emulator_package"},
                   "optional": {"emulator_args", "runtime_package", "memory"}},
     "qemu-system": {"required": {"emulator", "emulator_package", "memory"},
-                    "optional": {"emulator_args", "runtime_package"}},
+                    "optional": {"emulator_args", "runtime_package", "linker_script", "not_runnable"}},
     # bare-metal SMP for parallel code (harness/runners/qemu_smp.py)
     "qemu-smp": {"required": {"emulator", "emulator_package", "memory"},
                  "optional": {"emulator_args", "runtime_package"}},
 }
-_MEMORY_REGIONS = ("flash", "ram")
+_MEMORY_REGIONS = ("flash", "ram", "boot")
+# "boot" is optional: where the reset reads the vector table when code and constants ("flash") live
+# elsewhere (cortex-m4f-ext: the Cortex-M4 boots from address 0, the code is in the MPS2's PSRAM).
+_OPTIONAL_REGIONS = {"boot"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,10 @@ class TargetProfile:
     emulator_args: tuple[str, ...] = ()
     runtime_package: str | None = None  # the Debian package with the C library the link needs
     memory: tuple[MemoryRegion, ...] = ()
+    # our linker script in toolchains/ (None: the C library's own, named in ldflags)
+    linker_script: Path | None = None
+    # why no emulator can run this profile's images (None: runnable); such a profile is for static analysis only
+    not_runnable: str | None = None
 
     def accepts_timing(self, name: str) -> bool:
         """Whether timing model ``name`` describes this target: its own model, or a generic one (trivial)."""
@@ -74,6 +81,25 @@ class TargetProfile:
     def region(self, name: str) -> MemoryRegion | None:
         """The memory region called ``name`` ("flash", "ram"), or None if the profile gives none."""
         return next((region for region in self.memory if region.name == name), None)
+
+    def read_only_memory(self) -> "AddressRanges | None":
+        """Addresses of the memories that hold code and constants (flash, boot), where a writable section
+        (a vector table) is constant at run time; None if the profile does not place its flash."""
+        ranges = tuple(range(region.origin, region.origin + region.size) for region in self.memory
+                       if region.name in ("flash", "boot") and region.origin is not None)
+        return AddressRanges(ranges) if ranges else None
+
+    def not_runnable_cause(self) -> str | None:
+        """One line naming the profile and why no emulator can run its images; None if one can."""
+        if self.not_runnable is None:
+            return None
+        return f"target {self.name} is not runnable (analysis only): {self.not_runnable}"
+
+    def check_runnable(self) -> None:
+        """RunError with ``not_runnable_cause()`` if no emulator can run this profile's images."""
+        cause = self.not_runnable_cause()
+        if cause is not None:
+            raise runners.RunError(cause)
 
     def compiler_path(self) -> str:
         """The compiler executable; a ConfigError naming the package if it is missing."""
@@ -97,6 +123,16 @@ class TargetProfile:
         if opt not in self.opt_levels:
             raise ConfigError(f"target {self.name}: optimisation level {opt} not in {', '.join(self.opt_levels)}")
         return [opt, *self.cflags]
+
+
+@dataclass(frozen=True)
+class AddressRanges:
+    """Address ranges tested with ``in``, as one ``range`` is."""
+
+    ranges: tuple[range, ...]
+
+    def __contains__(self, address: object) -> bool:
+        return any(address in block for block in self.ranges)
 
 
 def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
@@ -148,11 +184,22 @@ def load_profile(path: Path) -> TargetProfile:
     fields = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
     if "memory" in data:
         fields["memory"] = _memory(path, data["memory"], origins_required=data["kind"] in ("qemu-system", "qemu-smp"))
+    if "linker_script" in data:
+        fields["linker_script"] = _linker_script(path, data["linker_script"])
     return TargetProfile(path=path, **fields)
 
 
+def _linker_script(path: Path, name: str) -> Path:
+    """The profile's linker script: a file name in toolchains/, which must exist."""
+    script = PROFILE_DIR / name
+    if Path(name).name != name or not script.is_file():
+        raise ConfigError(f"{path}: key 'linker_script': no file {name!r} in {PROFILE_DIR}")
+    return script
+
+
 def _memory(path: Path, table: dict, origins_required: bool) -> tuple[MemoryRegion, ...]:
-    """Validate ``[memory.flash]``/``[memory.ram]`` tables of ``size`` and ``origin`` (bytes)."""
+    """Validate ``[memory.flash]``/``[memory.ram]`` (and optional ``[memory.boot]``) tables of ``size`` and
+    ``origin`` (bytes)."""
     unknown = set(table) - set(_MEMORY_REGIONS)
     if unknown:
         raise ConfigError(f"{path}: unknown memory region(s) {', '.join(sorted(unknown))}; "
@@ -161,7 +208,7 @@ def _memory(path: Path, table: dict, origins_required: bool) -> tuple[MemoryRegi
     for name in _MEMORY_REGIONS:
         region = table.get(name)
         if region is None:
-            if origins_required:
+            if origins_required and name not in _OPTIONAL_REGIONS:
                 raise ConfigError(f"{path}: missing key 'memory.{name}'")
             continue
         if not isinstance(region, dict):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,7 +135,7 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
                        "elf": str(image_path)}
     start = time.perf_counter()
     image = elf.read(image_path)
-    flash = _flash_range(profile)
+    flash = profile.read_only_memory()
     record["image"] = elf.image_sizes(image, flash)
     bound = stack.analyse(image, code.entry, stack.read_gcc_stack(stack.gcc_files(build_dir, _c_sources(code))),
                           code.manifest.get("indirect_calls", ()))
@@ -189,13 +190,8 @@ def _build(runner, code: GeneratedCode, build_dir: Path, profile, opt: str, extr
     return built, getattr(built, "elf", None) or built.library, None
 
 
-def _flash_range(profile) -> range | None:
-    flash = profile.region("flash")
-    return range(flash.origin, flash.origin + flash.size) if flash and flash.origin is not None else None
-
-
 def inference_sizes(image: elf.ElfImage, code: GeneratedCode, bound: stack.StackBound,
-                    flash: range | None = None) -> dict | None:
+                    flash: Container[int] | None = None) -> dict | None:
     """Sizes of the manifest's symbols, and of the library functions the entry reaches."""
     symbols = code.manifest.get("symbols")
     if not symbols:  # another tool's code: what the generated files define, read from the DWARF

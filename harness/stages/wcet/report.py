@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness.core.report import group_digits, model_order
-from harness.stages.wcet.run import PASS, UNBOUNDED, open_store
+from harness.stages.wcet.run import NOT_MEASURED, PASS, UNBOUNDED, open_store
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "timing", "engine")
 
@@ -23,12 +23,20 @@ def _cell(record: dict | None) -> str:
         return record["verdict"].upper()
     if record["verdict"] == UNBOUNDED:
         loops = len(record["unbounded_loops"])
-        return f"UNBOUNDED ({loops} loop{'s' if loops != 1 else ''}; measured max {group_digits(record['max_measured_cycles'])})"
+        return f"UNBOUNDED ({loops} loop{'s' if loops != 1 else ''}; measured max {_measured(record)})"
+    if record["verdict"] == NOT_MEASURED:  # an analysis-only target: the bound, nothing to compare it with
+        return f"{group_digits(record['wcet_cycles'])} (not measured)"
     text = f"{group_digits(record['wcet_cycles'])} ({record['tightness']:.2f}x)"
     precise = record.get("wcet_cycles_precise")
     if precise is not None and record.get("max_measured_cycles"):
         text += f" / precise {group_digits(precise)} ({precise / record['max_measured_cycles']:.2f}x)"
     return text if record["verdict"] == PASS else f"{text} UNSOUND"
+
+
+def _measured(record: dict) -> str:
+    """The largest measured cycle count, or "not measured" on a target no emulator can run."""
+    measured = record.get("max_measured_cycles")
+    return NOT_MEASURED if measured is None else group_digits(measured)
 
 
 def table4(records: list[dict]) -> str:
@@ -48,9 +56,10 @@ def table4(records: list[dict]) -> str:
         out.append(f"| {gen} ({variant}) | {target} {opt} | {timing_name} | {engine} | "
                    + " | ".join(_cell(cells.get(m)) for m in models) + " |")
     out += ["", *(f"- {line}" for line in _provenance(records))]
+    out += sorted({f"- Not measured, {r['target']}: {r['cause']}." for r in records if r["verdict"] == NOT_MEASURED})
     problems = sorted({f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / "
                        f"{r['timing']} / {r['engine']}: {r['verdict']}: {r['cause']}"
-                       for r in records if r["verdict"] not in (PASS, UNBOUNDED)})
+                       for r in records if r["verdict"] not in (PASS, UNBOUNDED, NOT_MEASURED)})
     if problems:
         out += ["", "## Failures and errors", "", *(f"- {p}" for p in problems)]
     findings = unbounded_findings(records)
@@ -122,17 +131,17 @@ def layer_tables(records: list[dict]) -> str:
             wcet = "–" if layer["wcet_cycles"] is None else group_digits(layer["wcet_cycles"])
             insensitive = layer.get("wcet_cycles_insensitive", layer["wcet_cycles"])
             extra = f" {'–' if insensitive is None else group_digits(insensitive)} |" if dispatched else ""
-            out.append(f"| {layer['layer']} | {wcet} |{extra} {group_digits(layer['max_measured_cycles'])} |")
+            out.append(f"| {layer['layer']} | {wcet} |{extra} {_measured(layer)} |")
         total = f"**{group_digits(record['wcet_cycles'])}**"
         if dispatched:
             total = f"**{group_digits(record['wcet_cycles_precise'])}** | {total}"
-        out += [f"| **Total** | {total} | **{group_digits(record['max_measured_cycles'])}** |", ""]
+        out += [f"| **Total** | {total} | **{_measured(record)}** |", ""]
     return "\n".join(out) + "\n"
 
 
 def _provenance(records: list[dict]) -> list[str]:
     lines = sorted({f"Measured on {r['n_inputs']} inputs (seed {r['seed']}) under QEMU with the counting plugin "
-                    f"(docs/met.md)." for r in records})
+                    f"(docs/met.md)." for r in records if r["verdict"] != NOT_MEASURED})
     params = sorted({f"Timing model {r['timing']}: {r.get('timing_params')}" for r in records})
     builds = sorted({f"{r['target']}: {r['provenance'].get('compiler', '?')}, flags "
                      f"`{' '.join(r['provenance'].get('flags', []))}`"

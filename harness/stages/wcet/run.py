@@ -13,7 +13,9 @@ measured execution. Its code is generated and cross-built once; then:
 3. the same code is run under QEMU with the counting plugin and priced by the
    same timing model (``harness.measurement``), and the bound must be at least the
    largest measured cycle count: a smaller bound is a ``fail`` that states
-   both numbers. ``tightness`` = WCET / max measured.
+   both numbers. ``tightness`` = WCET / max measured. A target no emulator can
+   run (``not_runnable`` in its profile: an analysis-only memory map) is not
+   measured: its records are ``not measured``, with the bound and no tightness.
 
 Code whose manifest declares no loops (a peer generator's, an ``assay.json``)
 gets its bounds from the C source alone; when some reachable loop has no
@@ -35,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import runners
+from harness import runners, targets
 from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
@@ -50,6 +52,7 @@ SCHEMA = "assay-wcet/1"
 KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "engine", "n_inputs", "seed")
 ENGINES = ("builtin", "otawa")
 PASS, FAIL, ERROR, UNBOUNDED = "pass", "fail", "error", "unbounded"
+NOT_MEASURED = "not measured"  # bounded, on a target no emulator can run: nothing to check the bound against
 STAGE = "wcet"  # work subdirectory: code and builds of this stage
 WCET_DIR = Path(wcet.__file__).resolve().parent  # the analysis library: a changed analyzer recomputes
 
@@ -88,7 +91,11 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     unbounded: list[str] | None = None
     refused = False
     try:
-        counts, code, built = cycles.count_item(item, settings, STAGE, seconds, provenance)
+        unmeasured = targets.get(item.target).not_runnable_cause()
+        if unmeasured is None:
+            counts, code, built = cycles.count_item(item, settings, STAGE, seconds, provenance)
+        else:  # an analysis-only memory map: built and bounded, never run
+            counts, (_, code, built) = None, cycles.build_item(item, settings, STAGE, seconds, provenance)
         regions, layer_names, dispatch = _regions(built.elf, code)
         start = time.perf_counter()
         try:
@@ -108,7 +115,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     records = []
     for name in item.checks:
         model = timing.get(name, **settings.timing_options.get(name, {}))
-        measured = None if cause else cycles.price(counts, model)
+        measured = None if cause or counts is None else cycles.price(counts, model)
         for engine in settings.engines:
             record = _base_record(item, name, engine, settings)
             record.update(timing_params=model.params(), seconds=dict(seconds), provenance=provenance,
@@ -116,16 +123,17 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
             if cause:
                 record.update(verdict=NOT_SUPPORTED if refused else ERROR, cause=cause)
             elif unbounded is not None:
-                totals = measured.cycles.sum(axis=1)
-                record.update(verdict=UNBOUNDED, unbounded_loops=unbounded, max_measured_cycles=int(totals.max()),
-                              median_measured_cycles=float(np.median(totals)),
+                totals = measured.cycles.sum(axis=1) if measured else None
+                record.update(verdict=UNBOUNDED, unbounded_loops=unbounded,
+                              max_measured_cycles=int(totals.max()) if measured else None,
+                              median_measured_cycles=float(np.median(totals)) if measured else None,
                               cause=f"{len(unbounded)} loop{'s' if len(unbounded) != 1 else ''} or calls Assay "
                                     f"cannot bound from the C source (no manifest loop bounds): {unbounded[0]}"
                                     + (" ..." if len(unbounded) > 1 else ""))
             else:
                 record["flow_facts"] = fact_files
                 record.update(_bound(engine, built.elf, code.entry, facts, model, regions, layer_names, measured,
-                                     settings, dispatch))
+                                     settings, dispatch, unmeasured))
             record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             store.put(record)
             records.append(record)
@@ -164,13 +172,16 @@ def _regions(elf: Path, code) -> tuple[dict[str, list[tuple[int, int]]], list[st
 
 
 def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, layer_names: list[str],
-           measured: cycles.Figures, settings: Settings, dispatch: execcount.Dispatch | None = None) -> dict:
-    """One engine's WCET, per-layer figures and the soundness verdict against the measured cycles. With a
-    dispatch call (V1), layer k's figure is that call's k-th execution: its instruction plus its callee's WCET
-    in that execution (the precise analysis), beside what the context-insensitive bound charges it."""
-    totals = measured.cycles.sum(axis=1)
-    max_measured = int(totals.max())
-    per_layer_measured = {name: int(measured.cycles[:, i].max()) for i, name in enumerate(measured.bucket_names)}
+           measured: cycles.Figures | None, settings: Settings, dispatch: execcount.Dispatch | None = None,
+           unmeasured: str | None = None) -> dict:
+    """One engine's WCET, per-layer figures and the soundness verdict against the measured cycles (None: the
+    target cannot be run, the verdict is ``not measured`` and ``unmeasured`` the cause). With a dispatch call (V1), layer k's figure is
+    that call's k-th execution: its instruction plus its callee's WCET in that execution (the precise
+    analysis), beside what the context-insensitive bound charges it."""
+    totals = measured.cycles.sum(axis=1) if measured else np.zeros(0)
+    max_measured = int(totals.max()) if measured else None
+    per_layer_measured = ({name: int(measured.cycles[:, i].max()) for i, name in enumerate(measured.bucket_names)}
+                          if measured else {})
     start = time.perf_counter()
     try:
         if engine == "builtin":
@@ -192,9 +203,15 @@ def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, laye
     except USER_ERRORS as exc:
         return {"verdict": ERROR, "cause": str(exc), "max_measured_cycles": max_measured}
     analysis_s = time.perf_counter() - start
-    layers = [{"layer": name, "wcet_cycles": per_region.get(name), "max_measured_cycles": per_layer_measured[name],
+    layers = [{"layer": name, "wcet_cycles": per_region.get(name), "max_measured_cycles": per_layer_measured.get(name),
                **({"wcet_cycles_insensitive": insensitive[name]} if name in insensitive else {})}
               for name in layer_names if name in per_region or per_layer_measured.get(name)]
+    figures = {"wcet_cycles": wcet_cycles, "wcet_cycles_precise": precise, "max_measured_cycles": max_measured,
+               "median_measured_cycles": float(np.median(totals)) if measured else None,
+               "tightness": wcet_cycles / max_measured if max_measured else None,
+               "layers": layers, "analysis_s": analysis_s, **details}
+    if measured is None:
+        return {"verdict": NOT_MEASURED, "cause": unmeasured, **figures}
     unsound = [f"{lay['layer']}: WCET {lay['wcet_cycles']} < measured {lay['max_measured_cycles']}"
                for lay in layers if lay["wcet_cycles"] is not None and lay["wcet_cycles"] < lay["max_measured_cycles"]]
     if wcet_cycles < max_measured:
@@ -202,10 +219,7 @@ def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, laye
     if precise is not None and precise < max_measured:
         unsound.insert(0, f"precise WCET {precise} < measured {max_measured} cycles")
     return {"verdict": FAIL if unsound else PASS, "cause": "unsound: " + "; ".join(unsound) if unsound else None,
-            "wcet_cycles": wcet_cycles, "wcet_cycles_precise": precise, "max_measured_cycles": max_measured,
-            "median_measured_cycles": float(np.median(totals)),
-            "tightness": wcet_cycles / max_measured if max_measured else None,
-            "layers": layers, "analysis_s": analysis_s, **details}
+            **figures}
 
 
 def _otawa(elf: Path, entry: str, model, settings: Settings) -> int:

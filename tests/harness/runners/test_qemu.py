@@ -321,3 +321,52 @@ def test_generated_acas_model_matches_the_host_bit_for_bit(acas_code, tmp_path, 
     code, inputs, expected = acas_code
     comparison = bitcompare.compare(arm_run(code, tmp_path, target, inputs).outputs, expected)
     assert comparison.identical, comparison  # Dense + ReLU only: IEEE arithmetic, no libm
+
+
+# 6.1 MB of constants, more than the 4 MiB at address 0 that cortex-m4f has for code and constants.
+PSRAM_SIZED = """
+const float big[1600000] = {[0] = 0.5f, [1599999] = 2.5f};
+void net(const float *input, float *output) {
+    for (int i = 0; i < 4; ++i) {
+        output[i] = input[i] * big[1599999] + big[0];
+        output[4 + i] = input[i] / big[(int)(input[i] != input[i])];
+    }
+}
+"""
+
+
+def _section_addresses(elf):
+    from elftools.elf.elffile import ELFFile
+
+    with elf.open("rb") as stream:
+        return {section.name: (section["sh_addr"], section["sh_size"]) for section in ELFFile(stream).iter_sections()
+                if section["sh_flags"] & 2}  # SHF_ALLOC
+
+
+@pytest.mark.arm
+@needs_tools
+def test_cortex_m4f_ext_runs_code_and_constants_from_psram_bit_for_bit(tmp_path):
+    code = prebuilt(tmp_path, PSRAM_SIZED, output_size=8)
+    with pytest.raises(RunError, match="image too large for cortex-m4f: flash region of 4194304 bytes"):
+        arm_build(code, tmp_path, "cortex-m4f")
+    built = arm_build(code, tmp_path, "cortex-m4f-ext")
+    sections = _section_addresses(built.elf)
+    assert sections[".vectors"][0] == 0  # where the Cortex-M4 reads its reset vector
+    psram = range(0x21000000, 0x22000000)  # QEMU's mps2-an386 PSRAM (hw/arm/mps2.c)
+    assert sections[".text"][0] in psram and sections[".text"][0] + sections[".text"][1] - 0x400000 in psram
+    assert built.size.flash > 6_400_000 and built.size.ram < 0x20000  # the vector table is not RAM
+    inputs = special_inputs()
+    outcome = qemu.run(built, inputs)
+    comparison = bitcompare.compare(outcome.outputs, host_outputs(code, tmp_path, inputs))
+    assert comparison.identical, comparison
+    assert outcome.outputs[2, 0] == inputs[2, 0] * 2.5 + 0.5  # both ends of the table were read
+
+
+@pytest.mark.arm
+@needs_tools
+def test_an_analysis_only_target_builds_but_refuses_to_run(tmp_path):
+    built = arm_build(prebuilt(tmp_path, ARITHMETIC), tmp_path, "cortex-m4f-big")
+    assert _section_addresses(built.elf)[".text"][0] == 0x60000000
+    with pytest.raises(RunError, match="^target cortex-m4f-big is not runnable \\(analysis only\\): no emulated board"):
+        qemu.run(built, special_inputs())
+    assert not (built.elf.parent / qemu.LOG_FILE).exists()  # QEMU was never started

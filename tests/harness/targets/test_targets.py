@@ -2,6 +2,7 @@ import pytest
 
 from harness import targets
 from harness.errors import ConfigError
+from harness.runners import RunError
 
 
 def test_host_profile_loads_with_o0_default():
@@ -130,3 +131,37 @@ def test_extends_an_unknown_profile_or_in_a_cycle_is_refused(tmp_path):
     (tmp_path / "c.toml").write_text('extends = "nothere"\n')
     with pytest.raises(ConfigError, match="extends unknown target 'nothere'"):
         targets.load_profile(tmp_path / "c.toml")
+
+
+def test_cortex_m4f_ext_keeps_the_core_and_moves_code_to_psram():
+    base, ext = targets.get("cortex-m4f"), targets.get("cortex-m4f-ext")
+    assert (ext.cflags, ext.timing, ext.emulator_args) == (base.cflags, base.timing, base.emulator_args)
+    assert (ext.region("boot").origin, ext.region("flash").origin, ext.region("flash").size) == (
+        0, 0x21000000, 16 * 1024 * 1024)  # vector table where the Cortex-M4 resets; code in MPS2 PSRAM
+    assert ext.region("ram") == base.region("ram") and base.region("boot") is None
+    assert ext.linker_script.is_file() and ext.linker_script.parent == targets.PROFILE_DIR
+    assert not any(flag.startswith("-T") for flag in ext.ldflags)  # the script is the profile's, not picolibc's
+    assert 0x21000000 in ext.read_only_memory() and 0x20 in ext.read_only_memory()
+    assert 0x20000000 not in ext.read_only_memory() and ext.not_runnable_cause() is None
+
+
+def test_an_analysis_only_profile_refuses_runs_with_one_line_naming_it():
+    big = targets.get("cortex-m4f-big")
+    assert big.region("flash").size == 1 << 30 and big.linker_script == targets.get("cortex-m4f-ext").linker_script
+    with pytest.raises(RunError, match="^target cortex-m4f-big is not runnable \\(analysis only\\): no emulated "
+                                       "board has this memory [^\n]*$"):
+        big.check_runnable()
+    targets.get("cortex-m4f-ext").check_runnable()  # a runnable profile passes
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('linker_script = "cortex-m4f-ext.ld"', 'linker_script = "nothere.ld"', "key 'linker_script': no file 'nothere.ld'"),
+    ('linker_script = "cortex-m4f-ext.ld"', 'linker_script = "../cortex-m4f-ext.ld"', "key 'linker_script': no file"),
+    ('linker_script = "cortex-m4f-ext.ld"', "linker_script = 3", "key 'linker_script' must be a str"),
+    ("[memory.boot]\norigin = 0x00000000\n", "[memory.boot]\n", "missing key 'memory.boot.origin'"),
+])
+def test_linker_script_and_boot_region_are_validated(tmp_path, old, new, message):
+    path = _edited(tmp_path, "cortex-m4f-ext", old, new)
+    path.with_name("cortex-m4f.toml").write_text(targets.get("cortex-m4f").path.read_text())  # its parent
+    with pytest.raises(ConfigError, match=f"{path}: {message}"):
+        targets.load_profile(path)
