@@ -37,7 +37,9 @@ def target_item(name: str, opt: str) -> dict:
             "compiler": profile.compiler, "compiler_version": first_line((compiler, "--version")),
             "compiler_package": profile.package, "compiler_package_version": debian_version(profile.package),
             "flags": profile.flags(opt), "ldflags": list(profile.ldflags), "libs": list(profile.libs),
-            "linker_script": next((flag[2:] for flag in profile.ldflags if flag.startswith("-T")), None),
+            "linker_script": (f"toolchains/{profile.linker_script.name}" if profile.linker_script else
+                              next((flag[2:] for flag in profile.ldflags if flag.startswith("-T")), None)),
+            "linker_script_sha256": sha256(profile.linker_script) if profile.linker_script else None,
             "c_library_package": profile.runtime_package,
             "c_library_version": debian_version(profile.runtime_package) if profile.runtime_package else None}
     if profile.emulator:
