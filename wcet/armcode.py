@@ -546,6 +546,7 @@ def _relative_branch(kind: str, encoding: bytes) -> tuple[bytes, int] | None:
 
 
 _LOADED: dict[tuple[str, str, bool | None], tuple[bytes, "ArmCode"]] = {}  # the latest ELFs read, by path
+_DIGEST_CHUNK = 1 << 24  # bytes of a section hashed at a time by ``content_digest``
 _KEEP = 2  # how many: an analysis reads one ELF several times (library facts, flow facts, bound), then the next
 
 
@@ -590,7 +591,12 @@ def content_digest(elf: Path) -> bytes:
                 if kind == 8 or (kind == 1 and flags & 0x2 and not flags & 0x4):  # NOBITS; loaded data
                     continue
                 stream.seek(offset)
-                digest.update(stream.read(size))
+                while size > 0:  # in chunks: picolibc.ld puts .rodata (weights) in .text, hundreds of MB
+                    chunk = stream.read(min(size, _DIGEST_CHUNK))
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    size -= len(chunk)
     except OSError as exc:
         raise AnalysisError(f"{elf}: cannot read the ELF: {exc.strerror or exc}") from None
     return digest.digest()

@@ -99,6 +99,19 @@ def test_a_changed_elf_is_decoded_again_even_with_the_same_size_and_time(tmp_pat
     assert other.mclass and other.function("entry").thumb and not changed.mclass
 
 
+@needs_gcc
+def test_the_digest_reads_sections_in_chunks_and_sees_their_last_byte(tmp_path, monkeypatch):
+    elf = programs.build("arm_flow.S", "arm7tdmi", tmp_path)
+    whole = armcode.content_digest(elf)
+    monkeypatch.setattr(armcode, "_DIGEST_CHUNK", 7)  # many chunks per section, the last one partial
+    assert armcode.content_digest(elf) == whole
+    _, size, offset = armcode.ArmCode(elf)._sections[-1]
+    data = bytearray(elf.read_bytes())
+    data[offset + size - 1] ^= 0x01
+    elf.write_bytes(bytes(data))
+    assert armcode.content_digest(elf) != whole
+
+
 @needs_recordings
 def test_python_m_wcet_imports_no_harness_numpy_or_ilp_solver():
     script = ("import sys, runpy\nsys.argv = ['wcet', %r, 'main', '--flow-facts', %r]\n"
