@@ -14,7 +14,6 @@ the old one.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
 
 from harness import generators, targets
@@ -27,16 +26,11 @@ from harness.runners.host import compiler_version
 RUNNERS_DIR = Path(__file__).resolve().parents[1] / "runners"
 
 
-@functools.cache
-def _compiler(path: str) -> str:
-    return compiler_version(path)
-
-
 def target_identity(target: str, opt: str) -> dict:
     """The profile (with what it extends), the compiler's version, the flags and the runners' code."""
     profile = targets.get(target)
     return {"profile": dataclasses.asdict(profile), "flags": profile.flags(opt),
-            "compiler": _compiler(profile.compiler_path()), "runners": tree_digest(RUNNERS_DIR)}
+            "compiler": compiler_version(profile.compiler_path()), "runners": tree_digest(RUNNERS_DIR)}
 
 
 def item_fingerprint(item: Item, model: Model, settings: Settings, **stage: object) -> str:

@@ -17,6 +17,9 @@ drawing the rest.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 
 from harness.models.model import Model
@@ -41,3 +44,18 @@ def make_inputs(model: Model, count: int, seed: int, start: int = 0) -> np.ndarr
     values = (low + (high - low) * unit).astype(np.float32)
     # float32 rounding may step just outside a bound: clamp it back in.
     return np.clip(values, low.astype(np.float32), high.astype(np.float32))
+
+
+_DIGESTS: dict[tuple, str] = {}  # this process's input sets already hashed (a campaign asks once per shard)
+
+
+def inputs_sha256(model: Model, count: int, seed: int) -> str:
+    """SHA-256 of ``make_inputs(model, count, seed)``'s bytes: the inputs' part of a cache key.
+
+    Remembered per process under what the draw depends on (input shape, domain, count, seed), so a key
+    asked for by every shard and every reference costs one draw and one hash, not one per call.
+    """
+    key = (tuple(model.input_shape), json.dumps(model.domain_json()), count, seed)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(make_inputs(model, count, seed).tobytes()).hexdigest()
+    return _DIGESTS[key]

@@ -9,6 +9,7 @@ overwrote (``assay_guards.h``): "guard word after output overwritten at call #k"
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import signal
@@ -43,6 +44,7 @@ class RunOutcome:
     wall_seconds: float  # including process start and file transfer
 
 
+@functools.cache  # asked by every build (each shard's too); a compiler does not change under a running process
 def compiler_version(compiler: str) -> str:
     result = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
     return result.stdout.splitlines()[0] if result.stdout else compiler

@@ -18,7 +18,7 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     from harness.core.results import ResultStore
     from harness.core.shards import ShardStore
     from harness.stages.semantic import distributed, sharded
-    from harness.stages.semantic.report import write_semantic_report
+    from harness.stages.semantic.report import warm_up, write_semantic_report
     from harness.stages.semantic.run import Settings, plan, run_item
 
     settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt,
@@ -45,6 +45,7 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     if args.workers or args.tx:
         if settings.parallel is not None:
             raise AssayError("--workers and --tx do not apply to parallel code (--cores N)")
+        warm_up()
         status = distributed.run(distributed.pytest_command(selection, settings, args.out, args.workers, args.tx,
                                                             args.shard_size, args.quiet))
         if status not in (0, 1):  # 1: some test failed, which the records say; anything else: no campaign ran
@@ -97,7 +98,7 @@ def parallel_options(args: argparse.Namespace):
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.core.results import ResultStore
-    from harness.stages.semantic.report import write_semantic_report
+    from harness.stages.semantic.report import warm_up, write_semantic_report
 
     if not args.results.is_file():
         raise AssayError(f"{args.results}: no such results file")

@@ -23,7 +23,14 @@ from harness.stages.semantic.run import Settings
 # What a remote worker needs of the checkout (the zoo, generators, runners, target profiles, WCET library).
 CHECKOUT = Path(__file__).resolve().parents[3]
 RSYNC_DIRS = ("harness", "codegen", "wcet", "toolchains")
-UNUSED_PLUGINS = ("cacheprovider", "hypothesispytest", "benchmark")  # blocked in the campaign's session
+# The session loads only the plugins it uses, by entry-point name: with autoloading off (run()), pytest does
+# not scan every installed distribution's entry points, and the test suite's plugins (hypothesis,
+# pytest-benchmark) are not imported. Hosts that autoload (ssh gateways do not get our environment) still
+# load these two once: pytest skips an entry point already loaded under its name.
+PLUGINS = ("xdist", "assay")
+# Built-in plugins the campaign does not need: the cache, and the hooks that look for unraisable exceptions
+# and thread exceptions (the first one runs gc.collect five times when a process ends).
+UNUSED_PLUGINS = ("cacheprovider", "unraisableexception", "threadexception")
 
 
 @dataclass(frozen=True)
@@ -47,11 +54,12 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
     # --option=value: an argument that names an existing path would have to lie in an rsync root (xdist).
     # importlib mode: a worker may import the harness from another folder than the (rsynced) test file's, as a
     # popen worker with chdir does; pytest's default mode would refuse that as an import file mismatch.
-    # Plugins of Assay's own test suite (hypothesis, pytest-benchmark) are blocked: the campaign uses neither,
-    # and importing them costs every process of the session (controller and each worker) about 0.6 s.
+    # Every process of the session (controller and each worker) pays its plugins' start-up: the plugin
+    # options above save about 0.7 s each, and --assert=plain the rewriting of the one test module's asserts.
     command = [sys.executable, "-m", "pytest", str(Path(pytest_items.__file__)),
+               *(arg for plugin in PLUGINS for arg in ("-p", plugin)),
                *(arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")),
-               "--import-mode=importlib", "-qq" if quiet else "-q",
+               "--import-mode=importlib", "--assert=plain", "-qq" if quiet else "-q",
                *(f"--assay-{name}={value}" for name, value in options.items() if value is not None)]
     command += [] if settings.arbiter else ["--assay-no-arbiter"]
     command += ["--assay-redo"] if settings.redo else []
@@ -65,5 +73,6 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
 
 def run(command: list[str]) -> int:
     """Run the pytest session with this checkout first on the path; its exit status (1: some test failed)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")])),
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # PLUGINS are named on the command line
     return subprocess.run(command, env=env, check=False).returncode

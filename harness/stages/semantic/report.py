@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import html
+import threading
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 
 from harness.core.report import model_order
 from harness.models.model import describe_domain
@@ -108,13 +110,29 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def plot(records: list[dict], path: Path) -> None:
-    """Max error per model, one series per (generator, variant, target, reference), log scale."""
+def warm_up() -> threading.Thread:
+    """Import matplotlib in a background thread, for a caller about to wait on a subprocess.
+
+    ``assay semantic --workers N`` waits for its pytest session, whose start-up leaves a core idle: the
+    plot's imports (about 0.5 s) are made then instead of after the last shard.
+    """
+    thread = threading.Thread(target=_import_pyplot, name="assay-report-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot(records: list[dict], path: Path) -> None:
+    """Max error per model, one series per (generator, variant, target, reference), log scale."""
+    plt = _import_pyplot()
     models = model_order(records)
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(models) + 2), 4.5))
     series: dict[tuple, dict[str, float]] = defaultdict(dict)

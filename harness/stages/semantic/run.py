@@ -10,7 +10,6 @@ soon as they exist; an item whose records are all there is skipped unless
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import references, runners, targets
-from harness.core.inputs import make_inputs
+from harness.core.inputs import inputs_sha256, make_inputs
 from harness.core.locks import exclusive
 from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build, slug,
                                    to_code_layout)
@@ -259,13 +258,12 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
 def reference_outputs(ref_name: str, model: Model, settings: Settings) -> np.ndarray:
     """Reference outputs for the campaign inputs, cached on disk by the model's bytes, the inputs' bytes and
     the tools' versions (a changed model, input domain or runtime is computed again)."""
-    inputs = make_inputs(model, settings.n_inputs, settings.seed)
-    key = digest([model.sha256(), hashlib.sha256(inputs.tobytes()).hexdigest(), tool_versions()])[:16]
+    key = digest([model.sha256(), inputs_sha256(model, settings.n_inputs, settings.seed), tool_versions()])[:16]
     path = settings.work_dir / "references" / slug(model.name) / f"{ref_name}-n{settings.n_inputs}-{key}.npy"
     with exclusive(path.with_name(path.name + ".lock")):  # once per machine, whichever worker asks first
         if path.is_file():
             return np.load(path)
-        outputs = references.get(ref_name).run(model, inputs)
+        outputs = references.get(ref_name).run(model, make_inputs(model, settings.n_inputs, settings.seed))
         tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
         np.save(tmp, outputs)
         tmp.replace(path)

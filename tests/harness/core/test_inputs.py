@@ -1,7 +1,9 @@
+import hashlib
+
 import numpy as np
 import pytest
 
-from harness.core.inputs import make_inputs
+from harness.core.inputs import inputs_sha256, make_inputs
 from harness.models.model import Model
 
 
@@ -68,3 +70,12 @@ def test_a_slice_is_drawn_alone_exactly_as_in_the_whole_set(domain):
     for start, count in ((0, 7), (7, 13), (20, 30), (49, 1)):
         np.testing.assert_array_equal(make_inputs(model(domain), count, seed=3, start=start),
                                       whole[start:start + count])
+
+
+def test_the_inputs_digest_is_remembered_per_draw_not_per_model_object():
+    """Cache keys ask for it once per shard and reference: the memo must still tell every draw apart."""
+    for domain, count, seed in [((-0.5, 0.5), 20, 1), ((-0.5, 0.5), 21, 1), ((-0.5, 0.5), 20, 2),
+                                ((-0.5, 0.25), 20, 1), (([-1.0, 0.0], [1.0, 0.5]), 20, 1)]:
+        expected = hashlib.sha256(make_inputs(model(domain), count, seed).tobytes()).hexdigest()
+        assert inputs_sha256(model(domain), count, seed) == expected
+        assert inputs_sha256(model(domain), count, seed) == expected  # the remembered one
