@@ -36,9 +36,15 @@ Method (docs/wcet.md):
    one. Only call sites in the analysed function's own code count (a site in
    a callee runs once per call of that callee; its sequence is ignored, noted).
 5. Regions: for each named set of address ranges, the same ILPs maximise the
-   cycles of the instructions in the region plus the whole WCET of the
-   callees called from inside it plus the region's share of the callees
-   called from outside it.
+   cycles of the instructions in the region plus, for every callee, its own
+   share of the region and, when called from inside the region, the share of
+   its code that is in no region (C library, libgcc). This is how the
+   measurement attributes cycles (``assay_count.c``: an instruction in no
+   region counts in the region of the last instruction executed that had
+   one), so a layer's bound and its measured cycles count the same
+   instructions, also when layers are functions of their own (V3) called
+   from code outside every layer. The code in no region is priced as a
+   region of its own for this (``UNOWNED``).
 """
 
 from __future__ import annotations
@@ -281,7 +287,7 @@ class _Analysis:
               time_limit: float) -> WcetResult:
         lookup = {name: _Ranges(ranges) for name, ranges in regions.items()}
         holding = _Holding(lookup)
-        names = list(regions)
+        names = [*regions, UNOWNED] if regions else []
         wcet: dict[Key, int] = {}
         shares: dict[Key, dict[str, int]] = {}
         sizes = {"problems": 0, "solves": 0, "variables": 0, "constraints": 0}
@@ -313,15 +319,15 @@ class _Analysis:
                     children = tuple(node.children[(index, callee)] for callee in edge.callees)
                     called = max(wcet[child] for child in children)
                     cost += called
-                    inside = holding.at(edge.site) if names else ()
-                    for name in inside:  # called from inside the region: the whole callee counts
-                        region_costs[name][index] += called
                     if children not in outside:
                         outside[children] = {name: share for name in names
                                              if (share := max(shares[child][name] for child in children))}
-                    for name, share in outside[children].items():
-                        if name not in inside:  # from outside: the callee's own share of the region
+                    for name, share in outside[children].items():  # the callee's own share of each region
+                        if name != UNOWNED:
                             region_costs[name][index] += share
+                    unowned = outside[children].get(UNOWNED, 0)
+                    for name in holding.at(edge.site) if unowned else ():  # its code in no region: the site's
+                        region_costs[name][index] += unowned
                 total_costs.append(cost)
             problem = self._problem(node)
             solver = ipet.Solver(problem, time_limit)
@@ -370,7 +376,8 @@ class _Analysis:
                 loops.append(LoopReport(loop.function, loop.header, loop.offset, bound, total, loop.source_line,
                                         key[1], node.cfg.name))
         functions = list(dict.fromkeys(self.nodes[key].cfg.name for key in reversed(self.order)))
-        return WcetResult(function=self.function, wcet_cycles=wcet[root], regions=dict(shares[root]), loops=loops,
+        regions_of_root = {name: share for name, share in shares[root].items() if name != UNOWNED}
+        return WcetResult(function=self.function, wcet_cycles=wcet[root], regions=regions_of_root, loops=loops,
                           functions=functions, ilp=sizes, seconds=0.0, timing=model.describe(), exact=exact,
                           certified=not self.uncertified, notes=notes, counts=root_counts,
                           wcet_cycles_precise=precise, executions=self.executions)
@@ -519,18 +526,24 @@ class _Ranges:
         return index >= 0 and address < self.ends[index]
 
 
+UNOWNED = "\0unowned"  # the code in no named region, priced as one more region (point 5); never reported
+
+
 class _Holding:
     """The regions holding an address, found with one search whatever the number of regions (a layer per
-    region: pricing a V3 image asks for each of its hundreds of thousands of instructions)."""
+    region: pricing a V3 image asks for each of its hundreds of thousands of instructions); with regions,
+    an address in none of them is in ``UNOWNED``."""
 
     def __init__(self, regions: dict[str, _Ranges]):
         self.points = sorted({point for ranges in regions.values() for point in (*ranges.starts, *ranges.ends)})
-        self.names = [tuple(name for name, ranges in regions.items() if ranges.contains(point))
+        nowhere = (UNOWNED,) if regions else ()
+        self.names = [tuple(name for name, ranges in regions.items() if ranges.contains(point)) or nowhere
                       for point in self.points]
+        self.before = nowhere  # below the first point
 
     def at(self, address: int) -> tuple[str, ...]:
         index = bisect.bisect_right(self.points, address) - 1
-        return self.names[index] if index >= 0 else ()
+        return self.names[index] if index >= 0 else self.before
 
     def same(self, first: int, last: int) -> bool:
         """Whether every address from ``first`` to ``last`` is in the same regions."""
