@@ -19,6 +19,9 @@ PASS, FAIL, ERROR = "pass", "fail", "error"
 # The generator refused the model with its own message (harness.errors.NotSupported): neither wrong
 # outputs nor a fault, so it is counted apart from both.
 NOT_SUPPORTED = "not supported"
+# A static figure (WCET, stack bound) on an analysis-only target (``not_runnable`` in its profile): no
+# emulator can run the image, so there is nothing to check the figure against; neither a pass nor a failure.
+NOT_MEASURED = "not measured"
 
 
 @dataclass(frozen=True)

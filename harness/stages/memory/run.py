@@ -44,7 +44,7 @@ from harness.core.plan import Item, load_model
 from harness.core.plan import Settings as CampaignSettings
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
-from harness.core.oracle import NOT_SUPPORTED
+from harness.core.oracle import NOT_MEASURED, NOT_SUPPORTED
 from harness.errors import USER_ERRORS, NotSupported, Unbuildable
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
@@ -146,9 +146,10 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
     if too_large:  # sizes and static stack are known; the image cannot run on the target
         record.update(status=ERROR, cause=f"{too_large}; stack not measured")
         return
-    if profile.kind in ("qemu-user", "qemu-system"):
+    unrunnable = profile.not_runnable_cause()
+    if profile.kind in ("qemu-user", "qemu-system") and unrunnable is None:
         record["stack"]["measured"] = _measure(model, code, runner, profile, settings, build_dir, bound, timings)
-    record.update(_verdict(bound, record["stack"]["measured"]))
+    record.update(_verdict(bound, record["stack"]["measured"], unrunnable))
 
 
 def _generate(item: Item, model: Model, settings: Settings, session: Session, timings: dict) -> GeneratedCode:
@@ -285,9 +286,12 @@ def _measure(model: Model, code: GeneratedCode, runner, profile, settings: Setti
             "same_static": painted.bytes == bound.bytes and painted.reason == bound.reason}
 
 
-def _verdict(bound: stack.StackBound, measured: dict | None) -> dict:
+def _verdict(bound: stack.StackBound, measured: dict | None, unrunnable: str | None = None) -> dict:
+    """The record's status; ``unrunnable``: why the target cannot run the image (the bound stands alone)."""
     if not bound.bounded:
         return {"status": UNBOUNDED, "cause": f"static stack of {bound.entry} unbounded: {bound.reason}"}
+    if unrunnable is not None:
+        return {"status": NOT_MEASURED, "cause": f"{unrunnable}; static stack bound only"}
     if measured is not None and not measured["same_static"]:
         return {"status": ERROR, "cause": f"the painting build's static stack ({measured['static_of_this_build']}) "
                                           f"differs from the plain build's ({bound.bytes}): measured a different code"}

@@ -42,7 +42,7 @@ from harness.core.plan import Item
 from harness.core.provenance import tool_versions
 from harness.core.results import ResultStore
 from harness.digests import tree_digest
-from harness.core.oracle import NOT_SUPPORTED
+from harness.core.oracle import NOT_MEASURED, NOT_SUPPORTED
 from harness.errors import USER_ERRORS, AssayError, NotSupported
 from harness.measurement import cycles, execcount
 import wcet
@@ -52,7 +52,6 @@ SCHEMA = "assay-wcet/1"
 KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "engine", "n_inputs", "seed")
 ENGINES = ("builtin", "otawa")
 PASS, FAIL, ERROR, UNBOUNDED = "pass", "fail", "error", "unbounded"
-NOT_MEASURED = "not measured"  # bounded, on a target no emulator can run: nothing to check the bound against
 STAGE = "wcet"  # work subdirectory: code and builds of this stage
 WCET_DIR = Path(wcet.__file__).resolve().parent  # the analysis library: a changed analyzer recomputes
 

@@ -241,3 +241,18 @@ def test_heap_reachable_from_the_entry_and_sizes_from_dwarf_without_symbols(dens
     assert {"dense", "W", "B"} <= names and any(n.startswith("scratch") for n in names)  # a static of dense
     assert heap["inference"]["rodata"] >= 32 and heap["inference"]["bss"] >= 4
     assert "malloc" in markdown([heap]).split("heap allocation reachable from the entry")[1].splitlines()[0]
+
+
+@pytest.mark.arm
+@needs_arm
+def test_an_analysis_only_target_has_sizes_and_a_static_bound_but_no_measurement(dense_keras_model, work,
+                                                                                   loop_dense_dir):
+    """cortex-m4f-big (``not_runnable``): the image is built and analysed, QEMU never runs, and the record
+    says why there is no measured stack instead of failing."""
+    settings = memory.Settings(work_dir=work, n_inputs=5)
+    (item,) = plan([dense_keras_model], [loop_dense_dir("literal")], ["cortex-m4f-big"], settings).items
+    record = memory.run_item(item, settings)
+    assert record["status"] == memory.NOT_MEASURED, record["cause"]
+    assert record["cause"].startswith("target cortex-m4f-big is not runnable (analysis only)")
+    assert record["stack"]["static"]["bounded"] and record["stack"]["measured"] is None
+    assert record["inference"]["text"] > 0 and "run_s" not in record["timings"]
