@@ -15,6 +15,17 @@ left unchecked, as is every subscript that is not affine (both counted). So a re
 leaves its array for some iteration of its loops, on a path that some values of the arrays take: a
 defect of the code whatever inputs happen to reach it.
 
+A subscript can stay inside its array and still leave the tensor it means: the arena holds every intermediate
+tensor, so a softmax whose max loop reads one past the logits (``arena[k + 1]``, ``k < 10``) reads another
+tensor's float, or a dead one, inside the arena's declaration. When the manifest says where each layer's
+code is (``layers[*].lines``), where each tensor lives (``layers[*].output``: symbol, offset, size) and
+which tensors each layer takes (``inputs``: producers' indexes, null for the network input), every
+subscript of a layer's code into a buffer that holds tensors (the arena, ``input``, ``output``) must also
+lie inside the tensors that layer reads or writes: its inputs' places and its own output's (in-place code
+reads what it wrote; a view's place is its source's, so reading through it is reading the source). Only
+for sequential code (``arena`` and no ``parallel`` in the manifest): a core of parallel code reads the
+copies it received in its own arena, places the manifest does not list per reader.
+
 Why not an abstract interpreter (Frama-C, clang's analyzer): the generated code is loop nests over
 constant bounds with affine indexes; an exact check of that shape fits in this file, runs in milliseconds
 per mutant, and says exactly which subscript and which iteration range is wrong.
@@ -38,7 +49,8 @@ _DECLARED = re.compile(r"\b(?:float|double|char|short|int|long|unsigned|signed|u
 
 @dataclass(frozen=True)
 class Violation:
-    """A subscript that can leave its array: where, the index text, its range and the array's extent."""
+    """A subscript that can leave its array, or the tensors its layer may touch (``layer``, ``allowed``): where,
+    the index text, its range and the array's extent."""
 
     line: int
     array: str
@@ -46,10 +58,29 @@ class Violation:
     low: int
     high: int
     extent: int
+    layer: str | None = None
+    allowed: tuple[tuple[int, int], ...] = ()
 
     def __str__(self) -> str:
-        return (f"line {self.line}: {self.array}[{self.index}] indexes {self.low}..{self.high}, "
-                f"{self.array} has {self.extent} elements")
+        where = f"line {self.line}: {self.array}[{self.index}] indexes {self.low}..{self.high}"
+        if self.layer is None:
+            return f"{where}, {self.array} has {self.extent} elements"
+        spans = ", ".join(f"{a}..{b - 1}" for a, b in self.allowed) or "none"
+        return f"{where}, outside the tensors layer {self.layer} takes and makes there ({spans})"
+
+
+@dataclass(frozen=True)
+class Span:
+    """A layer's code, lines ``first`` to ``last`` of its file, and per buffer that holds tensors the
+    ranges [start, end) of it that the layer may touch: its inputs' places (adjacent or overlapping ones
+    joined: one loop may read two inputs laid end to end) and its output's apart (a subscript that runs from
+    an input into the output, as ``x[i + 1]`` over the last input float into an output laid just after it,
+    is a defect, not in-place code)."""
+
+    first: int
+    last: int
+    layer: str
+    allowed: dict[str, tuple[tuple[int, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -75,16 +106,56 @@ def extents(texts: list[str], manifest: dict) -> tuple[dict[str, int], str | Non
     return found, None, []
 
 
+def spans(manifest: dict, file: str) -> list[Span]:
+    """The layers of sequential code in ``file`` that have an output place, each with the tensors it may touch;
+    none when the manifest does not give the places (no ``arena``, parallel code, another generator's)."""
+    layers = manifest.get("layers") or []
+    if not manifest.get("arena") or "parallel" in manifest:
+        return []
+    place = {layer["index"]: _place(layer["output"]) for layer in layers if "output" in layer}
+    inputs = manifest.get("inputs") or []
+    network_input = ("input", 0, int(inputs[0]["size"])) if len(inputs) == 1 else None
+    found = []
+    for layer in layers:
+        if layer.get("file") != file or "output" not in layer or not layer.get("lines"):
+            continue
+        producers = [p for p in (network_input if j is None else place.get(j) for j in layer.get("inputs") or [])
+                     if p is not None]
+        own = place[layer["index"]]
+        allowed = {symbol: (*_merged([(a, b) for s, a, b in producers if s == symbol]),
+                            *([own[1:]] if own[0] == symbol else []))
+                   for symbol in {s for s, _, _ in place.values()}}
+        first, last = layer["lines"]
+        found.append(Span(int(first), int(last), f"{layer['index']} {layer['name']}", allowed))
+    return found
+
+
+def _place(output: dict) -> tuple[str, int, int]:
+    return output["symbol"], int(output["offset"]), int(output["offset"]) + int(output["size"])
+
+
+def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """``ranges`` [start, end) sorted, overlapping and adjacent ones joined."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return tuple(out)
+
+
 def check(text: str, arrays: dict[str, int], name: str = "source", entry: str | None = None,
-          buffers: list[int] | None = None) -> Report:
+          buffers: list[int] | None = None, layers: list[Span] | None = None) -> Report:
     """The subscripts of the functions in C ``text`` that can leave their arrays: ``arrays`` (name -> extent) at
     file scope, and in the function ``entry`` its pointer parameters, in order, of the sizes ``buffers`` when
-    they are as many (a parameter of any function hides a file-scope array of its name)."""
+    they are as many (a parameter of any function hides a file-scope array of its name); and, on the lines of
+    ``layers``, those that can leave the tensors the layer may touch in a buffer that holds tensors."""
     try:
         tree = c_parser.CParser().parse(blank(text), filename=name)
     except c_parser.ParseError as exc:
         raise AssayError(f"{name}: cannot parse for the bounds check: {exc}") from None
-    walker = _Walker(arrays)
+    walker = _Walker(arrays, layers or [])
     for definition in tree.ext:
         if isinstance(definition, c_ast.FuncDef):
             declared = [p for p in (definition.decl.type.args.params if definition.decl.type.args else [])
@@ -102,12 +173,13 @@ def check_code(code_directory: Path, manifest: dict, file: str, text: str | None
     files = sorted(p for p in Path(code_directory).iterdir() if p.suffix in (".c", ".h") and p.name != file)
     own = (Path(code_directory) / file).read_text() if text is None else text
     arrays, entry, buffers = extents([p.read_text() for p in files] + [own], manifest)
-    return check(own, arrays, file, entry, buffers)
+    return check(own, arrays, file, entry, buffers, spans(manifest, file))
 
 
 class _Walker:
-    def __init__(self, sizes: dict[str, int]):
+    def __init__(self, sizes: dict[str, int], layers: list[Span]):
         self.sizes = sizes
+        self.layers = layers
         self.violations: list[Violation] = []
         self.checked = 0
         self.unchecked = 0
@@ -230,6 +302,13 @@ class _Walker:
                 low, high = low + min(a, b), high + max(a, b)
         if low < 0 or high >= extent:
             self.violations.append(Violation(node.coord.line, array, _text(node.subscript), low, high, extent))
+            return
+        for span in self.layers:
+            allowed = span.allowed.get(array)
+            if span.first <= node.coord.line <= span.last and allowed is not None and \
+                    not any(a <= low and high < b for a, b in allowed):
+                self.violations.append(Violation(node.coord.line, array, _text(node.subscript), low, high, extent,
+                                                 span.layer, allowed))
 
 
 def _unit_of_one(form: Affine, box: dict[str, tuple[int, int]]) -> tuple[str, int, int] | None:

@@ -11,8 +11,9 @@ and, unless that already kills it, on all of them; the verdict is
 crash, a hang, a damaged guard word or NaN is a kill too. A code-mutant survivor
 that is not judged equivalent also runs under AddressSanitizer and UBSan
 (``harness.runners.sanitized``); a report kills it. Last, its file goes through the static subscript
-bounds check (``bounds``): an index that leaves its array for some iteration, on a path that only some
-data takes (so no run saw it), kills it too. A mutant judged equivalent by a rule that holds only in real
+bounds check (``bounds``): an index that leaves its array, or the tensors its layer takes and makes in the
+arena (the manifest's places), for some iteration, on a path that only some data takes (so no run saw it),
+kills it too. A mutant judged equivalent by a rule that holds only in real
 arithmetic (``UP_TO_ROUNDING``: softmax shift invariance) is equivalent only when its largest error is no
 larger than the clean code's; otherwise it is judged like any other mutant. Survivors are classified:
 

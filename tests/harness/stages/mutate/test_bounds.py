@@ -3,7 +3,7 @@ data-dependent path, narrows the box by padding guards, and leaves alone what it
 
 import pytest
 
-from harness.stages.mutate.bounds import check, extents
+from harness.stages.mutate.bounds import check, extents, spans
 
 SOFTMAX = """
 void net(const float *input, float *output) {
@@ -96,3 +96,91 @@ def test_loop_conditions_less_and_less_or_equal(bound, expected):
     text = f"static float a[4];\nvoid f(void) {{\n    for (int i = 0; i {bound} 4; ++i) {{ a[i] = 0.0f; }}\n}}\n"
     found = check(text, extents([text], {})[0]).violations
     assert (found[0].low, found[0].high) == expected if expected else found == ()
+
+
+ARENA_CODE = """
+static float net_arena[32];
+void net(const float *input, float *output) {
+    /* layer 0: dense */
+    for (int o = 0; o < 8; ++o) {
+        net_arena[16 + o] = input[o % 4];
+    }
+    /* layer 1: flatten, a view */
+    /* layer 2: dense over the view */
+    for (int o = 0; o < 10; ++o) {
+        float acc = 0.0f;
+        for (int i = 0; i < 8; ++i) {
+            acc += net_arena[16 + i];
+        }
+        net_arena[o] = acc;
+    }
+    /* layer 3: softmax */
+    {
+        float m = -INFINITY;
+        for (int k = 0; k < MAX_BOUND; ++k) {
+            m = net_arena[k] > m ? net_arena[K_READ] : m;
+        }
+        for (int k = 0; k < 10; ++k) {
+            output[k] = net_arena[k] - m;
+        }
+    }
+}
+"""
+
+
+def _layer(index: int, lines: list[int], inputs: list, symbol: str, offset: int, size: int) -> dict:
+    return {"index": index, "name": f"l{index}", "file": "net.c", "lines": lines, "inputs": inputs,
+            "output": {"symbol": symbol, "offset": offset, "size": size}}
+
+
+ARENA_MANIFEST = {
+    "entry": {"symbol": "net", "file": "net.c"}, "inputs": [{"size": 4}], "outputs": [{"size": 10}],
+    "arena": {"symbol": "net_arena", "floats": 32},
+    "layers": [_layer(0, [4, 7], [None], "net_arena", 16, 8),
+               _layer(1, [8, 8], [0], "net_arena", 16, 8),  # the view: its source's place
+               _layer(2, [9, 16], [1], "net_arena", 0, 10),
+               _layer(3, [17, 26], [2], "output", 0, 10)],
+}
+
+
+def run_arena(max_bound: str = "10", k_read: str = "k", manifest: dict = ARENA_MANIFEST):
+    text = ARENA_CODE.replace("MAX_BOUND", max_bound).replace("K_READ", k_read)
+    arrays, entry, buffers = extents([text], manifest)
+    return check(text, arrays, "net.c", entry, buffers, spans(manifest, "net.c"))
+
+
+def test_reads_inside_the_tensors_a_layer_takes_are_accepted_through_a_view():
+    report = run_arena()
+    assert report.violations == () and (report.checked, report.unchecked) == (7, 1)  # input[o % 4] is not affine
+
+
+@pytest.mark.parametrize("max_bound, k_read, text", [
+    ("11", "k", "line 21: net_arena[k] indexes 0..10, outside the tensors layer 3 l3 takes and makes there (0..9)"),
+    ("10", "k + 1", "line 21: net_arena[k + 1] indexes 1..10, outside the tensors layer 3 l3 takes and makes "
+                    "there (0..9)"),
+])
+def test_a_read_one_past_the_logits_inside_the_arena_is_reported(max_bound, k_read, text):
+    """The lenet5 onnx survivors' shape: the softmax's logits live in the arena, the read stays in its array."""
+    found = [str(v) for v in run_arena(max_bound, k_read).violations]
+    assert text in found and all("has 32 elements" not in v for v in found)
+
+
+def test_a_read_running_from_the_input_into_the_output_is_reported():
+    text = ARENA_CODE.replace("net_arena[16 + i]", "net_arena[17 + i]").replace("MAX_BOUND", "10")
+    manifest = {**ARENA_MANIFEST, "layers": [*ARENA_MANIFEST["layers"][:2], _layer(2, [9, 16], [1], "net_arena",
+                                                                                     24, 10)]}
+    text = text.replace("net_arena[o] = acc", "net_arena[24 + o] = acc").replace("K_READ", "k")
+    arrays, entry, buffers = extents([text], manifest)
+    (violation,) = [v for v in check(text, arrays, "net.c", entry, buffers, spans(manifest, "net.c")).violations
+                    if v.line == 13]
+    assert (violation.low, violation.high, violation.allowed) == (17, 24, ((16, 24), (24, 34)))
+
+
+def test_two_inputs_laid_end_to_end_are_one_range_and_parallel_code_is_not_checked():
+    manifest = {**ARENA_MANIFEST, "layers": [_layer(0, [4, 7], [None], "net_arena", 16, 4),
+                                             _layer(1, [8, 8], [None], "net_arena", 20, 4),
+                                             _layer(2, [9, 16], [0, 1], "net_arena", 0, 10),
+                                             _layer(3, [17, 26], [2], "output", 0, 10)]}
+    assert [str(v) for v in run_arena(manifest=manifest).violations if v.line == 13] == []
+    assert [v.line for v in run_arena(manifest={**manifest, "layers": manifest["layers"][1:]}).violations] == [13]
+    assert spans({**ARENA_MANIFEST, "parallel": {}}, "net.c") == [] and spans(MANIFEST, "net.c") == []
