@@ -1,4 +1,5 @@
-"""Arena-region check: each layer of generated code writes only its own output tensor in the arena.
+"""Arena-region check: each layer of generated code writes only its own output tensor in the arena, and
+writes all of it.
 
 The guard words around the driver's buffers see a write past the input or the output; the sanitizers see a
 write past the arena. Neither sees a write from one layer into arena space that no live tensor holds at that
@@ -8,8 +9,13 @@ layer's output lives (``layers[*].output``), which layer reads which (``inputs``
 ends (``lines``), so ``instrument`` can put around each layer, in the same translation unit (the arena is a
 ``static`` array): before it, the arena floats that hold no live tensor and are not its output are filled
 with a guard (a NaN with a payload) and the live tensors it must not change are copied; after it, both are
-checked. A violation prints one line naming the layer and the float and exits the process with status
-``EXIT_STATUS`` (the host runner reports it as the worker's failure, with that line).
+checked. The layer's own output is filled with the guard too, unless the layer reads that place (in-place
+code, a view of its source): after the layer, a guard left in it is a float of the output the layer did not
+write. Such a layer is wrong even when no later layer happens to read that float (floor pooling drops the
+last row of an odd-sized map): its output is not the tensor the manifest and the reference's intermediate
+outputs say it computes, and the stale value it leaves would be read by any other consumer. A violation
+prints one line naming the layer and the float and exits the process with status ``EXIT_STATUS`` (the host
+runner reports it as the worker's failure, with that line).
 
 Used by ``assay mutate`` on the host; the code under test is the same text with calls added between layers.
 """
@@ -26,10 +32,15 @@ def applies(manifest: dict) -> bool:
     return bool(arena) and any("output" in layer for layer in manifest.get("layers", []))
 
 
-def regions(manifest: dict) -> list[tuple[int, list[tuple[int, int]], list[tuple[int, int]]]]:
-    """Per layer with an output: (its index, the free ranges to guard, the live ranges to keep), floats
-    [start, end) of the arena. Live: an arena tensor made by an earlier layer that this or a later layer
-    reads (views share their source's storage), minus the layer's own output (in-place code may rewrite it)."""
+Span = tuple[int, int]
+
+
+def regions(manifest: dict) -> list[tuple[int, list[Span], list[Span], list[Span]]]:
+    """Per layer with an output: (its index, the free ranges to guard, the live ranges to keep, its output
+    range when it must write all of it), floats [start, end) of the arena. Live: an arena tensor made by an
+    earlier layer that this or a later layer reads (views share their source's storage), minus the layer's
+    own output (in-place code may rewrite it). The output must be written whole unless the layer reads some
+    of that place (in place, or a view): then it holds the input's values, not the guard, before the layer."""
     arena = manifest["arena"]
     layers = [layer for layer in manifest["layers"] if "output" in layer]
     place = {layer["index"]: _range(layer, arena["symbol"]) for layer in layers}
@@ -53,7 +64,9 @@ def regions(manifest: dict) -> list[tuple[int, list[tuple[int, int]], list[tuple
             at = max(at, end)
         if at < arena["floats"]:
             free.append((at, arena["floats"]))
-        result.append((k, free, live))
+        read = [place.get(j) for j in layer.get("inputs") or [] if j is not None]
+        whole = [own] if own and not any(span and _overlap(span, own) for span in read) else []
+        result.append((k, free, live, whole))
     return result
 
 
@@ -64,17 +77,19 @@ def instrument(text: str, manifest: dict, file: str) -> str:
     arena = manifest["arena"]["symbol"]
     layers = {layer["index"]: layer for layer in manifest["layers"] if layer.get("file") == file}
     before, after, cases_before, cases_after = {}, {}, [], []
-    for k, free, live in regions(manifest):
+    for k, free, live, whole in regions(manifest):
         if k not in layers:
             continue
         first, last = layers[k]["lines"]
         before.setdefault(first, []).append(f"    assay_arena_before({k});")
         after.setdefault(last, []).append(f"    assay_arena_after({k});")
-        cases_before.append(f"    case {k}:\n" + "".join(f"        assay_fill({a}, {b});\n" for a, b in free)
+        cases_before.append(f"    case {k}:\n" + "".join(f"        assay_fill({a}, {b});\n" for a, b in [*free, *whole])
                             + "".join(f"        memcpy(assay_shadow + {a}, {arena} + {a}, {b - a} * sizeof(float));\n"
                                       for a, b in live) + "        break;")
         cases_after.append(f"    case {k}:\n" + "".join(f"        assay_expect_guard({k}, {a}, {b});\n" for a, b in free)
-                           + "".join(f"        assay_expect_same({k}, {a}, {b});\n" for a, b in live) + "        break;")
+                           + "".join(f"        assay_expect_same({k}, {a}, {b});\n" for a, b in live)
+                           + "".join(f"        assay_expect_written({k}, {a}, {b});\n" for a, b in whole)
+                           + "        break;")
     lines = ["void assay_arena_before(int layer);", "void assay_arena_after(int layer);"]
     for number, line in enumerate(text.splitlines(), start=1):
         lines.extend(before.get(number, []))
@@ -82,7 +97,7 @@ def instrument(text: str, manifest: dict, file: str) -> str:
         lines.extend(after.get(number, []))
     floats = manifest["arena"]["floats"]
     lines.append(f"""
-/* Added by Assay (harness/runners/arenacheck.py): each layer writes only its output in the arena. */
+/* Added by Assay (harness/runners/arenacheck.py): each layer writes only its output in the arena, all of it. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,9 +113,9 @@ static void assay_fill(int from, int to)
     }}
 }}
 
-static void assay_violation(int layer, int at, const char *what)
+static void assay_violation(int layer, int at, const char *what, const char *where)
 {{
-    fprintf(stderr, "arena float %d %s by layer %d (outside its output)\\n", at, what, layer);
+    fprintf(stderr, "arena float %d %s by layer %d (%s)\\n", at, what, layer, where);
     fflush(stderr);
     exit({EXIT_STATUS});
 }}
@@ -111,7 +126,7 @@ static void assay_expect_guard(int layer, int from, int to)
         uint32_t word;
         memcpy(&word, &{arena}[i], sizeof word);
         if (word != {GUARD_BITS}) {{
-            assay_violation(layer, i, "(no live tensor) written");
+            assay_violation(layer, i, "(no live tensor) written", "outside its output");
         }}
     }}
 }}
@@ -120,7 +135,18 @@ static void assay_expect_same(int layer, int from, int to)
 {{
     for (int i = from; i < to; ++i) {{
         if (memcmp(&{arena}[i], &assay_shadow[i], sizeof(float)) != 0) {{
-            assay_violation(layer, i, "(a live tensor) changed");
+            assay_violation(layer, i, "(a live tensor) changed", "outside its output");
+        }}
+    }}
+}}
+
+static void assay_expect_written(int layer, int from, int to)
+{{
+    for (int i = from; i < to; ++i) {{
+        uint32_t word;
+        memcpy(&word, &{arena}[i], sizeof word);
+        if (word == {GUARD_BITS}) {{
+            assay_violation(layer, i, "not written", "in its output");
         }}
     }}
 }}

@@ -29,6 +29,9 @@ void net(const float *input, float *output) {
 """
 
 
+LOOP = "for (int o = 0; o < 3; ++o) {\n        "  # layer b's loop, as the edits below change it
+
+
 def _manifest() -> dict:
     def layer(index, first, last, inputs, symbol, offset):
         return {"index": index, "name": "abc"[index], "op": "Op", "function": "net", "file": "net.c",
@@ -54,10 +57,13 @@ def _run(tmp_path, source: str) -> np.ndarray:
 
 def test_regions_guard_what_no_live_tensor_holds_and_keep_the_live_ones():
     assert arenacheck.regions(_manifest()) == [
-        (0, [(3, 8)], []),  # before a: everything but its output is free
-        (1, [(3, 4), (7, 8)], [(0, 3)]),  # b reads a and writes [4, 7)
-        (2, [(3, 4), (7, 8)], [(0, 3), (4, 7)]),  # c reads both; its output is the caller's buffer
+        (0, [(3, 8)], [], [(0, 3)]),  # before a: everything but its output is free; it must write [0, 3)
+        (1, [(3, 4), (7, 8)], [(0, 3)], [(4, 7)]),  # b reads a and writes [4, 7)
+        (2, [(3, 4), (7, 8)], [(0, 3), (4, 7)], []),  # c reads both; its output is the caller's buffer
     ]
+    in_place = _manifest()
+    in_place["layers"][1]["output"]["offset"] = 0  # b rewrites a's place: it starts from a's values
+    assert arenacheck.regions(in_place)[1][3] == []
 
 
 @pytest.mark.tor("TOR-SEM-005")
@@ -67,10 +73,12 @@ def test_correct_code_runs_unchanged_under_the_check(tmp_path):
 
 @pytest.mark.tor("TOR-SEM-005")
 @pytest.mark.parametrize("edit, message", [
-    ("net_arena[4 + o + 1] = net_arena[o]", "arena float 7 (no live tensor) written by layer 1"),
-    ("net_arena[4 + o - 4] = net_arena[o]", "arena float 0 (a live tensor) changed by layer 1"),
+    (f"{LOOP}net_arena[4 + o + 1] = net_arena[o]", "arena float 7 (no live tensor) written by layer 1"),
+    (f"{LOOP}net_arena[4 + o - 4] = net_arena[o]", "arena float 0 (a live tensor) changed by layer 1"),
+    (f"{LOOP.replace('3', '2')}net_arena[4 + o] = net_arena[o]", "arena float 6 not written by layer 1 (in its output)"),
 ])
-def test_a_write_outside_the_layers_output_is_reported(tmp_path, edit, message):
-    source = SOURCE.replace("net_arena[4 + o] = net_arena[o]", edit)
+def test_a_write_outside_the_layers_output_or_a_float_of_it_left_unwritten_is_reported(tmp_path, edit, message):
+    source = SOURCE.replace(f"{LOOP}net_arena[4 + o] = net_arena[o]", edit)
+    assert source != SOURCE
     with pytest.raises(RunError, match=r"exit 70\): " + message.replace("(", r"\(").replace(")", r"\)")):
         _run(tmp_path, source)
