@@ -220,7 +220,7 @@ def _split_executable(image: ElfImage, section: Section) -> tuple[int, int]:
     """(code bytes, constant bytes) of an executable section: constants are the bytes
     that a ``$d`` mapping symbol marks as data and no function symbol covers."""
     start, end = section.address, section.address + section.size
-    covered = _merge([(max(f.address, start), min(f.end, end)) for f in image.functions()
+    covered = merge_intervals([(max(f.address, start), min(f.end, end)) for f in image.functions()
                       if f.section == section.name and f.size and f.address < end and f.end > start])
     marks = [(address, kind) for address, kind in image.mapping if start <= address < end]
     constants = 0
@@ -232,7 +232,8 @@ def _split_executable(image: ElfImage, section: Section) -> tuple[int, int]:
     return section.size - constants, constants
 
 
-def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``intervals`` [low, high) sorted, overlapping and adjacent ones joined."""
     merged: list[tuple[int, int]] = []
     for low, high in sorted(intervals):
         if merged and low <= merged[-1][1]:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from pycparser import c_ast, c_parser
 
+from harness.binary.elf import merge_intervals
 from harness.errors import AssayError
 from harness.stages.mutate.operators import blank, writes
 
@@ -122,7 +123,7 @@ def spans(manifest: dict, file: str) -> list[Span]:
         producers = [p for p in (network_input if j is None else place.get(j) for j in layer.get("inputs") or [])
                      if p is not None]
         own = place[layer["index"]]
-        allowed = {symbol: (*_merged([(a, b) for s, a, b in producers if s == symbol]),
+        allowed = {symbol: (*merge_intervals([(a, b) for s, a, b in producers if s == symbol]),
                             *([own[1:]] if own[0] == symbol else []))
                    for symbol in {s for s, _, _ in place.values()}}
         first, last = layer["lines"]
@@ -132,17 +133,6 @@ def spans(manifest: dict, file: str) -> list[Span]:
 
 def _place(output: dict) -> tuple[str, int, int]:
     return output["symbol"], int(output["offset"]), int(output["offset"]) + int(output["size"])
-
-
-def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    """``ranges`` [start, end) sorted, overlapping and adjacent ones joined."""
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return tuple(out)
 
 
 def check(text: str, arrays: dict[str, int], name: str = "source", entry: str | None = None,
