@@ -98,7 +98,7 @@ def parallel_options(args: argparse.Namespace):
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.core.results import ResultStore
-    from harness.stages.semantic.report import warm_up, write_semantic_report
+    from harness.stages.semantic.report import write_semantic_report
 
     if not args.results.is_file():
         raise AssayError(f"{args.results}: no such results file")

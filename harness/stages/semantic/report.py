@@ -110,15 +110,13 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def warm_up() -> threading.Thread:
+def warm_up() -> None:
     """Import matplotlib in a background thread, for a caller about to wait on a subprocess.
 
     ``assay semantic --workers N`` waits for its pytest session, whose start-up leaves a core idle: the
     plot's imports (about 0.5 s) are made then instead of after the last shard.
     """
-    thread = threading.Thread(target=_import_pyplot, name="assay-report-imports", daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=_import_pyplot, name="assay-report-imports", daemon=True).start()
 
 
 def _import_pyplot() -> ModuleType:
