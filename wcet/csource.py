@@ -386,7 +386,8 @@ def initialisers(source: Path, symbol: str, include_dirs: Iterable[Path] = (), c
     position = 0
     for item in node.init.exprs:
         if isinstance(item, c_ast.NamedInitializer):
-            index = _constant(item.name[0]) if len(item.name) == 1 else None
+            designator = item.name[0] if len(item.name) == 1 else None
+            index = _constant(designator.expr) if isinstance(designator, c_ast.ArrayDesignator) else None
             if index is None:
                 raise SourceError(f"{source}: '{symbol}' has a designator that is not [constant]")
             position, item = index, item.expr

@@ -1,10 +1,20 @@
-"""Where a number came from: tool versions, read without importing the tools."""
+"""Where a number came from: tool versions, read without importing the tools; whether the machine ran the
+tested configuration; which Assay computed it.
+
+``tool_versions`` is part of content keys (``harness.core.fingerprint``: a result computed with other versions of
+the references is computed again). ``record_provenance`` is what a result file says about the run and is in no key:
+its git commit and the configuration's differences (``harness.core.configuration``, ``assay doctor``) would
+discard every stored result at each commit.
+"""
 
 from __future__ import annotations
 
 import functools
 import platform
 from importlib import metadata
+
+from harness.core import configuration
+from harness.errors import AssayError
 
 _PACKAGES = ("numpy", "tensorflow-cpu", "tensorflow", "keras", "onnx", "onnxruntime", "cffi")
 
@@ -23,3 +33,24 @@ def tool_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def record_provenance() -> dict:
+    """A stage's ``provenance`` to start a record with (a new dict each time: stages add their own keys):
+    ``tools`` (``tool_versions``), ``configuration`` (``verdict`` ``tested`` or ``untested`` and the
+    ``differences`` of ``assay doctor``) and ``assay`` (version, git commit or sources' digest, lock digest)."""
+    doctor = _doctor()
+    return {"tools": tool_versions(),
+            "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])},
+            "assay": dict(doctor["assay"])}
+
+
+@functools.cache
+def _doctor() -> dict:
+    """``configuration.report()``; a tested configuration that cannot be read (a malformed tested.toml or lock)
+    makes the run untested, with the reason as its difference, rather than every item an error."""
+    try:
+        return configuration.report()
+    except AssayError as exc:
+        return {"verdict": configuration.UNTESTED, "differences": [str(exc)],
+                "assay": configuration.identity()}

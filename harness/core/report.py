@@ -1,8 +1,11 @@
-"""Helpers every stage's report shares: the order of models in a table, number formatting."""
+"""Helpers every stage's report shares: the order of models in a table, number formatting, the configuration
+the records were computed on."""
 
 from __future__ import annotations
 
 from harness.models import zoo
+
+_LISTED = 5  # differences from the tested configuration a report line lists
 
 
 def model_order(records: list[dict]) -> list[str]:
@@ -17,3 +20,23 @@ def group_digits(number: float) -> str:
     text = f"{number:,.0f}" if float(number).is_integer() else f"{number:,.1f}"
     return text.replace(",", "\u2009")
 
+
+def configuration_lines(records: list[dict]) -> list[str]:
+    """One line per configuration the records say they ran on (their provenance, ``assay doctor``): the verdict,
+    the differences from the tested configuration and which Assay; none for records without it."""
+    seen: dict[str, None] = {}
+    for record in records:
+        provenance = record.get("provenance") or {}
+        configuration, assay = provenance.get("configuration"), provenance.get("assay") or {}
+        if not configuration:
+            continue
+        which = (f"Assay {assay.get('version')}" + (f" at commit {assay['commit'][:12]}" if assay.get("commit") else "")
+                 + (" with changes" if assay.get("dirty") else "")
+                 + (f", sources {assay['sources_sha256'][:12]}" if assay.get("sources_sha256") else ""))
+        differences = configuration.get("differences") or []
+        listed = "; ".join(differences[:_LISTED]) + (f"; {len(differences) - _LISTED} more" if
+                                                      len(differences) > _LISTED else "")
+        state = ("the tested configuration" if configuration.get("verdict") == "tested" else
+                 f"an untested configuration ({len(differences)} differences: {listed})")
+        seen.setdefault(f"Configuration: {which}, on {state} (assay doctor, docs/configuration.md).")
+    return list(seen)

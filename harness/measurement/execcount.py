@@ -1,7 +1,7 @@
 """Exact instruction counts of the inference function under QEMU, per call and per layer.
 
 The QEMU TCG plugin ``harness/measurement/qemu_plugin/assay_count.c`` (built here with the
-host's gcc on first use, or by ``.ci/setup``) counts, for each call of the
+host's gcc on first use, or by ``.ci/setup``, where ``plugin.library_path`` says) counts, for each call of the
 entry function, how often each instruction ran, in which *bucket* (a layer of
 the generated code, or 0 for the generated code outside any layer: prologue,
 epilogue), and how often an instruction that ends a run of straight-line code
@@ -18,7 +18,6 @@ with the plugin loaded, and returns one ``CallCounts`` per input.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import shutil
 import subprocess
@@ -28,10 +27,10 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.measurement.plugin import PLUGIN_SOURCE, library_path
 from harness.runners import RunError, qemu
 from wcet import armcode
 
-PLUGIN_SOURCE = Path(__file__).resolve().parent / "qemu_plugin" / "assay_count.c"
 MAP_FILE = "assay_count.map"
 OUT_FILE = "assay_count.out"
 
@@ -73,10 +72,8 @@ class ExecCounts:
 
 def plugin_library(cache_dir: Path | None = None, compiler: str = "gcc") -> Path:
     """The plugin as a shared library, compiled from its source on first use (keyed by the source's hash)."""
-    source = PLUGIN_SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
-    directory = Path(cache_dir) if cache_dir else default_cache_dir()
-    library = directory / f"assay_count-{digest}.so"
+    library = library_path(cache_dir)
+    directory = library.parent
     if library.is_file():
         return library
     found = shutil.which(compiler)
@@ -93,11 +90,6 @@ def plugin_library(cache_dir: Path | None = None, compiler: str = "gcc") -> Path
         raise ConfigError(f"cannot build the QEMU counting plugin: {first}")
     partial.replace(library)  # atomic: concurrent builders write the same bytes
     return library
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "assay" / "qemu_plugin"
 
 
 def bucket_names(manifest: dict) -> list[str]:

@@ -15,6 +15,8 @@ from harness.errors import ConfigError
 from wcet import timing
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "toolchains"
+# TOML files in toolchains/ that are not target profiles: the tested configuration (`assay doctor`).
+NOT_PROFILES = frozenset({"tested"})
 
 _REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "package": str,
              "cflags": list, "opt_levels": list, "default_opt": str, "ldflags": list, "libs": list,
@@ -232,12 +234,12 @@ def _is_int(value: object) -> bool:
 
 
 def names() -> list[str]:
-    return sorted(path.stem for path in PROFILE_DIR.glob("*.toml"))
+    return sorted(path.stem for path in PROFILE_DIR.glob("*.toml") if path.stem not in NOT_PROFILES)
 
 
 def get(name: str) -> TargetProfile:
     """The profile called ``name``; an unknown name lists the known ones."""
     path = PROFILE_DIR / f"{name}.toml"
-    if not path.is_file():
+    if name in NOT_PROFILES or not path.is_file():
         raise ConfigError(f"unknown target '{name}'; known targets: {', '.join(names())}")
     return load_profile(path)

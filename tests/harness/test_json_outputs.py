@@ -1,6 +1,6 @@
 """Every JSON Assay writes or prints is plain JSON with a schema name (docs/schemas.md), never a Python repr.
 
-Runs the real commands (as subprocesses): a small semantic campaign, ``assay
+Runs the real commands (as subprocesses): a small semantic campaign, ``assay doctor --json``, ``assay
 generate``, and the WCET ELF mode of both ``assay wcet`` and ``python -m wcet``
 on the recorded OTAWA samples.
 """
@@ -39,6 +39,15 @@ def test_the_repr_check_can_fail():
     assert reprs_in({"loops": ["LoopReport(function='kernel', header=4)"], "x": "<Foo object at 0x7f>"}) == [
         "$.loops[0]: LoopReport(function='kernel', header=4)", "$.x: <Foo object at 0x7f>"]
     assert reprs_in({"cause": "generator failed: ValueError: bad (x=1)", "n": [1, 2.5, None]}) == []
+
+
+@pytest.mark.tor("TOR-CLI-003")
+def test_doctor_json_is_plain_and_named():
+    result = run("-m", "harness.cli", "doctor", "--json")
+    assert result.returncode in (0, 1), result.stderr  # 1: this machine differs from the tested configuration
+    data = json.loads(result.stdout)
+    assert data["schema"] == "assay-doctor/1" and data["verdict"] in ("tested", "untested")
+    assert all(isinstance(line, str) for line in data["differences"] + data["notes"]) and reprs_in(data) == []
 
 
 @pytest.mark.parametrize("command", [("-m", "harness.cli", "wcet", "--elf"), ("-m", "wcet")])

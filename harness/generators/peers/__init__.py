@@ -4,7 +4,8 @@ A peer such as ``acetone-nnet`` needs Keras 2 (TensorFlow <= 2.12), which
 cannot live beside Assay's own Keras 3. Each peer therefore gets a virtual
 environment that Assay creates and caches itself under
 ``$XDG_CACHE_HOME/assay/peers/<name>/`` (``~/.cache`` by default; ``ASSAY_PEERS_DIR``
-overrides the root), from the exact pins in ``<name>.txt`` beside this file,
+overrides the root), from the lock ``<name>.txt`` beside this file (exact
+versions with hashes, made by ``bash .ci/lock`` from the tested closure ``<name>.in``),
 with packages from PyPI only. The environment is built on first use or by
 ``assay peers setup [NAME]``; its stamp (``assay-peer-env.json``) records the
 pins' hash, the Python version, the set-up time and ``pip freeze``, and a
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness import lockfile
 from harness.digests import digest, tree_digest
 from harness.errors import ConfigError, NotSupported
 from harness.generators.peers import session
@@ -56,7 +58,7 @@ def cache_root() -> Path:
 
 
 def names() -> list[str]:
-    """The peers that have a pin file."""
+    """The peers that have a lock file."""
     return sorted(path.stem for path in HERE.glob("*.txt"))
 
 
@@ -83,16 +85,10 @@ class PeerEnv:
         return DRIVERS / f"drive_{self.name.replace('-', '_')}.py"  # never the peer package name itself
 
     def pins(self) -> dict[str, str]:
-        """package -> exact version, from the pin file (``name==version`` lines)."""
+        """package -> exact version, from the lock file (``name==version`` lines with their hashes)."""
         if not self.requirements.is_file():
-            raise ConfigError(f"peer '{self.name}': no pin file {self.requirements}")
-        pins = {}
-        for line in self.requirements.read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line:
-                package, _, version = line.partition("==")
-                pins[package.strip().lower()] = version.strip()
-        return pins
+            raise ConfigError(f"peer '{self.name}': no lock file {self.requirements}")
+        return {name: pin.version for name, pin in lockfile.read(self.requirements).items()}
 
     def stamp(self) -> dict | None:
         """The environment's stamp when it is built from the current pins, else None."""
@@ -122,10 +118,10 @@ class PeerEnv:
         self.directory.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         _call([python, "-m", "venv", str(self.directory)], f"peer '{self.name}': creating the venv", log)
-        # --no-deps: the pin file is the whole closure (pip freeze of a working environment), so nothing
-        # is resolved at set-up time and two machines get the same versions.
-        _call([str(self.python), "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q",
-               "-r", str(self.requirements)], f"peer '{self.name}': installing {self.requirements.name}", log)
+        # --no-deps: the lock is the whole closure (pip freeze of a working environment, <name>.in), so nothing
+        # is resolved at set-up time; --require-hashes: two machines get the same files, not only the same versions.
+        _call([str(self.python), "-m", "pip", "install", "--no-deps", "--require-hashes", "--disable-pip-version-check",
+               "-q", "-r", str(self.requirements)], f"peer '{self.name}': installing {self.requirements.name}", log)
         seconds = time.perf_counter() - start
         freeze = subprocess.run([str(self.python), "-m", "pip", "freeze"], capture_output=True, text=True,
                                 check=False).stdout.split()

@@ -70,7 +70,8 @@ def add_command(subparsers) -> None:
         description="Runs (or reuses, content-keyed) the semantic, memory, met and wcet stages for the models on "
                     "the targets, archives the generated code and the target images, measures structural "
                     "coverage of the generated code by the test inputs (gcc --coverage, gcovr), writes the trace "
-                    "matrix and the Software Configuration Index, and lists every file with its SHA-256 in "
+                    "matrix and the Software Configuration Index (with the report of 'assay doctor': a package built "
+                    "on an untested configuration does not pass), and lists every file with its SHA-256 in "
                     "evidence.json. Writes the folder OUT and the archive OUT.zip. 'assay evidence verify "
                     "OUT|OUT.zip' rechecks every hash.")
     parser.add_argument("--models", action="append", help="zoo names or model files (comma-separated, repeatable)")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-PARTS = (("sci/sci.json", "Software Configuration Index: models, generated code, toolchains, images, commands"),
+PARTS = (("sci/sci.json", "Software Configuration Index: models, generated code, toolchains, images, commands, "
+                          "Assay's identity and the tested configuration (assay doctor)"),
          ("trace/trace.json", "Trace matrix: layer -> C lines -> object code -> tests -> coverage, cycles, WCET"),
          ("coverage/coverage-summary.json", "Structural coverage of the generated code (statements, branches)"),
          ("inputs/input-sets.json", "Input sets (uniform, corners, thresholds, coverage-directed): seed, hash, "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core import inputsets, stagecall
+from harness.core import configuration, inputsets, stagecall
 from harness.core.pipeline import slug, to_code_layout
 from harness.core.plan import Item
 from harness.core.plan import Settings as PlanSettings
@@ -89,6 +89,7 @@ class Built:
 def build(settings: Settings, progress=print) -> Built:
     """Build the package in ``settings.out`` (replacing an earlier package there, never other files)."""
     root = _fresh(settings.out)
+    doctor = configuration.report()  # what the package's numbers were computed on; not pass when untested
     arm = [t for t in settings.targets if t != HOST]
     runs_dir = settings.work_dir / "evidence-runs" / digest([settings.models, settings.generators])[:12]
     common = [*(arg for m in settings.models for arg in ("--models", m)), "--generators", ",".join(settings.generators),
@@ -102,6 +103,9 @@ def build(settings: Settings, progress=print) -> Built:
                  ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs), *sharding]),
                  ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
+    verdict, notes = sci.tested_configuration(doctor)
+    built.verdicts[sci.TESTED_CONFIGURATION] = verdict
+    built.notes.extend(notes)
     if settings.mutants is None or settings.mutants > 0:
         plan.append(("mutate", [*common, "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
                                 "--input-sets", ",".join(settings.input_sets), "--set-inputs", str(settings.set_inputs),
@@ -109,7 +113,7 @@ def build(settings: Settings, progress=print) -> Built:
                                 *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
     else:
         built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
-    volatile: dict = {"started_at": _now(), "stages": {}, "parts_s": {}}
+    volatile: dict = {"started_at": _now(), "stages": {}, "parts_s": {}, "configuration_notes": doctor["notes"]}
     parts = volatile["parts_s"]
     records: dict[str, list[dict]] = {}
     commands = []
@@ -231,7 +235,7 @@ def build(settings: Settings, progress=print) -> Built:
     models = [load_model(m, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
               for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != "-")]
     write_json(root / "sci" / "sci.json", sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
-                                                                   commands))
+                                                                   commands, doctor))
     volatile["finished_at"] = _now()
     write_json(root / package.VOLATILE, volatile)
     write_index_page(root, built, coverage_rows, trace_rows)

@@ -1,5 +1,7 @@
 """The Software Configuration Index: every configuration item the verification depends on, with its
-identity (SHA-256 or version), so that the authority can tell exactly what was verified and rebuild it.
+identity (SHA-256 or version), so that the authority can tell exactly what was verified and rebuild it; and
+whether Assay ran on the configuration it was tested with (``assay doctor``), which Assay, and the part verdict
+that says so (``tested-configuration``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from harness.models.model import Model
 from harness.stages.evidence.package import sha256
 
 SCHEMA = "assay-sci/1"
+# The part verdict about the configuration Assay ran on; "configuration" is another part's: the archived code is
+# the code the semantic stage verified (run.py).
+TESTED_CONFIGURATION = "tested-configuration"
 
 
 @functools.cache
@@ -54,9 +59,22 @@ def model_item(model: Model) -> dict:
                                           for fmt, path in sorted(model.files.items())}}
 
 
+def tested_configuration(doctor: dict) -> tuple[str, list[str]]:
+    """The ``tested-configuration`` part of a package from ``assay doctor``'s report (``assay-doctor/1``):
+    ``pass`` when the build ran on the tested configuration, else ``fail`` with a note listing the differences.
+    The doctor's notes (a peer environment or the QEMU plugin built on first use) do not fail it."""
+    if doctor["verdict"] == "tested" and not doctor["differences"]:
+        return "pass", []
+    return "fail", [f"untested configuration (assay doctor, docs/configuration.md): "
+                    f"{'; '.join(doctor['differences'])}"]
+
+
 def configuration_index(models: list[Model], generated: list[dict], target_names: list[str], opt: str,
-                        images: list[dict], commands: list[str]) -> dict:
-    """The index as plain data (``sci.json``)."""
+                        images: list[dict], commands: list[str], doctor: dict) -> dict:
+    """The index as plain data (``sci.json``); ``doctor``: ``assay doctor``'s report at the start of the build
+    (its verdict and differences, and Assay's identity, are kept; its notes change as caches fill)."""
     return {"schema": SCHEMA, "models": [model_item(m) for m in models], "generated_code": generated,
             "targets": [target_item(name, opt) for name in target_names], "images": images,
-            "tools": tool_versions(), "commands": commands}
+            "tools": tool_versions(), "commands": commands,
+            "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])},
+            "assay": dict(doctor["assay"])}

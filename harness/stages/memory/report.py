@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from harness.core.report import model_order
+from harness.core.report import configuration_lines, model_order
 from harness.stages.memory.run import open_store
 
 SEGMENTS = ("text", "rodata", "data", "bss")
@@ -123,7 +123,7 @@ def _provenance(records: list[dict]) -> list[str]:
     tools = next((r["provenance"]["tools"] for r in records if r.get("provenance", {}).get("tools")), {})
     if tools:
         lines.append("Tools: " + ", ".join(f"{k} {v}" for k, v in sorted(tools.items())) + ".")
-    return lines
+    return lines + configuration_lines(records)
 
 
 def _problems(records: list[dict]) -> list[str]:

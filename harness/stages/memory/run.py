@@ -42,7 +42,7 @@ from harness.core.inputs import make_inputs
 from harness.core.pipeline import generate_once, item_dir, to_code_layout
 from harness.core.plan import Item, load_model
 from harness.core.plan import Settings as CampaignSettings
-from harness.core.provenance import tool_versions
+from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.core.oracle import NOT_MEASURED, NOT_SUPPORTED
 from harness.errors import USER_ERRORS, NotSupported, Unbuildable
@@ -92,7 +92,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore | None = None,
     record = {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
               "opt": settings.opt, "status": ERROR, "cause": None, "inference": None, "image": None,
               "stack": None, "heap": None, "build": None, "timings": {},
-              "provenance": {"tools": tool_versions()}}
+              "provenance": record_provenance()}
     try:
         _analyse(item, settings, session or Session(), record)
     except NotSupported as exc:  # the generator's own refusal, as in the semantic campaign

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness import runners
 from harness.core.plan import Item
-from harness.core.provenance import tool_versions
+from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.core.oracle import NOT_SUPPORTED
 from harness.core.shards import Shard, ShardStore, concatenate, split
@@ -61,7 +61,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore, shard_size: int
         if previous is not None:
             return previous
     seconds: dict[str, float] = {}
-    provenance: dict = {"tools": tool_versions()}
+    provenance: dict = record_provenance()
     models = [timing.get(name, **settings.timing_options.get(name, {})) for name in item.checks]
     if shard_size is None or fingerprint is None:
         priced, manifest = _count_and_price(item, settings, models, seconds, provenance)
@@ -118,7 +118,7 @@ def _sharded(item: Item, settings: Settings, models: list[timing.TimingModel], f
         found = None if settings.redo else shards.get(item.id, fingerprint, shard)
         if found is None:
             shard_seconds: dict[str, float] = {}
-            shard_provenance: dict = {"tools": tool_versions()}
+            shard_provenance: dict = record_provenance()
             priced, manifest = _count_and_price(item, settings, models, shard_seconds, shard_provenance, shard)
             if any(isinstance(figures, NotSupported) for figures in priced.values()):
                 return priced, manifest  # a refusal of the model, not of these inputs: nothing to keep

@@ -166,7 +166,7 @@ def _load(path: Path) -> tuple[_Source, c_ast.FileAST]:
     except c_parser.ParseError as exc:
         raise AssayError(f"{path.name}: cannot parse for mutation: {exc}") from None
     source = _Source(path.name, text)
-    lexer = c_lexer.CLexer(lambda msg, line, column: None, lambda: None, lambda: None, lambda name: False)
+    lexer = c_lexer.CLexer(lambda msg, line, column: None)
     lexer.input(plain)
     line_starts = [0] + [m.end() for m in re.finditer("\n", plain)]
     stack: list[int] = []

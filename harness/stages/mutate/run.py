@@ -53,7 +53,7 @@ from harness.core.fingerprint import item_fingerprint
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import from_code_layout, generate_code, item_dir, to_code_layout
 from harness.core.plan import Item, Plan, expand, load_model
-from harness.core.provenance import tool_versions
+from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.digests import digest, tree_digest
 from harness.errors import USER_ERRORS, AssayError, ConfigError
@@ -194,7 +194,7 @@ class _Builder:
 
 def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     timings: dict[str, float] = {}
-    provenance: dict = {"tools": tool_versions()}
+    provenance: dict = record_provenance()
     work = item_dir(item, settings, "mutate").resolve()  # the compiler runs in the code's directory
     code = generate_code(item, model, settings, timings, provenance, stage="mutate")
     reference = reference_for(model, settings)

@@ -30,7 +30,7 @@ from harness.core import plan as core_plan
 from harness.core import stagecall
 from harness.core.pipeline import generate_code
 from harness.core.plan import Item, load_model
-from harness.core.provenance import tool_versions
+from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.errors import AssayError, ConfigError
 from harness.scheduling import layers
@@ -88,7 +88,7 @@ def schedule_model(model_name: str, settings: Settings, out: Path) -> dict:
         raise ConfigError(f"{model_name}: {GENERATOR} has no variant '{variant}' (it has {', '.join(variants)})")
     item = Item(model_name, GENERATOR, variant, settings.target, (timing_name,))
     seconds: dict[str, float] = {}
-    provenance: dict = {"tools": tool_versions(), "model_sha256": model.sha256()}
+    provenance: dict = {**record_provenance(), "model_sha256": model.sha256()}
     code = generate_code(item, model, settings, seconds, provenance, stage=STAGE)
 
     start = time.perf_counter()

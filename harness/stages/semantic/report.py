@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
 
-from harness.core.report import model_order
+from harness.core.report import configuration_lines, model_order
 from harness.models.model import describe_domain
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
@@ -59,7 +59,7 @@ def _provenance_lines(records: list[dict]) -> list[str]:
     tools = next((r["provenance"]["tools"] for r in records if r.get("provenance", {}).get("tools")), {})
     if tools:
         lines.append("Tools: " + ", ".join(f"{k} {v}" for k, v in sorted(tools.items())) + ".")
-    return lines
+    return lines + configuration_lines(records)
 
 
 def _errors(records: list[dict]) -> list[str]:

@@ -27,7 +27,7 @@ from harness.core import oracle
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
-from harness.core.provenance import tool_versions
+from harness.core.provenance import record_provenance, tool_versions
 from harness.core.results import ResultStore
 from harness.core.shards import Shard
 from harness.digests import digest
@@ -89,7 +89,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     inputs, tolerances, tools) equals this run's; anything that changed runs again.
     """
     timings: dict[str, float] = {}
-    provenance: dict = {"tools": tool_versions()}
+    provenance: dict = record_provenance()
     model: Model | None = None
     fingerprint = bits = None
     warnings: list[str] = []

@@ -31,7 +31,7 @@ from harness import runners
 from harness.core import oracle
 from harness.core.pipeline import generate_once
 from harness.core.plan import Item, load_model
-from harness.core.provenance import tool_versions
+from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.core.shards import Shard, ShardStore, StoredShard, concatenate, split
 from harness.errors import USER_ERRORS, ConfigError, NotSupported
@@ -61,7 +61,7 @@ def run_shard(item: Item, shard: Shard, settings: Settings, shards: ShardStore) 
     if stored is not None:
         return stored
     timings: dict[str, float] = {}
-    provenance: dict = {"tools": tool_versions(), "model_sha256": model.sha256()}
+    provenance: dict = {**record_provenance(), "model_sha256": model.sha256()}
     warnings: list[str] = []
     arrays: dict[str, np.ndarray] = {}
     cause, failure = None, oracle.ERROR

@@ -39,7 +39,7 @@ import numpy as np
 
 from harness import runners, targets
 from harness.core.plan import Item
-from harness.core.provenance import tool_versions
+from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.digests import tree_digest
 from harness.core.oracle import NOT_MEASURED, NOT_SUPPORTED
@@ -86,7 +86,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     from wcet.flowfacts import SOURCE_ORIGIN, FlowFactError
 
     seconds: dict[str, float] = {}
-    provenance: dict = {"tools": tool_versions()}
+    provenance: dict = record_provenance()
     unbounded: list[str] | None = None
     refused = False
     try:

@@ -17,6 +17,12 @@ def test_unknown_target_lists_the_known_ones():
         targets.get("z80")
 
 
+def test_the_tested_configuration_beside_the_profiles_is_not_a_target():
+    assert (targets.PROFILE_DIR / "tested.toml").is_file() and "tested" not in targets.names()
+    with pytest.raises(ConfigError, match="unknown target 'tested'"):
+        targets.get("tested")
+
+
 def test_invalid_profiles_are_refused_with_the_key(tmp_path):
     good = targets.get("host").path.read_text()
     bad = tmp_path / "host.toml"

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.core import configuration
+
 pytestmark = [pytest.mark.arm,
               pytest.mark.skipif(shutil.which("qemu-system-arm") is None or shutil.which("gcovr") is None,
                                  reason="qemu-system-arm or gcovr not installed; run .ci/setup")]
@@ -33,11 +35,16 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
     args = ("evidence", "--models", "acas-reg50", "--targets", "host,cortex-m4f", "--inputs", "50",
             "--wcet-inputs", "5", "--set-inputs", "20", "--mutants", "0", "--out", str(out), "--work", str(work),
             "--tor-tests", "tests/harness/stages/evidence/test_package.py -m tor")
+    # on a configuration other than the tested one (assay doctor), the package says so and does not pass
+    tested = configuration.report()["verdict"] == "tested"
     first = assay(*args)
-    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.returncode == (0 if tested else 1), first.stderr[-2000:]
     index = json.loads((out / "evidence.json").read_text())
-    assert index["schema"] == "assay-evidence/1" and index["verdict"] == "pass"
-    assert set(index["verdicts"]) == {"semantic", "memory", "met", "wcet", "coverage", "inputs"}
+    assert index["schema"] == "assay-evidence/1" and index["verdict"] == ("pass" if tested else "fail")
+    assert set(index["verdicts"]) == {"semantic", "memory", "met", "wcet", "coverage", "inputs",
+                                      "tested-configuration"}
+    assert {part for part, verdict in index["verdicts"].items() if verdict != "pass"} == \
+        (set() if tested else {"tested-configuration"})
     # a subset of Assay's own tests ran: the requirements they verify pass, the others are "not run"
     assert index["tool_qualification"] == "incomplete"
     matrix = json.loads((out / "tool-qualification" / "tor-matrix.json").read_text())
@@ -51,6 +58,9 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
 
     sci = json.loads((out / "sci" / "sci.json").read_text())
     assert {t["target"] for t in sci["targets"]} == {"host", "cortex-m4f"}
+    assert sci["configuration"]["verdict"] == configuration.report()["verdict"]
+    assert {k: sci["assay"][k] for k in ("version", "commit")} == \
+        {k: configuration.report()["assay"][k] for k in ("version", "commit")}
     assert all(code["same_as_verified"] for code in sci["generated_code"])
     (image,) = [i for i in sci["images"] if i["code"] == "acas-reg50/assay-v2-keras"]
     assert hashlib.sha256((out / image["file"]).read_bytes()).hexdigest() == image["sha256"]
@@ -78,7 +88,7 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
 
     before = hashes(out)
     second = assay(*args)
-    assert second.returncode == 0, second.stderr[-2000:]
+    assert second.returncode == first.returncode, second.stderr[-2000:]
     after = hashes(out)
     assert set(before) == set(after)
     assert [name for name in before if before[name] != after[name]] == ["volatile.json"]
