@@ -27,7 +27,7 @@ FUSABLE_OPS = frozenset({"Dense", "Conv2D", "Pool2D", "GlobalPool2D", "BatchNorm
 
 
 def default_layout(rank: int, channels_last: bool) -> str | None:
-    """Axis letters of a tensor of this rank (no batch axis), as harness/core/tensors.py names them."""
+    """Axis letters of a tensor of this rank (no batch axis), as harness/tensors.py names them."""
     if rank == 1:
         return "C"
     if rank == 2:

@@ -43,5 +43,10 @@ class Unbuildable(AssayError):
         self.directory, self.entries, self.opaque_types = directory, entries, opaque_types
 
 
+class RunError(AssayError):
+    """Building or running generated code failed (a compile error, a crash, a hang, an image too large for the
+    target, a target that cannot run code): the message is a one-line cause, an item's ``error`` verdict."""
+
+
 # What a stage or the CLI reports as one line (an item's error, or exit 2) rather than a traceback.
 USER_ERRORS: tuple[type[Exception], ...] = (AssayError, WcetError)

@@ -6,7 +6,9 @@
 - a stage (``harness.stages.<name>``) never imports another stage;
 - the core, the registries and the CLI never import a stage (data flows from
   the stages to the core, not back), except the CLI's discovery of commands.
-- ``harness.scheduling`` imports nothing of Assay but itself.
+- ``harness.scheduling`` imports nothing of Assay but itself;
+- no two packages import each other, directly or through others (an ``importlib.import_module`` of a literal
+  name counts as an import): each package can be understood, and replaced, above the ones it uses.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import in a file, relative imports resolved."""
+    """(line, absolute module name) of every import in a file, relative imports resolved, and of every
+    ``importlib.import_module("literal")``."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found = []
@@ -33,6 +36,9 @@ def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parts, base] if base else parts)
             found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names] or [(node.lineno, base)]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.append((node.lineno, node.args[0].value))
     return found
 
 
@@ -103,3 +109,82 @@ def test_the_scheduling_library_imports_nothing_of_assay_but_itself():
         return top(name) in {"harness", "codegen", "wcet"} and not name.startswith("harness.scheduling")
 
     assert violations("harness/scheduling", outside) == []
+
+
+def package_of(module: str) -> str:
+    """The unit of docs/architecture.md's import table a module belongs to: ``codegen``, ``wcet``, a stage
+    (``harness.stages.semantic``), a harness package (``harness.core``) or a top-level module (``harness.cli``)."""
+    parts = module.split(".")
+    if parts[0] != "harness":
+        return parts[0]
+    return ".".join(parts[:3] if parts[1:2] == ["stages"] and len(parts) > 2 else parts[:2])
+
+
+def package_edges(root: Path = ROOT) -> dict[tuple[str, str], str]:
+    """(importing package, imported package) -> the first ``file:line`` that makes the edge, over Assay's code."""
+    edges: dict[tuple[str, str], str] = {}
+    for package in ("harness", "codegen", "wcet"):
+        for path in sorted((root / package).rglob("*.py")):
+            source = package_of(".".join(path.relative_to(root).with_suffix("").parts))
+            for line, name in imported_modules(path, root):
+                target = package_of(name)
+                if top(name) in {"harness", "codegen", "wcet"} and target != source:
+                    edges.setdefault((source, target), f"{path.relative_to(root)}:{line}")
+    return edges
+
+
+def cycles(edges) -> list[list[str]]:
+    """Every set of packages that import one another, through others or directly (Tarjan's strongly connected
+    components of more than one package), each sorted."""
+    graph: dict[str, list[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, []).append(target)
+        graph.setdefault(target, [])
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+@pytest.mark.tor("TOR-ARC-001")
+def test_no_two_packages_import_each_other():
+    edges = package_edges()
+    assert [[f"{a} -> {b} ({edges[a, b]})" for a in cycle for b in cycle if (a, b) in edges]
+            for cycle in cycles(edges)] == []
+
+
+def test_the_cycle_check_sees_direct_indirect_and_importlib_cycles(tmp_path):
+    for folder in ("harness/core", "harness/targets", "harness/runners", "harness/stages/met", "harness/models"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "harness/core/plan.py").write_text("from harness.targets import get\n")
+    (tmp_path / "harness/targets/__init__.py").write_text("def f():\n    from harness import runners\n")
+    (tmp_path / "harness/runners/host.py").write_text("import importlib\nimportlib.import_module('harness.core.plan')\n")
+    (tmp_path / "harness/stages/met/run.py").write_text("from harness.models import zoo\n")
+    (tmp_path / "harness/models/zoo.py").write_text("from ..stages.met import run\n")
+    for package in ("codegen", "wcet"):
+        (tmp_path / package).mkdir()
+    edges = package_edges(tmp_path)
+    assert edges[("harness.runners", "harness.core")] == "harness/runners/host.py:2"
+    assert cycles(edges) == [["harness.core", "harness.runners", "harness.targets"],
+                             ["harness.models", "harness.stages.met"]]

@@ -192,7 +192,7 @@ def qemu_plugin(cache_dir: Path | None = None) -> list[str]:
     """Notes on the QEMU counting plugin: built from the current source, or not yet (it is then built on first
     use from that source). A build of another source is never loaded (the file name carries the source's hash),
     so it is no difference either."""
-    from harness.measurement import plugin
+    from harness.runners import countplugin as plugin
 
     library = plugin.library_path(cache_dir)
     if library.is_file():

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import generators, runners, targets
-from harness.core import tensors
+from harness import tensors
 from harness.core.locks import exclusive
 from harness.core.plan import Item, Settings
 from harness.digests import digest

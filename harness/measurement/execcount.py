@@ -1,6 +1,6 @@
 """Exact instruction counts of the inference function under QEMU, per call and per layer.
 
-The QEMU TCG plugin ``harness/measurement/qemu_plugin/assay_count.c`` (built here with the
+The QEMU TCG plugin ``harness/runners/qemu_plugin/assay_count.c`` (built here with the
 host's gcc on first use, or by ``.ci/setup``, where ``plugin.library_path`` says) counts, for each call of the
 entry function, how often each instruction ran, in which *bucket* (a layer of
 the generated code, or 0 for the generated code outside any layer: prologue,
@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.measurement.plugin import PLUGIN_SOURCE, library_path
+from harness.runners.countplugin import PLUGIN_SOURCE, library_path
 from harness.runners import RunError, qemu
 from wcet import armcode
 

@@ -29,7 +29,7 @@ class Model:
     """One neural network under test, available as one or more files.
 
     ``input_shape``/``output_shape`` are in the canonical ``layout``/``output_layout``
-    (see ``harness.core.tensors``); ``file_layouts`` says what each file expects, e.g.
+    (see ``harness.tensors``); ``file_layouts`` says what each file expects, e.g.
     ``{"keras": "HWC", "onnx": "CHW"}``. ``input_domain`` is ``(low, high)``: each
     input element is drawn uniformly from its own closed interval, where ``low``
     and ``high`` are numbers (one interval for every element) or nested tuples

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ModelError
-from harness.core.tensors import convert, shape_in
+from harness.tensors import convert, shape_in
 from harness.models.model import Model
 from harness.references import check_inputs, register
 from harness.references.onnxruntime_ref import run_batched, session_options

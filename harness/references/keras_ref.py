@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ModelError
-from harness.core.tensors import convert
+from harness.tensors import convert
 from harness.models.model import Model
 from harness.references import check_inputs, register
 
@@ -54,7 +54,7 @@ class KerasReference:
 
 
 def _shape(model: Model, out_layout: str) -> tuple[int, ...]:
-    from harness.core.tensors import shape_in
+    from harness.tensors import shape_in
 
     return shape_in(model.output_shape, model.output_layout, out_layout)
 

@@ -2,27 +2,23 @@
 
 Each runner module offers ``build(code, build_dir, profile, opt) -> build`` and
 ``run(build, inputs, timeout) -> RunOutcome``; which one serves a target is
-decided by the profile's ``kind``, registered here in one place.
+decided by the profile's ``kind``, a name of the entry-point group
+``assay.runners`` (``harness.registry``; Assay's own in its ``pyproject.toml``).
 """
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-_BY_KIND = {"host": "harness.runners.host",
-            "qemu-user": "harness.runners.qemu",
-            "qemu-system": "harness.runners.qemu",
-            "qemu-smp": "harness.runners.qemu_smp"}
+from harness import registry
+from harness.errors import RunError
 
-
-class RunError(Exception):
-    """Building or running generated code failed; the message is a one-line cause."""
+__all__ = ["RunError", "for_kind", "kinds"]
 
 
 def kinds() -> list[str]:
-    return sorted(_BY_KIND)
+    return registry.names("runners")
 
 
 def for_kind(kind: str) -> ModuleType:
-    return importlib.import_module(_BY_KIND[kind])
+    return registry.load("runners", kind)

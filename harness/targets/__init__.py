@@ -10,8 +10,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import runners
-from harness.errors import ConfigError
+from harness import registry
+from harness.errors import ConfigError, RunError
 from wcet import timing
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "toolchains"
@@ -101,7 +101,7 @@ class TargetProfile:
         """RunError with ``not_runnable_cause()`` if no emulator can run this profile's images."""
         cause = self.not_runnable_cause()
         if cause is not None:
-            raise runners.RunError(cause)
+            raise RunError(cause)
 
     def compiler_path(self) -> str:
         """The compiler executable; a ConfigError naming the package if it is missing."""
@@ -162,8 +162,8 @@ def load_profile(path: Path) -> TargetProfile:
             raise ConfigError(f"{path}: missing key '{key}'")
         if not isinstance(data[key], kind):
             raise ConfigError(f"{path}: key '{key}' must be a {kind.__name__}")
-    if data["kind"] not in runners.kinds():
-        raise ConfigError(f"{path}: kind '{data['kind']}' is not one of {', '.join(runners.kinds())}")
+    if data["kind"] not in registry.names("runners"):
+        raise ConfigError(f"{path}: kind '{data['kind']}' is not one of {', '.join(registry.names('runners'))}")
     kind_keys = _KIND_KEYS.get(data["kind"], {"required": set(), "optional": set()})
     for key in sorted(kind_keys["required"]):
         if key not in data:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.core.tensors import shape_in
+from harness.tensors import shape_in
 from harness.generators.generated import FULL_MANIFEST, GeneratedCode
 from harness.models.model import Model
 

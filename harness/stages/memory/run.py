@@ -106,7 +106,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore | None = None,
                               "paths": [p for e in record["source"]["entries"] for p in e["heap"]]}
         except USER_ERRORS as source_exc:  # the finding stands without it; say why it is missing
             record["cause"] += f"; its source could not be read either: {source_exc}"
-    except (runners.RunError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         record.update(status=ERROR, cause=str(exc))
     except Exception as exc:  # noqa: BLE001 - a generator or tool crash is this item's error, not the session's end
         record.update(status=ERROR, cause=f"{type(exc).__name__}: {exc}")

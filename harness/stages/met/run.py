@@ -22,7 +22,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import runners
 from harness.core.plan import Item
 from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
@@ -95,7 +94,7 @@ def _count_and_price(item: Item, settings: Settings, models: list[timing.TimingM
         counts, code, _ = count_item(item, settings, STAGE, seconds, provenance, shard)
     except NotSupported as exc:
         return {model.name: exc for model in models}, {}
-    except (runners.RunError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         return {model.name: str(exc) for model in models}, {}
     except Exception as exc:  # a generator crash is a verdict, not the campaign's end
         return {model.name: f"{type(exc).__name__}: {exc}" for model in models}, {}

@@ -121,7 +121,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
         if previous is not None:
             return previous[0]
         record.update(_analyse(item, model, settings), fingerprint=fingerprint)
-    except (RunError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         record.update(verdict=oracle.ERROR, cause=str(exc))
     except Exception as exc:  # an unexpected fault is a verdict too
         record.update(verdict=oracle.ERROR, cause=f"internal error: {type(exc).__name__}: {exc}")

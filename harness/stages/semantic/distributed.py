@@ -56,7 +56,7 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
     # popen worker with chdir does; pytest's default mode would refuse that as an import file mismatch.
     # Every process of the session (controller and each worker) pays its plugins' start-up: against a default
     # session, the plugin options above and --assert=plain (no rewriting of the test module's asserts) save
-    # about 0.9 s each, 0.6 s of it the test suite's plugins (README, benchmarks/sharding.py).
+    # about 0.9 s each, 0.6 s of it the test suite's plugins (docs/benchmarks.md, benchmarks/sharding.py).
     command = [sys.executable, "-m", "pytest", str(Path(pytest_items.__file__)),
                *(arg for plugin in PLUGINS for arg in ("-p", plugin)),
                *(arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")),

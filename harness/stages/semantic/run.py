@@ -115,7 +115,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         bits = keep_outputs(item, model, code, outputs, settings, compare_bits=settings.parallel is None)
     except NotSupported as exc:  # the generator's own refusal: not supported, not an error
         outputs, cause, failure = None, str(exc), oracle.NOT_SUPPORTED
-    except (runners.RunError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         outputs, cause = None, str(exc)
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {type(exc).__name__}: {exc}"

@@ -27,7 +27,6 @@ import socket
 
 import numpy as np
 
-from harness import runners
 from harness.core import oracle
 from harness.core.pipeline import generate_once
 from harness.core.plan import Item, load_model
@@ -73,7 +72,7 @@ def run_shard(item: Item, shard: Shard, settings: Settings, shards: ShardStore) 
             sanitize.check(item, code, model, settings, provenance)
     except NotSupported as exc:
         cause, failure = str(exc), oracle.NOT_SUPPORTED
-    except (runners.RunError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         cause = str(exc)
     except Exception as exc:  # an unexpected fault is the shard's verdict, not the campaign's end
         cause = f"internal error: {type(exc).__name__}: {exc}"
@@ -115,7 +114,7 @@ def merge(item: Item, settings: Settings, shard_size: int, shards: ShardStore, s
         if outcome.cause is None:
             outcome.outputs = concatenate(stored, OUTPUTS)
             outcome.bits = keep_outputs(item, model, code, outcome.outputs, settings)
-    except (runners.RunError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         outcome.cause = f"merging the shards: {exc}"
     return store_records(item, model, settings, store, outcome, fingerprint, timings, first["provenance"])
 

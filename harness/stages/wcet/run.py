@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import runners, targets
+from harness import targets
 from harness.core.plan import Item
 from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
@@ -107,7 +107,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         cause = None
     except NotSupported as exc:  # the generator's own refusal, as in the semantic campaign
         cause, refused = str(exc), True
-    except (runners.RunError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         cause = str(exc)
     except Exception as exc:  # a tool crash is this item's error, not the campaign's end
         cause = f"{type(exc).__name__}: {exc}"

@@ -18,7 +18,7 @@ from harness.core.configuration import Difference
 from harness.digests import digest
 from harness.errors import ConfigError
 from harness.generators import peers
-from harness.measurement import plugin
+from harness.runners import countplugin as plugin
 
 REAL_LOCK = Path(configuration.LOCK)
 RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -18,7 +18,7 @@ import pytest
 
 from harness import references
 from harness.core.inputs import make_inputs
-from harness.core.tensors import convert
+from harness.tensors import convert
 from harness.errors import ModelError
 from harness.generators import get as get_generator
 from harness.models import nnef, zoo

@@ -41,7 +41,7 @@ def _randomize(model, seed: int = 0):
 
 
 def _keras_vs_onnx(keras_model, path, seed: int = 1) -> float:
-    """Max |keras - onnxruntime| on seeded inputs (layouts converted by hand, independent of harness.core.tensors)."""
+    """Max |keras - onnxruntime| on seeded inputs (layouts converted by hand, independent of harness.tensors)."""
     onnx_export.export(keras_model, path)
     shape = tuple(keras_model.inputs[0].shape[1:])
     x = np.random.default_rng(seed).uniform(-1, 1, (N_INPUTS, *shape)).astype(np.float32)

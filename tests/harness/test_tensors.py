@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from harness.core import tensors as layout
+from harness import tensors as layout
 
 
 def test_convert_hwc_to_chw_and_back():
