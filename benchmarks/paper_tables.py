@@ -29,6 +29,13 @@ import time
 from datetime import date
 from pathlib import Path
 
+from harness.contract import StageSpec
+from harness.core.results import ResultStore
+from harness.stages.memory.spec import SPEC as MEMORY
+from harness.stages.met.spec import SPEC as MET
+from harness.stages.semantic.spec import SPEC as SEMANTIC
+from harness.stages.wcet.spec import SPEC as WCET
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "acas-reg50,acas-reg100,acas-reg200,acas-decr128,acas-decr256,lenet5"
 STRATEGIES = ("assay-v1", "assay-v2", "assay-v3")
@@ -67,8 +74,10 @@ def run(argv: list[str]) -> tuple[int, float]:
     return status, time.perf_counter() - start
 
 
-def records(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["records"] if path.is_file() else []
+def records(out: Path, spec: StageSpec) -> list[dict]:
+    """The records of ``spec``'s stage in its folder ``out`` (none when it did not run; a file of another schema,
+    an earlier Assay's, is refused)."""
+    return ResultStore.of(spec, spec.path(out)).records()
 
 
 def _group(value: float | int | None) -> str:
@@ -170,8 +179,8 @@ def _memory_findings(rows: list[dict]) -> list[str]:
 
 def _met_findings(rows: list[dict], opt: str) -> list[str]:
     """V2 the best measured cycles (Tables 2 and 3)."""
-    ok = [r for r in rows if r["verdict"] == "ok" and r["timing"] != "trivial"]
-    by = _index(ok, "model", "generator", "target")
+    measured = [r for r in rows if MET.passed(r) and r["timing"] != "trivial"]
+    by = _index(measured, "model", "generator", "target")
     out = [f"## 4. Measured cycles, {opt} (paper Table {'2' if opt == '-O0' else '3'})", "",
            "Median cycles over 20 inputs (QEMU, counting plugin, the target's timing model):", "",
            "| model | target | V1 | V2 | V3 | best |", "|---|---|---:|---:|---:|---|"]
@@ -219,11 +228,11 @@ def findings(out: Path, when: str, runs: list[list[str]]) -> str:
             "`met-O3/table2.md`, `wcet/table4.md`, `wcet/layers.md`, `memory/table5.md`. The runs, all at -O0 "
             "unless said, keras variant unless `:all`, seed 0:", "", "```sh",
             *(" ".join(["assay", *argv[3:]]).replace(str(out), f"reports/{out.name}") for argv in runs), "```", ""]
-    pessimism, tractable = _wcet_findings(records(out / "wcet" / "wcet.json"))
-    text += pessimism + [""] + _memory_findings(records(out / "memory" / "memory.json")) + [""] + tractable + [""]
+    pessimism, tractable = _wcet_findings(records(out / "wcet", WCET))
+    text += pessimism + [""] + _memory_findings(records(out / "memory", MEMORY)) + [""] + tractable + [""]
     for opt, folder in (("-O0", "met-O0"), ("-O3", "met-O3")):
-        text += _met_findings(records(out / folder / "met.json"), opt) + [""]
-    text += _semantic_findings(records(out / "semantic" / "results.json"))
+        text += _met_findings(records(out / folder, MET), opt) + [""]
+    text += _semantic_findings(records(out / "semantic", SEMANTIC))
     return "\n".join(text) + "\n"
 
 

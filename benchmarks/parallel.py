@@ -33,7 +33,8 @@ import time
 from datetime import date
 from pathlib import Path
 
-from harness.models import nnef, nnef_items, petri
+from harness.formal import nnef_items, petri
+from harness.models import nnef
 
 ALGORITHMS = ("ish", "dsh", "cpsat")
 CORES = 4

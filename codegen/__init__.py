@@ -10,10 +10,10 @@ it is the tool under test. See docs/codegen.md.
 """
 
 from codegen.errors import UnsupportedModel
-from codegen.pipeline import GENERATOR_NAME, STRATEGIES, __version__, applicable_transforms, generate
+from codegen.pipeline import STRATEGIES, __version__, applicable_transforms, generate
 from codegen.transforms import DEFAULT as DEFAULT_TRANSFORMS
 from codegen.transforms import ORDER as TRANSFORMS
 from codegen.transforms import parse as parse_transforms
 
-__all__ = ["DEFAULT_TRANSFORMS", "GENERATOR_NAME", "STRATEGIES", "TRANSFORMS", "UnsupportedModel", "__version__",
-           "applicable_transforms", "generate", "parse_transforms"]
+__all__ = ["DEFAULT_TRANSFORMS", "STRATEGIES", "TRANSFORMS", "UnsupportedModel", "__version__", "applicable_transforms",
+           "generate", "parse_transforms"]

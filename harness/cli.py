@@ -1,7 +1,9 @@
 """The ``assay`` command line: the entry point and the options every stage shares.
 
 Each stage adds its own command (``harness/stages/<name>/command.py``); this
-module finds them, so adding a stage needs no edit here. Printing and progress
+module finds them in the entry-point group ``assay.commands`` (``harness.registry``;
+Assay's own in its ``pyproject.toml``), so adding a stage, in Assay or in a package
+of its own, needs no edit here. Printing and progress
 live at this edge, never in the stages' run logic.
 
 Exit status: 0 when every item passed, 1 when any item failed or had an error,
@@ -12,41 +14,46 @@ one-line message and no traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
 
 from harness.errors import USER_ERRORS
 
-# Registries that add commands of their own; every stage in harness/stages adds its own too.
-REGISTRY_COMMANDS = ("harness.models.command",)
-
-
 def csv_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
-    """--seed, --model-seed and --work, shared by every command that loads models or generates code."""
-    parser.add_argument("--seed", type=int, default=0, help="seed for the test inputs (default 0)")
-    parser.add_argument("--model-seed", type=int, default=0,
-                        help="seed for the weights of zoo models (default 0; fixed, so C generated earlier can be "
-                             "checked with other --seed inputs)")
-    parser.add_argument("--work", type=Path, default=Path("generated"),
-                        help="where zoo models, generated C, builds and reference outputs go (default generated/)")
+    """--seed, --model-seed and --work, shared by every command that loads models or generates code (declared
+    once in ``harness.contract``: the pytest campaign offers them too)."""
+    from harness.contract import COMMON
+
+    for option in COMMON:
+        option.add_to(parser)
 
 
-def add_selection_options(parser: argparse.ArgumentParser, default_targets: str) -> None:
-    """--models, --tier, --generators, --targets: what a campaign command runs on."""
+def add_selection_options(parser: argparse.ArgumentParser, default_targets: str | None = None,
+                          per_model: bool = False) -> None:
+    """--models, --tier, --generators, --targets: what a campaign command runs on.
+
+    A stage that runs per model (``harness.core.plan.expand_models``, its spec's ``per``) takes only --models and
+    --tier: ``per_model`` leaves out --generators and --targets.
+    """
+    from harness.contract import DEFAULT_GENERATORS
+
     parser.add_argument("--models", action="append",
                         help="comma-separated zoo names or model files (default: the --tier); repeatable, and a "
                              "value that names an existing file is taken whole, commas included")
     parser.add_argument("--tier", default="default", choices=["default", "full", "trained"],
                         help="zoo tier used when --models is not given (default: default)")
-    parser.add_argument("--generators", default="assay-v2",
+    if per_model:
+        return
+    if default_targets is None:
+        raise ValueError("a per-item stage's --targets needs a default (its spec's default_targets)")
+    parser.add_argument("--generators", default=DEFAULT_GENERATORS,
                         help="comma-separated generators; dir:PATH takes already generated C with an assay.json "
-                             "(default assay-v2)")
+                             f"(default {DEFAULT_GENERATORS})")
     parser.add_argument("--targets", default=default_targets,
                         help=f"comma-separated target profiles (toolchains/*.toml; default {default_targets})")
 
@@ -67,31 +74,16 @@ def add_output_options(parser: argparse.ArgumentParser, default_out: str, writte
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def opt_level(text: str) -> str:
-    """'-O3', 'O3' and '3' all mean -O3 (argparse takes a bare '-O3' for an option, so 'O3' is accepted)."""
-    level = text.lstrip("-").removeprefix("O")
-    if level not in {"0", "1", "2", "3", "s", "g"}:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an optimisation level (O0, O1, O2, O3, Os, Og)")
-    return f"-O{level}"
-
-
-def add_opt_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--opt", type=opt_level, default="-O0",
-                        help="optimisation level: O0 (default, the certification setting) .. O3; "
-                             "write O3 or --opt=-O3")
-
-
 def command_modules(command: str | None = None) -> list[ModuleType]:
-    """The modules that add ``assay`` subcommands: the registries' and every stage's; only the stage's own
-    when ``command`` names a stage (running one command imports no other: ``assay wcet --elf`` is a
-    WCET tool that runs in every build and starts in a fraction of a second)."""
-    from harness import stages
+    """The modules that add ``assay`` subcommands (``add_command(subparsers)``), each once: only the one
+    registered for ``command`` when it names one (running one command imports no other: ``assay wcet --elf``
+    is a WCET tool that runs in every build and starts in a fraction of a second), else all of them."""
+    from harness import registry
 
-    if command is not None:
-        own = stages.command_modules([command])
-        if own:
-            return own
-    return [*(importlib.import_module(name) for name in REGISTRY_COMMANDS), *stages.command_modules()]
+    if command in registry.names("commands"):
+        return [registry.load("commands", command)]
+    modules = [registry.load("commands", name) for name in registry.names("commands")]
+    return [module for k, module in enumerate(modules) if module not in modules[:k]]
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

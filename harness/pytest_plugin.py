@@ -24,11 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.contract import COMMON, DEFAULT_GENERATORS, common_values
 from harness.core.plan import UNLOADED, Item, load_model
 from harness.core.results import ResultStore
 from harness.core.shards import Shard, ShardStore, split
 from harness.stages.semantic import sharded
-from harness.stages.semantic.run import HOST, Settings, content_key, plan, run_item
+from harness.stages.semantic.run import Settings, content_key, plan, run_item
+from harness.stages.semantic.spec import SPEC
+from harness.targets import HOST
 
 SHARDS_DIR = "shards"  # beside results.json: the finished shards (harness.core.shards)
 
@@ -37,27 +40,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("assay", "Assay semantic-preservation campaign")
     group.addoption("--assay-models", default=None,
                     help="comma-separated zoo names or model files (default: the default zoo tier)")
-    group.addoption("--assay-generators", default="assay-v2", help="comma-separated generators (default assay-v2)")
-    group.addoption("--assay-references", default="keras,onnxruntime", help="comma-separated references")
-    group.addoption("--assay-targets", default="host", help="comma-separated target profiles (default host)")
-    group.addoption("--assay-inputs", type=int, default=1000, help="test inputs per model (default 1000)")
-    group.addoption("--assay-seed", type=int, default=0, help="seed for the test inputs (default 0)")
-    group.addoption("--assay-model-seed", type=int, default=0, help="seed for zoo weights (default 0)")
+    group.addoption("--assay-generators", default=DEFAULT_GENERATORS,
+                    help=f"comma-separated generators (default {DEFAULT_GENERATORS})")
+    group.addoption("--assay-targets", default=SPEC.default_targets,
+                    help=f"comma-separated target profiles (default {SPEC.default_targets})")
     group.addoption("--assay-out", default=None,
                     help="directory for results.json (default: a temporary directory of the session)")
-    group.addoption("--assay-work", default="generated",
-                    help="directory for zoo models, generated C and builds (default generated/)")
-    group.addoption("--assay-redo", action="store_true", help="recompute items already in results.json")
-    group.addoption("--assay-shard-size", type=int, default=None, metavar="K",
-                    help="one test per K inputs of each item (xdist spreads the shards of a model over the workers); "
-                         "the controller merges them into --assay-out/results.json, which it needs")
     group.addoption("--assay-opt", default="-O0", help="optimisation level (default -O0)")
-    group.addoption("--assay-atol", type=float, default=None, help="absolute tolerance for every model")
-    group.addoption("--assay-rtol", type=float, default=None, help="relative tolerance for every model")
-    group.addoption("--assay-no-arbiter", action="store_true", help="no float64 arbiter")
-    group.addoption("--assay-sanitize", type=int, default=0, metavar="N",
-                    help="N inputs of each host item also under ASan and UBSan (default 0)")
-    group.addoption("--assay-timeout", type=float, default=600.0, help="seconds per batch run (default 600)")
+    # the semantic stage's own options and the common ones, declared once (harness/stages/semantic/spec.py,
+    # harness.contract): --assay-references, --assay-inputs, --assay-seed, --assay-work, ...
+    for option in (*COMMON, *SPEC.campaign_options()):
+        option.add_to(group, prefix="assay-")
     group.addoption("--run-slow", action="store_true",
                     help="also run tests marked slow (full-tier models: AlexNet, VGG-16)")
     group.addoption("--wcet", action="store_true",
@@ -99,11 +92,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _settings(config: pytest.Config) -> Settings:
-    option = config.getoption
-    return Settings(n_inputs=option("assay_inputs"), seed=option("assay_seed"), model_seed=option("assay_model_seed"),
-                    opt=option("assay_opt"), work_dir=Path(option("assay_work")), timeout=option("assay_timeout"),
-                    redo=option("assay_redo"), atol=option("assay_atol"), rtol=option("assay_rtol"),
-                    arbiter=not option("assay_no_arbiter"), sanitize=option("assay_sanitize"))
+    def option(dest: str):
+        return config.getoption(f"assay_{dest}")
+
+    return Settings(**SPEC.settings_values(option, SPEC.campaign_options()), **common_values(option),
+                    opt=option("opt"))
 
 
 def _split(text: str) -> list[str]:
@@ -190,7 +183,7 @@ def assay_campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     out = request.config.getoption("assay_out")
     directory = Path(out) if out else tmp_path_factory.mktemp("assay-campaign")
     held = getattr(request.config, "workerinput", {}).get("assay_held", {})
-    return Campaign(_settings(request.config), ResultStore(directory / "results.json"), held)
+    return Campaign(_settings(request.config), ResultStore.of(SPEC, SPEC.path(directory)), held)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -209,7 +202,7 @@ class Controller:
 
     def __init__(self, config: pytest.Config, out: Path):
         self.config = config
-        self.store = ResultStore(out / "results.json")
+        self.store = ResultStore.of(SPEC, SPEC.path(out))
         self.shards = ShardStore(out / SHARDS_DIR)
         self.sharded: dict[str, Item] = {}  # item id -> item, for every item a shard was reported of
         self.origins: dict[str, set[tuple[str, str]]] = {}  # item id -> (content key, host) of the shards received
@@ -255,7 +248,7 @@ class Controller:
                 else:
                     self.lines.append(f"{item.id}: shards missing; run again to complete it (finished shards are kept)")
                 continue
-            bad = [f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"]
+            bad = [f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if not SPEC.passed(r)]
             self.lines.append(f"{item.id}: {len(split(settings.n_inputs, size))} shards merged"
                               + (f"; {'; '.join(bad)}" if bad else ""))
             if bad and session.exitstatus == 0:

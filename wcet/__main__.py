@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("function", help="the function to bound")
     parser.add_argument("--flow-facts", type=Path, help="an OTAWA .ff or .ffx file (default: the toolchain's "
                                                         "library annotations only)")
-    parser.add_argument("--timing", default="trivial", help=f"timing model: {', '.join(timing.MODELS)} "
+    parser.add_argument("--timing", default="trivial", help=f"timing model: {', '.join(timing.names())} "
                                                             "(default trivial)")
     parser.add_argument("--timing-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a parameter of the timing model, e.g. n_wait_states=2 (repeatable)")

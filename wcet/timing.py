@@ -19,7 +19,12 @@ instructions (ARM predicated data processing, instructions inside a Thumb IT
 block) and passes None. The WCET analyzer passes True/False per CFG edge for
 branches and None elsewhere.
 
-Models, by name (``get``):
+Models, by name (``get``), are the names of the entry-point group
+``assay.timing_models``: Assay declares these three in its ``pyproject.toml``,
+and an installed package may add its own (a ``TimingModel`` subclass). The group
+is read here with ``importlib.metadata`` rather than through
+``harness.registry``, because ``wcet`` never imports ``harness``; the rule is the
+same: a name two distributions declare is an error naming both.
 
 - ``trivial``: ``cycles_per_instruction`` (default 5) for every instruction,
   as OTAWA's ``trivial`` script (5 cycles per executed instruction; see
@@ -45,7 +50,9 @@ of an out-of-order core is offered).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
+from importlib import metadata
 from typing import ClassVar
 
 import capstone
@@ -422,17 +429,47 @@ class CortexM4(TimingModel):
         return 2
 
 
-MODELS: dict[str, type[TimingModel]] = {cls.name: cls for cls in (Trivial, Arm7tdmi, CortexM4)}
+GROUP = "assay.timing_models"
+
+
+@functools.cache
+def _entries() -> dict[str, metadata.EntryPoint]:
+    """name -> entry point of ``GROUP`` over the installed distributions (read once); an error for a name
+    declared by two of them, naming both."""
+    found: dict[str, metadata.EntryPoint] = {}
+    for entry in metadata.entry_points(group=GROUP):
+        other = found.setdefault(entry.name, entry)
+        if other is not entry:
+            raise ConfigurationError(f"timing model '{entry.name}' is registered twice (entry-point group {GROUP}): "
+                                     f"by {_origin(other)} and by {_origin(entry)}; uninstall one of them")
+    return found
+
+
+def _origin(entry: metadata.EntryPoint) -> str:
+    return f"{entry.dist.name} {entry.dist.version} ({entry.value})" if entry.dist else entry.value
+
 
 def names() -> list[str]:
-    return list(MODELS)
+    """The registered timing models, sorted."""
+    return sorted(_entries())
+
+
+def model_class(name: str) -> type[TimingModel]:
+    """The ``TimingModel`` subclass registered as ``name``."""
+    entry = _entries().get(name)
+    if entry is None:
+        known = ", ".join(names()) or "none: is Assay installed (pip install -e .)?"
+        raise ConfigurationError(f"unknown timing model '{name}'; choose from {known}")
+    cls = entry.load()
+    if not (isinstance(cls, type) and issubclass(cls, TimingModel)) or cls.name != name:
+        raise ConfigurationError(f"timing model '{name}' of {_origin(entry)} is not a TimingModel subclass "
+                                 f"whose name is '{name}'")
+    return cls
 
 
 def get(name: str, **options) -> TimingModel:
     """The model called ``name`` with its parameters set from ``options`` (unknown keys are refused)."""
-    cls = MODELS.get(name)
-    if cls is None:
-        raise ConfigurationError(f"unknown timing model '{name}'; choose from {', '.join(MODELS)}")
+    cls = model_class(name)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(options) - set(fields)
     if unknown:

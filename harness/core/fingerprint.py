@@ -21,7 +21,6 @@ from harness.core.plan import Item, Settings
 from harness.core.provenance import tool_versions
 from harness.digests import digest, tree_digest
 from harness.models.model import Model
-from harness.runners.host import compiler_version
 
 RUNNERS_DIR = Path(__file__).resolve().parents[1] / "runners"
 
@@ -30,7 +29,7 @@ def target_identity(target: str, opt: str) -> dict:
     """The profile (with what it extends), the compiler's version, the flags and the runners' code."""
     profile = targets.get(target)
     return {"profile": dataclasses.asdict(profile), "flags": profile.flags(opt),
-            "compiler": compiler_version(profile.compiler_path()), "runners": tree_digest(RUNNERS_DIR)}
+            "compiler": profile.compiler_version(), "runners": tree_digest(RUNNERS_DIR)}
 
 
 def item_fingerprint(item: Item, model: Model, settings: Settings, **stage: object) -> str:

@@ -8,16 +8,19 @@ stage's per-layer error and the input sets that need activation states (``harnes
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from harness import references
 from harness.core import inputsets
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.references import keras_ref, onnxruntime_ref
 from harness.runners import probed
 
-# the source format the code was generated from -> (reference name, its intermediate outputs)
-REFERENCES = {"keras": ("keras", keras_ref.layer_outputs), "onnx": ("onnxruntime", onnxruntime_ref.layer_outputs)}
+# the source format the code was generated from -> the reference (by name) that gives its intermediate outputs
+REFERENCES = {"keras": "keras", "onnx": "onnxruntime"}
+LayerOutputs = Callable[[Model, np.ndarray, list[str]], list[np.ndarray | None]]
 
 
 def unavailable(code: GeneratedCode, model: Model) -> str | None:
@@ -30,6 +33,13 @@ def unavailable(code: GeneratedCode, model: Model) -> str | None:
     return None
 
 
+def reference_of(code: GeneratedCode) -> tuple[str, LayerOutputs]:
+    """The name of the reference that reads the file ``code`` came from, and its ``layer_outputs(model,
+    inputs, tensors)``: for each named tensor, an (N, size) float32 array, or None when the model has none."""
+    name = REFERENCES[code.manifest["model"]["format"]]
+    return name, references.get(name).layer_outputs
+
+
 def activation_states(code: GeneratedCode, model: Model) -> inputsets.States | None:
     """The activation states of the reference for the input sets (``harness.core.inputsets``): per input,
     each element of each layer output the manifest names positive or not, and the arg-max class of the last
@@ -37,7 +47,7 @@ def activation_states(code: GeneratedCode, model: Model) -> inputsets.States | N
     if unavailable(code, model):
         return None
     tensors = [p.tensor for p in probed.probes_of(code.manifest)]
-    layer_outputs = REFERENCES[code.manifest["model"]["format"]][1]
+    _, layer_outputs = reference_of(code)
 
     def states(inputs: np.ndarray) -> np.ndarray:
         outputs = [o for o in layer_outputs(model, inputs, tensors) if o is not None]

@@ -15,13 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PASS, FAIL, ERROR = "pass", "fail", "error"
-# The generator refused the model with its own message (harness.errors.NotSupported): neither wrong
-# outputs nor a fault, so it is counted apart from both.
-NOT_SUPPORTED = "not supported"
-# A static figure (WCET, stack bound) on an analysis-only target (``not_runnable`` in its profile): no
-# emulator can run the image, so there is nothing to check the figure against; neither a pass nor a failure.
-NOT_MEASURED = "not measured"
+# The verdict words, one vocabulary for every stage's records (what each means: harness.contract).
+from harness.contract import ERROR, FAIL, NOT_MEASURED, NOT_SUPPORTED, PASS, UNBOUNDED  # noqa: F401
 
 
 @dataclass(frozen=True)

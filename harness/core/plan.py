@@ -5,6 +5,11 @@ what each item is checked against (``checks``): reference runtimes for the
 semantic campaign, timing models for measured execution and WCET, nothing for
 memory. A model that cannot be loaded is kept as items of variant ``-`` so that
 its error is recorded and reported like any other verdict.
+
+A stage that runs per model (its contract's ``per``, ``harness.contract``)
+expands its selection with ``expand_models``: one ``ModelItem`` per model; a
+model that cannot be loaded is bad input (``Plan.bad_input``: exit status 2,
+its one line printed by ``harness.core.progress.finish``), with no item.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import generators, targets
+from harness.contract import MODEL_SEED, SEED, WORK
 from harness.core.locks import exclusive
 from harness.errors import ModelError
-from harness.models import budget, zoo
+from harness.core import budget
+from harness.models import zoo
 from harness.models.model import Model
 
 UNLOADED = "-"  # the variant of an item whose model could not be loaded
@@ -27,10 +34,10 @@ class Settings:
     """What every stage's run depends on besides the item itself."""
 
     n_inputs: int = 1000
-    seed: int = 0  # the test inputs
-    model_seed: int = 0  # a zoo model's weights (fixed by default, so generated C stays checkable)
+    seed: int = SEED.default  # the test inputs (the options every command shares: harness.contract)
+    model_seed: int = MODEL_SEED.default  # a zoo model's weights (fixed by default, so generated C stays checkable)
     opt: str = "-O0"
-    work_dir: Path = Path("generated")
+    work_dir: Path = WORK.default
     timeout: float = 600.0
     redo: bool = False
 
@@ -54,11 +61,24 @@ class Item:
         return f"{self.model}/{self.generator}/{self.variant}/{self.target}"
 
 
+@dataclass(frozen=True)
+class ModelItem:
+    """One model, for a stage that runs per model (``expand_models``): no generator, variant or target."""
+
+    model: str
+    checks: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.model
+
+
 @dataclass
 class Plan:
-    items: list[Item] = field(default_factory=list)
+    items: list = field(default_factory=list)  # Item, or ModelItem in a per-model plan
     bad_input: list[str] = field(default_factory=list)  # one line per model that could not be loaded
     skipped: list[str] = field(default_factory=list)  # notes on combinations left out (e.g. a timing model)
+    per_model: bool = False  # made by expand_models: a model that could not be loaded has no item
 
 
 # (model or None when it could not be loaded, target profile) -> the item's checks, or None for no item
@@ -69,7 +89,7 @@ def load_model(name: str, settings: Settings) -> Model:
     """Load a zoo name or user file, one process at a time (xdist workers share the cache).
 
     A model too large to verify with ``settings.n_inputs`` inputs is refused like a bad file
-    (``harness.models.budget``), here, so that the plan and every item's run give the same cause.
+    (``harness.core.budget``), here, so that the plan and every item's run give the same cause.
     """
     cache = settings.work_dir / "zoo"
     cache.mkdir(parents=True, exist_ok=True)
@@ -102,4 +122,20 @@ def expand(models: list[str], generator_specs: list[str], target_names: list[str
                     checks = checks_for(model, profile)
                     if checks is not None:
                         result.items.append(Item(name, gen.name, variant, profile.name, checks))
+    return result
+
+
+def expand_models(models: list[str], settings: Settings,
+                  checks_for: Callable[[Model], tuple[str, ...]] = lambda _model: ()) -> Plan:
+    """One ``ModelItem`` per model, for a stage that runs per model; a model that cannot be loaded (an unknown
+    name, a missing or bad file, one too large for ``settings.n_inputs``) is bad input: its line in
+    ``bad_input``, and no item, since there is nothing to run on."""
+    result = Plan(per_model=True)
+    for name in models:
+        try:
+            model = load_model(name, settings)
+        except ModelError as exc:
+            result.bad_input.append(str(exc))
+            continue
+        result.items.append(ModelItem(name, checks_for(model)))
     return result

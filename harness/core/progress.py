@@ -11,10 +11,11 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.core.plan import Item, Plan
+from harness.core.plan import Item, ModelItem, Plan
 
 
-def run_items(items: Iterable[Item], run: Callable[[Item], tuple[bool, list[str]]], quiet: bool = False) -> int:
+def run_items(items: Iterable[Item | ModelItem], run: Callable[[Item | ModelItem], tuple[bool, list[str]]],
+              quiet: bool = False) -> int:
     """Run each item; ``run`` returns whether it passed and the lines to show (causes, warnings).
 
     Returns how many items failed.
@@ -33,7 +34,14 @@ def run_items(items: Iterable[Item], run: Callable[[Item], tuple[bool, list[str]
 
 
 def finish(plan: Plan, failed: int, summary: str, reports: list[Path]) -> int:
-    """Print the summary and the reports written; return the exit status (0 pass, 1 failures, 2 bad input)."""
+    """Print the summary and the reports written; return the exit status (0 pass, 1 failures, 2 bad input).
+
+    The bad input of a per-model plan (``harness.core.plan.expand_models``) has no item whose cause would say it:
+    each is printed here, one line on stderr.
+    """
+    if plan.per_model:
+        for line in dict.fromkeys(plan.bad_input):
+            print(f"assay: error: {line}", file=sys.stderr)
     print(f"{len(plan.items)} items, {failed} failed or in error; {summary}")
     for path in reports:
         print(f"report: {path}")

@@ -1,5 +1,6 @@
 """Running a stage from another stage: as a user would, ``python -m harness.cli STAGE ... --out DIR``, in a
-subprocess, then reading the result file it wrote (schema checked).
+subprocess, then reading the result file it wrote, through the called stage's contract (``harness.contract``:
+file name, schema and key from its ``spec`` module; schema checked).
 
 Why a subprocess and not an import: a stage never imports another (docs/architecture.md), a crash or a
 memory blow-up in the called stage cannot take the caller down, and what the caller records as the command
@@ -14,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.contract import StageSpec
 from harness.core.results import ResultStore
 from harness.errors import AssayError
 
@@ -28,33 +30,32 @@ class StageRun:
     records: list[dict]
 
 
-def call(stage: str, arguments: list[str], out: Path, result_file: str, schema: str,
-         timeout: float | None = None) -> StageRun:
-    """Run ``assay STAGE ARGUMENTS --out OUT --quiet`` and read ``OUT/result_file`` (of ``schema``).
+def call(stage: StageSpec, arguments: list[str], out: Path, timeout: float | None = None) -> StageRun:
+    """Run ``assay STAGE ARGUMENTS --out OUT --quiet`` and read its result file in OUT (its contract's file name,
+    schema and key: ``stage`` is the called stage's ``SPEC``, from its ``spec`` module).
 
     Exit status 1 (some item failed) is a result like any other; a missing result file is an AssayError
     naming the stage and its last line of output.
     """
-    command, returncode, tail, path = run_stage(stage, arguments, out, result_file, timeout)
-    return StageRun(command=command, returncode=returncode, stderr_tail=tail,
-                    records=ResultStore(path, schema, ()).records())
+    command, returncode, tail, path = run_stage(stage, arguments, out, timeout)
+    return StageRun(command=command, returncode=returncode, stderr_tail=tail, records=ResultStore.of(stage, path).records())
 
 
-def run_stage(stage: str, arguments: list[str], out: Path, result_file: str,
+def run_stage(stage: StageSpec, arguments: list[str], out: Path,
               timeout: float | None = None) -> tuple[list[str], int, list[str], Path]:
     """Run ``assay STAGE ARGUMENTS --out OUT --quiet``: (command, exit status, last lines, the result file).
 
     For stages whose result is one document rather than a record store (``assay schedule``'s
-    schedule.json); an AssayError when the file was not written.
+    schedule.json: read it with ``stage.read``); an AssayError when the file was not written.
     """
-    command = [sys.executable, "-m", "harness.cli", stage, *arguments, "--out", str(out), "--quiet"]
+    command = [sys.executable, "-m", "harness.cli", stage.name, *arguments, "--out", str(out), "--quiet"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        raise AssayError(f"assay {stage} did not finish within {timeout:g} s") from None
+        raise AssayError(f"assay {stage.name} did not finish within {timeout:g} s") from None
     tail = done.stderr.strip().splitlines()[-20:]
-    path = Path(out) / result_file
+    path = stage.path(out)
     if not path.is_file():
-        raise AssayError(f"assay {stage} wrote no {result_file} (exit {done.returncode}): "
+        raise AssayError(f"assay {stage.name} wrote no {path.name} (exit {done.returncode}): "
                          f"{tail[-1] if tail else 'no output'}")
     return ["assay", *command[3:]], done.returncode, tail, path

@@ -3,19 +3,25 @@
 A generator turns a ``Model`` into a directory of C plus a manifest:
 ``generate(model, variant, out_dir) -> GeneratedCode``. ``variants(model)`` says
 which variants it can produce for that model (for ``assay-v2``: the source
-format it reads). Adding a generator is one new module and one line in
-``_MODULES``.
+format it reads). Generators are named in the entry-point group
+``assay.generators`` (``harness.registry``; Assay's own in its
+``pyproject.toml``), so an installed package adds one without an edit here: one
+class, usually a subclass of ``Adapter``, and one entry-point line
+(docs/architecture.md, "A generator"). ``dir:PATH`` names C generated elsewhere
+(``harness.generators.prebuilt``).
 """
 
 from __future__ import annotations
 
-import importlib
+import sys
 from pathlib import Path
 from typing import Protocol
 
+from harness import registry
+from harness.digests import tree_digest
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
-from harness.models.model import Model
+from harness.models.model import Model, file_sha256
 
 
 class Generator(Protocol):
@@ -32,45 +38,74 @@ class Generator(Protocol):
         ...
 
 
-_MODULES = ("harness.generators.assay_v1", "harness.generators.assay_v2", "harness.generators.assay_v3",
-            "harness.generators.prebuilt", "harness.generators.acetone_nnet", "harness.generators.keras2c",
-            "harness.generators.emlearn")
-_REGISTRY: dict[str, type] = {}
+# What ``get`` checks a registered generator has, so a missing one is one line naming it, not an
+# AttributeError in the middle of a campaign.
+METHODS = ("version", "variants", "generate", "identity")
 PREBUILT_PREFIX = "dir:"
 
 
-def register(name: str):
-    """Class decorator: make a generator adapter available under ``name``."""
+class Adapter:
+    """What a generator adapter inherits: its ``name`` (set by ``get`` from its registration) and ``identity``.
 
-    def add(cls: type) -> type:
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
+    ``identity(model, variant)`` is what the generated code depends on besides the model's bytes: the content
+    keys of every stage's records (``harness.core.fingerprint``) and the reuse of generated code
+    (``harness.core.pipeline.generate_once``) hash it, so a changed generator regenerates and recomputes, even
+    at one version. Here it is the name, the version, the source of every module the adapter's class is made
+    of (its own module and its base classes': an edited option in the adapter counts) and the content of
+    every file or folder in ``depends_on`` (the tool it drives: ``codegen/`` for assay-v2; a folder counts by
+    its ``.py``, ``.c``, ``.h`` and ``.toml`` files). An adapter whose code depends on anything else (an
+    environment of its own: ``peers.PeerGenerator``) adds it to this.
+    """
 
-    return add
+    name: str = ""
+    depends_on: tuple[Path, ...] = ()
+
+    def identity(self, model: Model, variant: str) -> dict:
+        return {"name": self.name, "version": self.version(), "adapter": adapter_sources(type(self)),
+                "depends_on": [_content_digest(Path(path)) for path in self.depends_on]}  # not where they are
 
 
-def _load() -> None:
-    for module in _MODULES:
-        importlib.import_module(module)
+def adapter_sources(cls: type) -> dict[str, str]:
+    """module -> SHA-256 of its source, for the module of ``cls`` and of each of its base classes (not this
+    one's: the registry's own code makes no C)."""
+    found = {}
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        path = getattr(module, "__file__", None)
+        if klass.__module__ not in (__name__, "builtins") and path:
+            found[klass.__module__] = file_sha256(Path(path))
+    return found
+
+
+def _content_digest(path: Path) -> str:
+    if path.is_dir():
+        return tree_digest(path.resolve())
+    return file_sha256(path) if path.is_file() else "missing"
 
 
 def names() -> list[str]:
-    _load()
-    return sorted(n for n in _REGISTRY if n != "prebuilt")
+    """The registered generators, sorted (``dir:PATH`` aside)."""
+    return registry.names("generators")
 
 
 def get(spec: str) -> Generator:
     """A generator by name, ``NAME:V1:V2`` for some of its variants only (``NAME:all`` for every variant,
     the optional ones included), or ``dir:PATH`` for an already generated C directory."""
-    _load()
     if spec.startswith(PREBUILT_PREFIX):
-        return _REGISTRY["prebuilt"](Path(spec[len(PREBUILT_PREFIX):]), spec)
+        from harness.generators.prebuilt import Prebuilt
+
+        return Prebuilt(Path(spec[len(PREBUILT_PREFIX):]), spec)
     name, _, chosen = spec.partition(VARIANT_SEPARATOR)
-    if name not in _REGISTRY or name == "prebuilt":
+    if name not in names():
         raise ConfigError(f"unknown generator '{name}'; known generators: {', '.join(names())}, "
                           f"or {PREBUILT_PREFIX}PATH for a directory of generated C with an assay.json")
-    generator = _REGISTRY[name]()
+    generator = registry.load("generators", name)()
+    missing = [method for method in METHODS if not callable(getattr(generator, method, None))]
+    if missing:
+        raise ConfigError(f"generator '{name}' of {registry.origin(registry.entries('generators')[name])} has no "
+                          f"{', '.join(f'{method}()' for method in missing)}; a generator subclasses "
+                          "harness.generators.Adapter (docs/architecture.md, 'A generator')")
+    generator.name = name
     return _Chosen(generator, tuple(chosen.split(VARIANT_SEPARATOR))) if chosen else generator
 
 

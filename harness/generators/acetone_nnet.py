@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
 from harness.generators.peers.keras_graph import write
@@ -27,7 +26,6 @@ DEFAULT = "default"
 NOT_COMPILED = ("main.c", "test_dataset.c")
 
 
-@register("acetone-nnet")
 class AcetoneNnet(PeerGenerator):
     peer = PEER
 

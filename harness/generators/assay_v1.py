@@ -6,10 +6,8 @@ with one line. Variants as assay-v2 (``harness.generators.codegen_strategy``).
 
 from __future__ import annotations
 
-from harness.generators import register
 from harness.generators.codegen_strategy import CodegenStrategy
 
 
-@register("assay-v1")
 class AssayV1(CodegenStrategy):
     strategy = "v1"

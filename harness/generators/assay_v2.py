@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.generators import register
+from codegen import parallel
 from harness.generators.codegen_strategy import CodegenStrategy
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 
 
-@register("assay-v2")
 class AssayV2(CodegenStrategy):
     strategy = "v2"
 
@@ -26,3 +25,9 @@ class AssayV2(CodegenStrategy):
         ``omit_wait`` ("read"/"write") leaves a flag wait out: only for mutation tests of the trace check.
         """
         return self.generate(model, variant, out_dir, cores=cores, schedule=schedule, omit_wait=omit_wait)
+
+    def operator_pair(self, floats: int) -> tuple[str, dict]:
+        """The Writing and Reading operators its parallel code inlines for a tensor of ``floats`` floats, as a C
+        file of two functions and, per function, its busy wait's line and its loops (``codegen.parallel``): what
+        the schedule stage bounds to cost the edges of the scheduling DAG."""
+        return parallel.operator_pair(floats)

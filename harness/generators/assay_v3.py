@@ -7,10 +7,8 @@ multiply-accumulates with one line naming the count. Variants as assay-v2
 
 from __future__ import annotations
 
-from harness.generators import register
 from harness.generators.codegen_strategy import CodegenStrategy
 
 
-@register("assay-v3")
 class AssayV3(CodegenStrategy):
     strategy = "v3"

@@ -24,8 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import codegen
-from harness.digests import tree_digest
 from harness.errors import ConfigError, NotSupported
+from harness.generators import Adapter
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 
@@ -55,12 +55,13 @@ def _applicable(path: str, fmt: str, stamp: tuple[int, int]) -> tuple[str, ...]:
     return codegen.applicable_transforms(path, frontend=fmt)
 
 
-class CodegenStrategy:
-    """A ``codegen`` strategy as a generator adapter; subclasses set ``strategy``."""
+class CodegenStrategy(Adapter):
+    """A ``codegen`` strategy as a generator adapter; subclasses set ``strategy``. Its identity covers
+    ``codegen`` (``depends_on``) and the adapter's modules (``Adapter.identity``)."""
 
-    name: str
     strategy: str
     transformable = True  # ``assay generate --transform`` applies
+    depends_on = (Path(codegen.__file__).resolve().parent,)
 
     def version(self) -> str:
         return codegen.__version__
@@ -89,12 +90,7 @@ class CodegenStrategy:
         fmt, transforms = split(variant)
         try:
             codegen.generate(model.file(fmt), out_dir, name=model.name, frontend=fmt, strategy=self.strategy,
-                             transforms=transforms, **parallel)
+                             transforms=transforms, generator_name=self.name, **parallel)
         except codegen.UnsupportedModel as exc:  # its own refusal: the `not supported` verdict, like a peer's
             raise NotSupported(str(exc)) from None
         return GeneratedCode.from_directory(out_dir)
-
-    def identity(self, model: Model, variant: str) -> dict:
-        """The generator's version and its source: a changed generator regenerates, even at one version."""
-        return {"name": self.name, "version": codegen.__version__,
-                "source": tree_digest(Path(codegen.__file__).resolve().parent)}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
 from harness.generators.peers.wrapper import finish
@@ -20,7 +19,6 @@ PEER = PeerEnv("emlearn")
 METHODS = ("loadable", "inline")
 
 
-@register("emlearn")
 class Emlearn(PeerGenerator):
     peer = PEER
 

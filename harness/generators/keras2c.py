@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 
 from harness.errors import Unbuildable
-from harness.generators import register
 from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
 from harness.generators.peers.keras_graph import write
@@ -28,7 +27,6 @@ BACKEND = "include/k2c_include.h"
 LOCAL_ARRAY = re.compile(r"^\s{0,4}float\s+\w+\[(\d+)\]", re.MULTILINE)
 
 
-@register("keras2c")
 class Keras2c(PeerGenerator):
     peer = PEER
 

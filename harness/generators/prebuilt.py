@@ -6,11 +6,9 @@ from pathlib import Path
 
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
-from harness.generators import register
 from harness.models.model import Model, file_sha256
 
 
-@register("prebuilt")
 class Prebuilt:
     name: str
 

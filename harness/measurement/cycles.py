@@ -52,7 +52,7 @@ def plan(models: list[str], generator_specs: list[str], target_names: list[str],
         timing.get(name, **settings.timing_options.get(name, {}))  # unknown names and options fail here
     profiles = [targets.get(name) for name in target_names]
     for profile in profiles:
-        if profile.kind not in ("qemu-user", "qemu-system"):
+        if not runners.capable(profile, runners.COUNTS_INSTRUCTIONS):
             raise ConfigError(f"target {profile.name} does not run under QEMU; measured execution needs an "
                               "ARM target (arm7tdmi, cortex-m4f, cortex-a15)")
     per_target = {p.name: tuple(timing_names_for(p.name, timing_names)) for p in profiles}

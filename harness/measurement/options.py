@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli import add_opt_option
+from harness.contract import Option
 from harness.errors import ConfigError
+from harness.options import add_opt_option
 
 
-def add_timing_options(parser: argparse.ArgumentParser, default_inputs: int) -> None:
-    """--timing, --timing-option, --opt, --inputs and --timeout: how measured cycles are obtained and priced."""
+def add_timing_options(parser: argparse.ArgumentParser, inputs: Option) -> None:
+    """--timing, --timing-option, --opt, --inputs and --timeout: how measured cycles are obtained and priced.
+
+    ``inputs`` is the stage's --inputs, declared in its contract (``harness/stages/<stage>/spec.py``): its
+    default differs between stages and is its ``Settings``' too."""
     parser.add_argument("--timing",
                         help="comma-separated timing models: trivial, arm7tdmi, cortex-m4 (default: trivial and "
                              "each target's own model); a model that does not describe a target's CPU is skipped "
@@ -20,8 +24,7 @@ def add_timing_options(parser: argparse.ArgumentParser, default_inputs: int) -> 
                              "cortex-m4.flash_wait_states=5, cortex-m4.refill=1, trivial.cycles_per_instruction=5 "
                              "(repeatable)")
     add_opt_option(parser)
-    parser.add_argument("--inputs", type=int, default=default_inputs,
-                        help=f"seeded inputs measured per model under QEMU (default {default_inputs})")
+    inputs.add_to(parser)
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds allowed for one batch under QEMU (default 600)")
 

@@ -35,7 +35,7 @@ TRAINER_VERSION = 1
 SPLIT_SEED = 0  # the held-out split never changes with the training seed: qualities stay comparable
 TEST_FRACTION = 0.25
 
-# Layer specs as in harness.models.benchmarks: ("dense", units, activation) | ("conv", filters, kernel,
+# Layer specs as in harness.models.paper: ("dense", units, activation) | ("conv", filters, kernel,
 # stride, padding, activation) | ("maxpool", pool, stride, padding) | ("flatten",)
 
 
@@ -142,7 +142,7 @@ def fingerprint(name: str, seed: int) -> str:
 
 def build(name: str, seed: int):
     """The Keras model ``name`` trained from ``seed`` (the zoo caches it)."""
-    from harness.models.benchmarks import _layer as spec_layer  # the zoo's one builder of layer specs
+    from harness.models.paper import _layer as spec_layer  # the zoo's one builder of layer specs
     from harness.models.tf_runtime import keras
 
     k = keras()

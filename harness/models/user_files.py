@@ -21,12 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import registry
 from harness.errors import ModelError
-from harness.models import nnef, sidecar
+from harness.models import cache, nnef, sidecar
 from harness.models.model import Model, file_sha256
 
-KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
-SUFFIXES = (*KERAS_SUFFIXES, ".onnx", ".nnet", ".json", ".nnef")
 CONVERTER_VERSION = 1
 _MAX_CAUSE = 400
 
@@ -42,16 +41,26 @@ def load(path: Path, cache_dir: Path) -> Model:
     if not folder:
         _check_readable(path)
     suffix = ".nnef" if folder else path.suffix.lower()
-    if suffix not in SUFFIXES:
-        raise ModelError(f"{path}: unsupported file type '{suffix or path.name}' (expected {', '.join(SUFFIXES)})")
+    if suffix not in suffixes():
+        raise ModelError(f"{path}: unsupported file type '{suffix or path.name}' (expected {', '.join(suffixes())})")
     settings = sidecar.read(path)
     resolved = path.resolve()
+    loader = registry.load("model_formats", suffix)
     try:
-        if suffix == ".onnx":
-            return sidecar.apply(settings, _load_onnx(resolved))
+        if not getattr(loader, "converts", True):  # read where it is: nothing to convert or cache
+            return sidecar.apply(settings, loader(resolved, None))
         return _load_converted(resolved, Path(cache_dir), suffix, settings)
     except ModelError as error:
         raise ModelError(_about_user_file(str(error), path, resolved, Path(cache_dir))) from None
+
+
+def suffixes() -> list[str]:
+    """The model file suffixes Assay reads: the names of the entry-point group ``assay.model_formats``
+    (``harness.registry``), each naming ``convert(path, cache_folder) -> Model`` (this module's converters for
+    Assay's own formats, ``pyproject.toml``). A converter writes what it converts into ``cache_folder``; the
+    ``Model`` it returns is cached there, keyed by the file's and its sidecar's content. One that reads the
+    file where it is (ONNX) has ``converts = False``: it gets no folder, and nothing is cached."""
+    return registry.names("model_formats")
 
 
 def _about_user_file(message: str, path: Path, resolved: Path, cache_dir: Path) -> str:
@@ -127,30 +136,28 @@ def cause(error: BaseException) -> str:
 
 
 def _load_converted(path: Path, cache_dir: Path, suffix: str, settings: sidecar.Sidecar | None = None) -> Model:
-    from harness.models import zoo
-
     digest = file_sha256(path)
     directory = cache_dir / "user" / f"{path.stem}-{digest[:12]}"
     # The sidecar's content is part of the fingerprint: an edited sidecar rebuilds the record, never stale.
     fingerprint = f"{CONVERTER_VERSION}:{suffix}:{path}:{digest}:{settings.digest if settings else '-'}"
-    model = zoo.read_cached(directory, fingerprint)
+    model = cache.read_cached(directory, fingerprint)
     if model is not None:
         return model
-    with zoo.locked(directory.parent, directory.name):
-        model = zoo.read_cached(directory, fingerprint)
+    with cache.locked(directory.parent, directory.name):
+        model = cache.read_cached(directory, fingerprint)
         if model is not None:
             return model
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "model.json").unlink(missing_ok=True)
-        converter = {".nnet": _convert_nnet, ".json": _convert_acetone_json, ".nnef": _convert_nnef}.get(suffix, _convert_keras)
+        converter = registry.load("model_formats", suffix)
         try:
             model = sidecar.apply(settings, converter(path, directory))
         except ModelError:
             raise
         except Exception as error:  # noqa: BLE001 - a hostile file may make TensorFlow/Keras raise anything
             raise ModelError(f"{path}: cannot convert the model ({cause(error)})") from None
-        zoo.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest,
-                                                         "settings": settings.digest if settings else None})
+        cache.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest,
+                                                           "settings": settings.digest if settings else None})
         return model
 
 
@@ -326,7 +333,8 @@ def _convert_nnef(path: Path, directory: Path) -> Model:
 # --- ONNX: used as it is ------------------------------------------------------
 
 
-def _load_onnx(path: Path) -> Model:
+def _load_onnx(path: Path, _folder: Path | None = None) -> Model:
+    """An ONNX file as it is: nothing to convert (``converts`` below), so no cache folder is needed."""
     import onnx
 
     try:
@@ -359,6 +367,9 @@ def _load_onnx(path: Path) -> Model:
         tier="user",
         description=f"user file {path.name}",
     )
+
+
+_load_onnx.converts = False
 
 
 def _onnx_constants(proto):

@@ -1,7 +1,7 @@
 """The model zoo: the ACETONE benchmarks by name, and user model files.
 
 ``load("lenet5")`` builds a named benchmark once (seeded random weights, see
-``harness.models.benchmarks``; the ``trained`` tier is trained on bundled data,
+``harness.models.paper``; the ``trained`` tier is trained on bundled data,
 ``harness.models.trained``) into ``<cache_dir>/<name>-s<seed>/`` as
 ``model.keras``, ``model.onnx`` and ``model.json``; later loads read
 ``model.json`` only and do not import TensorFlow. ``load("net.onnx")`` (or a
@@ -12,19 +12,16 @@ line naming the file or name and the cause.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ModelError
-from harness.models.model import DEFAULT_TOLERANCE, Model, bound_from_json
+from harness.models import cache, user_files
+from harness.models.model import DEFAULT_TOLERANCE, Model
 from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environment defaults, imports nothing heavy
 
 DEFAULT_CACHE_DIR = Path("generated/zoo")
-CACHE_SCHEMA = "assay-zoo/3"  # 2: models carry rtol; 3: input domain bounds per element ([low, high], nested lists)
 TIERS = ("default", "full", "trained")
 
 
@@ -99,34 +96,32 @@ def entry(name: str) -> ZooEntry:
 
 def load(name_or_path: str | Path, cache_dir: Path = DEFAULT_CACHE_DIR, seed: int = 0) -> Model:
     """The ``Model`` of a zoo benchmark (built and cached on first use) or of a user file."""
-    from harness.models import user_files
-
     key = str(name_or_path)
     cache_dir = Path(cache_dir)
     if key in _BY_NAME:
         return _load_benchmark(_BY_NAME[key], cache_dir, seed)
     path = Path(key)
-    if path.suffix.lower() in user_files.SUFFIXES or path.exists() or os.sep in key:
+    if path.suffix.lower() in user_files.suffixes() or path.exists() or os.sep in key:
         return user_files.load(path, cache_dir)
     raise ModelError(f"unknown zoo model '{key}' (known: {', '.join(names())}); "
-                     f"model files end in {', '.join(user_files.SUFFIXES)} (or are NNEF folders)")
+                     f"model files end in {', '.join(user_files.suffixes())} (or are NNEF folders)")
 
 
 def _builder(zoo_entry: ZooEntry):
     """The module that builds an entry: ``fingerprint(name, seed)`` and ``build(name, seed)``."""
-    from harness.models import benchmarks, trained
+    from harness.models import paper, trained
 
-    return trained if zoo_entry.tier == "trained" else benchmarks
+    return trained if zoo_entry.tier == "trained" else paper
 
 
 def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
     directory = cache_dir / f"{zoo_entry.name}-s{seed}"
     fingerprint = _builder(zoo_entry).fingerprint(zoo_entry.name, seed)
-    model = read_cached(directory, fingerprint)
+    model = cache.read_cached(directory, fingerprint)
     if model is not None:
         return model
-    with locked(cache_dir, directory.name):
-        model = read_cached(directory, fingerprint)
+    with cache.locked(cache_dir, directory.name):
+        model = cache.read_cached(directory, fingerprint)
         if model is not None:
             return model
         return _build_benchmark(zoo_entry, directory, fingerprint, seed)
@@ -156,99 +151,5 @@ def _build_benchmark(zoo_entry: ZooEntry, directory: Path, fingerprint: str, see
         tier=zoo_entry.tier,
         description=zoo_entry.description,
     )
-    write_cached(directory, model, fingerprint, {"seed": seed, "parameters": int(keras_model.count_params())})
+    cache.write_cached(directory, model, fingerprint, {"seed": seed, "parameters": int(keras_model.count_params())})
     return model
-
-
-# --- the cache: model.json holds the Model and the fingerprint of what built it ----------
-
-
-def read_cached(directory: Path, fingerprint: str) -> Model | None:
-    """The Model recorded in ``directory/model.json`` if it was built from ``fingerprint`` and its files exist."""
-    try:
-        record = json.loads((directory / "model.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("schema") != CACHE_SCHEMA or record.get("fingerprint") != fingerprint:
-        return None
-    try:
-        model = model_from_dict(record["model"], directory)
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not all(path.exists() for path in model.files.values()):  # a file, or a folder (NNEF)
-        return None
-    return model
-
-
-def read_record(directory: Path) -> dict:
-    """The whole ``model.json`` record of a cache directory (e.g. its parameter count)."""
-    return json.loads((Path(directory) / "model.json").read_text())
-
-
-def write_cached(directory: Path, model: Model, fingerprint: str, extra: dict | None = None) -> None:
-    record = {"schema": CACHE_SCHEMA, "fingerprint": fingerprint, **(extra or {}),
-              "model": model_to_dict(model, directory)}
-    temporary = directory / f".model.json.{os.getpid()}"
-    temporary.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(temporary, directory / "model.json")
-
-
-def model_to_dict(model: Model, directory: Path) -> dict:
-    """JSON-ready fields of ``model``; files inside ``directory`` are stored relative to it."""
-
-    def relative(path: Path) -> str:
-        path = Path(path)
-        try:
-            return str(path.resolve().relative_to(Path(directory).resolve()))
-        except ValueError:
-            return str(path.resolve())
-
-    return {
-        "name": model.name,
-        "files": {fmt: relative(path) for fmt, path in sorted(model.files.items())},
-        "input_shape": list(model.input_shape),
-        "output_shape": list(model.output_shape),
-        "layout": model.layout,
-        "output_layout": model.output_layout,
-        "file_layouts": {fmt: list(layouts) for fmt, layouts in sorted(model.file_layouts.items())},
-        "input_domain": model.domain_json(),
-        "tolerance": model.tolerance,
-        "rtol": model.rtol,
-        "tier": model.tier,
-        "description": model.description,
-    }
-
-
-def model_from_dict(fields: dict, directory: Path) -> Model:
-    return Model(
-        name=fields["name"],
-        files={fmt: Path(directory) / path for fmt, path in fields["files"].items()},
-        input_shape=tuple(int(d) for d in fields["input_shape"]),
-        output_shape=tuple(int(d) for d in fields["output_shape"]),
-        layout=fields["layout"],
-        output_layout=fields["output_layout"],
-        file_layouts={fmt: (pair[0], pair[1]) for fmt, pair in fields["file_layouts"].items()},
-        input_domain=_domain_from_json(fields["input_domain"]),
-        tolerance=float(fields["tolerance"]),
-        rtol=float(fields["rtol"]),
-        tier=fields["tier"],
-        description=fields.get("description", ""),
-    )
-
-
-def _domain_from_json(value) -> tuple:
-    if not isinstance(value, list) or len(value) != 2:
-        raise ValueError(f"input_domain must be [low, high], got {value!r}")
-    return bound_from_json(value[0]), bound_from_json(value[1])
-
-
-@contextlib.contextmanager
-def locked(cache_dir: Path, key: str):
-    """Serialise builds of one cache entry across processes (pytest-xdist workers, parallel campaigns)."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f".{key}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

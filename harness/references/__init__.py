@@ -6,8 +6,9 @@ batches ``(N, *shape)`` in the model's canonical layouts, and each reference
 feeds its file the layout that file expects (``model.layouts_of(fmt)``).
 Numbers always come from running the runtime.
 
-One registry: a new reference is one new module with ``@register`` on its
-class, plus one line in the import list at the end of this file.
+References are named in the entry-point group ``assay.references``
+(``harness.registry``; Assay's own in its ``pyproject.toml``): a new one is one
+class and one entry-point line, in Assay or in a package of its own.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from harness.errors import ConfigError
+from harness import registry
 from harness.models.model import Model
 from harness.models import tf_runtime  # noqa: F401 - TensorFlow environment defaults before anything loads it
 
@@ -34,29 +35,19 @@ class Reference(Protocol):
         ...
 
 
-REFERENCES: dict[str, type] = {}
 _INSTANCES: dict[str, Reference] = {}
 
 
-def register(ref_cls: type) -> type:
-    """Class decorator: make ``ref_cls`` available as ``get(ref_cls.name)``."""
-    name = ref_cls.name
-    if name in REFERENCES and REFERENCES[name] is not ref_cls:
-        raise ValueError(f"reference '{name}' is registered twice")
-    REFERENCES[name] = ref_cls
-    return ref_cls
-
-
 def names() -> list[str]:
-    return sorted(REFERENCES)
+    return registry.names("references")
 
 
 def get(name: str) -> Reference:
-    """The (shared) instance of the reference called ``name``."""
-    if name not in REFERENCES:
-        raise ConfigError(f"unknown reference '{name}' (known: {', '.join(names())})")
+    """The (shared) instance of the reference called ``name`` (its ``name`` set from its registration)."""
     if name not in _INSTANCES:
-        _INSTANCES[name] = REFERENCES[name]()
+        reference = registry.load("references", name)()
+        reference.name = name
+        _INSTANCES[name] = reference
     return _INSTANCES[name]
 
 
@@ -72,8 +63,3 @@ def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
         raise ValueError(f"{model.name}: inputs have shape {batch.shape[1:]}, the model takes {model.input_shape}")
     return batch
 
-
-# The registered references: one line each.
-from harness.references import float64  # noqa: E402,F401
-from harness.references import keras_ref  # noqa: E402,F401
-from harness.references import onnxruntime_ref  # noqa: E402,F401

@@ -37,7 +37,7 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert, shape_in
 from harness.models.model import Model
-from harness.references import check_inputs, register
+from harness.references import check_inputs
 from harness.references.onnxruntime_ref import run_batched, session_options
 
 BATCH = 128
@@ -45,9 +45,7 @@ ONNXRUNTIME = "onnxruntime"
 NUMPY = "numpy"
 
 
-@register
 class Float64Reference:
-    name = "float64"
     fmt = "onnx"
 
     def supports(self, model: Model) -> bool:

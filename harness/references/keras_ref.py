@@ -10,7 +10,7 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert
 from harness.models.model import Model
-from harness.references import check_inputs, register
+from harness.references import check_inputs
 
 BATCH = 256
 
@@ -33,9 +33,7 @@ def load(path: Path):
     return _load(str(path), path.stat().st_mtime_ns)
 
 
-@register
 class KerasReference:
-    name = "keras"
     fmt = "keras"
 
     def supports(self, model: Model) -> bool:
@@ -51,6 +49,10 @@ class KerasReference:
         ]
         outputs = np.concatenate(chunks) if chunks else np.zeros((0, *_shape(model, out_layout)), np.float32)
         return convert(outputs, out_layout, model.output_layout)
+
+    def layer_outputs(self, model: Model, inputs: np.ndarray, tensors: list[str]) -> list[np.ndarray | None]:
+        """The named layers' outputs (``layer_outputs`` below), for ``harness.core.intermediate``."""
+        return layer_outputs(model, inputs, tensors)
 
 
 def _shape(model: Model, out_layout: str) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert, shape_in
 from harness.models.model import Model
-from harness.references import check_inputs, register
+from harness.references import check_inputs
 
 BATCH = 256
 
@@ -66,9 +66,7 @@ def session(path: Path):
     return _session(str(path), path.stat().st_mtime_ns)
 
 
-@register
 class OnnxRuntimeReference:
-    name = "onnxruntime"
     fmt = "onnx"
 
     def supports(self, model: Model) -> bool:
@@ -89,6 +87,10 @@ class OnnxRuntimeReference:
         expected = shape_in(model.output_shape, model.output_layout, out_layout)
         outputs = outputs.reshape(len(batch), *expected)
         return convert(outputs, out_layout, model.output_layout)
+
+    def layer_outputs(self, model: Model, inputs: np.ndarray, tensors: list[str]) -> list[np.ndarray | None]:
+        """The named intermediate tensors (``layer_outputs`` below), for ``harness.core.intermediate``."""
+        return layer_outputs(model, inputs, tensors)
 
     @staticmethod
     def _batched(sess, first, batch: np.ndarray) -> list[np.ndarray]:

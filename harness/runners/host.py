@@ -9,7 +9,6 @@ overwrote (``assay_guards.h``): "guard word after output overwritten at call #k"
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import signal
@@ -22,11 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from harness.generators.generated import GeneratedCode
-from harness.runners import RunError
+from harness.runners import NATIVE, THREADS, RunError
 from harness.runners.compiling import Build, compile_once, driver_defines
-from harness.targets import TargetProfile
+from harness.targets import TargetProfile, compiler_version
 from harness import targets
 
+CAPABILITIES = frozenset({NATIVE, THREADS})
 DRIVER = Path(__file__).with_name("batch_driver.c")
 # assay_batch's return value (ASSAY_GUARD_* in assay_guards.h) -> the guard it found damaged.
 GUARDS = {1: "before input", 2: "after input", 3: "before output", 4: "after output"}
@@ -44,16 +44,10 @@ class RunOutcome:
     wall_seconds: float  # including process start and file transfer
 
 
-@functools.cache  # asked by every build (each shard's too); a compiler does not change under a running process
-def compiler_version(compiler: str) -> str:
-    result = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
-    return result.stdout.splitlines()[0] if result.stdout else compiler
-
-
 def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile | None = None,
           opt: str | None = None) -> HostBuild:
     """Compile ``code`` into ``build_dir``; reuse an identical earlier build."""
-    profile = profile or targets.get("host")
+    profile = profile or targets.get(targets.HOST)
     compiler = profile.compiler_path()
     flags = profile.flags(opt)
     build_dir = build_dir.resolve()  # the compiler runs in the source directory

@@ -23,9 +23,9 @@ from harness import targets
 from harness.generators.generated import GeneratedCode
 from harness.runners import RunError
 from harness.runners.compiling import compile_once
-from harness.runners.host import HostBuild, RunOutcome, compiler_version, first_diagnostic
+from harness.runners.host import HostBuild, RunOutcome, first_diagnostic
 from harness.runners import host
-from harness.targets import TargetProfile
+from harness.targets import TargetProfile, compiler_version
 
 DRIVER = Path(__file__).with_name("parallel_driver.c")
 COMMON = Path(__file__).with_name("parallel_common.h")  # included by both parallel drivers
@@ -69,7 +69,7 @@ def driver_defines(code: GeneratedCode, trace: bool, delays: bool) -> list[str]:
 def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile | None = None, opt: str | None = None,
           trace: bool = True, delays: bool = False) -> HostBuild:
     """Compile the parallel ``code`` with the thread driver into ``build_dir``; reuse an identical build."""
-    profile = profile or targets.get("host")
+    profile = profile or targets.get(targets.HOST)
     compiler = profile.compiler_path()
     flags = profile.flags(opt)
     build_dir = build_dir.resolve()

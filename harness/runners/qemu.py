@@ -29,11 +29,12 @@ from elftools.elf.elffile import ELFFile
 
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
-from harness.runners import RunError
+from harness.runners import COUNTS_INSTRUCTIONS, EMULATED, PAINTS_STACK, RunError
 from harness.runners.compiling import Build, compile_once, driver_defines
-from harness.runners.host import RunOutcome, compiler_version, first_diagnostic, signal_name
-from harness.targets import TargetProfile
+from harness.runners.host import RunOutcome, first_diagnostic, signal_name
+from harness.targets import TargetProfile, compiler_version
 
+CAPABILITIES = frozenset({EMULATED, COUNTS_INSTRUCTIONS, PAINTS_STACK})  # qemu-user and qemu-system alike
 DRIVER = Path(__file__).with_name("target_driver.c")
 ELF_NAME = "assay.elf"
 INPUTS_FILE = "assay_inputs.f32"  # the driver's fixed names (target_driver.c)

@@ -23,15 +23,16 @@ import numpy as np
 from harness import targets
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
-from harness.runners import RunError
+from harness.runners import EMULATED, SMP, RunError
 from harness.runners.compiling import compile_once
-from harness.runners.host import RunOutcome, compiler_version
+from harness.runners.host import RunOutcome
 from harness.runners.parallel_host import ParallelOutcome, parallel_record, read_trace
 from harness.runners.qemu import (ELF_NAME, FLOAT32_LE, INPUTS_FILE, LOG_FILE, OUTPUTS_FILE, QemuBuild,
                                   _build_failure, _no_core_dumps, _program, _tail, check_fits, exit_cause,
                                   image_size, memory_map_flags)
-from harness.targets import TargetProfile
+from harness.targets import TargetProfile, compiler_version
 
+CAPABILITIES = frozenset({EMULATED, SMP})
 DRIVER = Path(__file__).with_name("smp_driver.c")
 COMMON = Path(__file__).with_name("parallel_common.h")
 TRACE_FILE = "assay_trace.txt"

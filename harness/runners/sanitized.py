@@ -36,7 +36,8 @@ from harness import targets
 from harness.generators.generated import GeneratedCode
 from harness.runners import RunError, native
 from harness.runners.compiling import compile_once, driver_defines
-from harness.runners.host import compiler_version, first_diagnostic
+from harness.runners.host import first_diagnostic
+from harness.targets import compiler_version
 
 FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
 EXIT_STATUS = 66  # what the sanitizers exit with on a report (set in the environment below)
@@ -60,7 +61,7 @@ class SanitizedBuild:
 
 def build(code: GeneratedCode, build_dir: Path, opt: str = "-O0") -> SanitizedBuild:
     """Compile ``code`` with the driver into a sanitized executable in ``build_dir``; reuse an identical build."""
-    profile = targets.get("host")
+    profile = targets.get(targets.HOST)
     compiler = profile.compiler_path()
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,9 @@ A new target is one new ``toolchains/<name>.toml``; nothing else registers it.
 
 from __future__ import annotations
 
+import functools
 import shutil
+import subprocess
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,9 @@ from wcet import timing
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "toolchains"
 # TOML files in toolchains/ that are not target profiles: the tested configuration (`assay doctor`).
 NOT_PROFILES = frozenset({"tested"})
+# The profile of the machine Assay runs on (toolchains/host.toml): the target every other target is compared
+# with bit for bit, where the sanitizers and the mutation campaign run.
+HOST = "host"
 
 _REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "package": str,
              "cflags": list, "opt_levels": list, "default_opt": str, "ldflags": list, "libs": list,
@@ -78,7 +83,7 @@ class TargetProfile:
 
     def accepts_timing(self, name: str) -> bool:
         """Whether timing model ``name`` describes this target: its own model, or a generic one (trivial)."""
-        return name == self.timing or timing.MODELS[name].generic
+        return name == self.timing or timing.model_class(name).generic
 
     def region(self, name: str) -> MemoryRegion | None:
         """The memory region called ``name`` ("flash", "ram"), or None if the profile gives none."""
@@ -111,6 +116,10 @@ class TargetProfile:
                               f"install the Debian package '{self.package}'")
         return found
 
+    def compiler_version(self) -> str:
+        """The first line of the compiler's ``--version`` (a ConfigError if the compiler is missing)."""
+        return compiler_version(self.compiler_path())
+
     def emulator_path(self) -> str:
         """The emulator executable; a ConfigError naming the package if it is missing."""
         found = shutil.which(self.emulator) if self.emulator else None
@@ -135,6 +144,13 @@ class AddressRanges:
 
     def __contains__(self, address: object) -> bool:
         return any(address in block for block in self.ranges)
+
+
+@functools.cache  # asked by every build (each shard's too); a compiler does not change under a running process
+def compiler_version(compiler: str) -> str:
+    """The first line of ``compiler --version``: what a build's provenance and every content key name."""
+    result = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
+    return result.stdout.splitlines()[0] if result.stdout else compiler
 
 
 def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:

@@ -87,18 +87,6 @@ def test_semantic_on_one_model_writes_results_and_reports(tmp_path):
     assert rerun.returncode == 0 and "6 of 6 records pass" in rerun.stdout
 
 
-def test_opt_level_accepts_the_forms_argparse_allows():
-    from harness.cli import opt_level
-
-    assert opt_level("O3") == opt_level("-O3") == opt_level("3") == "-O3"
-    import argparse
-
-    import pytest
-
-    with pytest.raises(argparse.ArgumentTypeError):
-        opt_level("fast")
-
-
 def test_wcet_elf_mode_reproduces_the_recorded_otawa_runs():
     """``assay wcet --elf`` on real OTAWA samples (shared/otawa): trivial timing, OTAWA's own flow facts."""
     from pathlib import Path

@@ -291,4 +291,3 @@ def test_generated_model_wcet_bounds_the_measured_cycles(tmp_path, target):
         for bucket, layer in enumerate(counts.bucket_names):
             assert result.regions[layer] >= figures.cycles[:, bucket].max(), (name, layer)
         assert sum(result.regions.values()) >= result.wcet_cycles
-        assert result.seconds < 10

@@ -209,10 +209,10 @@ def test_cortex_m4_refuses_double_precision_and_unknown_instructions():
 # ---- registry ----
 
 def test_registry_names_options_and_targets():
-    assert timing.names() == ["trivial", "arm7tdmi", "cortex-m4"]
+    assert timing.names() == ["arm7tdmi", "cortex-m4", "trivial"]
     with pytest.raises(ConfigurationError, match="unknown timing model"):
         timing.get("cortex-a15")
     with pytest.raises(ConfigurationError, match="no option"):
         timing.get("arm7tdmi", flash_wait_states=1)
-    assert timing.MODELS["trivial"].generic and not timing.MODELS["arm7tdmi"].generic
+    assert timing.model_class("trivial").generic and not timing.model_class("arm7tdmi").generic
     assert timing.get("cortex-m4").params() == {"refill": 3, "divide_cycles": 12, "flash_wait_states": 0}

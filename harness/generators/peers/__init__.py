@@ -34,8 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness import lockfile
-from harness.digests import digest, tree_digest
+from harness.digests import digest
 from harness.errors import ConfigError, NotSupported
+from harness.generators import Adapter
 from harness.generators.peers import session
 from harness.generators.peers.session import PeerEnvError
 
@@ -143,21 +144,19 @@ class PeerEnv:
         return response
 
 
-class PeerGenerator:
+class PeerGenerator(Adapter):
     """What every peer adapter shares: its version is its pinned release, its identity the environment's."""
 
-    name: str
     peer: PeerEnv
+    depends_on = (HERE,)  # the wrapper and manifest it writes, the Keras graph it hands over, the drivers
 
     def version(self) -> str:
         return self.peer.pins()[self.peer.name]
 
     def identity(self, model, variant: str) -> dict:
-        """The environment's identity and the adapter's own code (its module and this package: the wrapper
-        and manifest it writes, the Keras graph it hands over), so a changed adapter regenerates too."""
-        module = Path(sys.modules[type(self).__module__].__file__)
-        return {"name": self.name, **self.peer.identity(), "adapter": digest(module.read_text()),
-                "peers_package": tree_digest(HERE)}
+        """The environment's identity and the adapter's own code (``Adapter.identity``: its module and this
+        package), so a changed adapter regenerates too."""
+        return {**super().identity(model, variant), **self.peer.identity()}
 
 
 def check_response(response: dict, who: str) -> dict:

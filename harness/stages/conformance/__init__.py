@@ -1,1 +1,2 @@
-"""`assay conformance`: single-layer and small-graph models against every generator (docs/conformance.md)."""
+"""`assay conformance`: single-layer and small-graph models (``cases``) against every generator
+(docs/conformance.md)."""

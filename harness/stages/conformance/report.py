@@ -100,7 +100,7 @@ def write_conformance_report(path: Path, out: Path) -> list[Path]:
         raise ValueError(f"{path}: schema {document.get('schema')!r}, expected {SCHEMA}")
     header = [
         "# Generator conformance", "",
-        f"Each case is one small Keras 3 model with seeded weights (`harness/models/conformance_cases.py`), run "
+        f"Each case is one small Keras 3 model with seeded weights (`harness/stages/conformance/cases.py`), run "
         f"through `assay semantic` on the host against {' and '.join(document['references'])} with "
         f"{document['n_inputs']} inputs (seed {document['seed']}); a verdict covers both references and the "
         f"error is the largest of the two. Cells: pass / **FAIL** with the max absolute error, **ERROR** or "

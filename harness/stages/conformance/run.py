@@ -1,6 +1,6 @@
 """The generator conformance suite: every conformance case against every selected generator and variant.
 
-The cases (``harness.models.conformance_cases``) are built into the work folder, then each generator runs
+The cases (``harness.stages.conformance.cases``) are built into the work folder, then each generator runs
 them all in one ``assay semantic`` call (``harness.core.stagecall``: a subprocess, so a stage never imports
 another, and one process start-up per generator instead of per case). Its records are content-keyed in
 ``<work>/conformance-runs/<generator>/results.json``, so a second suite run reuses what did not change.
@@ -21,17 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import stagecall
+from harness.core.oracle import ERROR, FAIL, NOT_SUPPORTED, PASS
 from harness.core.pipeline import slug
+from harness.core.plan import UNLOADED
 from harness.errors import AssayError
-from harness.models import conformance_cases
+from harness.stages.conformance import cases as conformance_cases
 from harness.models.model import file_sha256
+from harness.stages.conformance.spec import SPEC
+from harness.stages.semantic import spec as semantic
 
-SCHEMA = "assay-conformance/1"
-FILE_NAME = "conformance.json"
+SCHEMA = SPEC.schema
+FILE_NAME = SPEC.result_file
 REFERENCES = "keras,onnxruntime"
-PASS, FAIL, ERROR, NOT_SUPPORTED = "pass", "fail", "error", "not supported"
-VERDICTS = (PASS, FAIL, ERROR, NOT_SUPPORTED)
-UNLOADED = "-"  # the semantic stage's variant of a model it could not load
+VERDICTS = SPEC.verdicts
 REPRO = "repro"
 # The semantic verdicts, most telling first: the one a (case, generator, variant) gets.
 _PRECEDENCE = (ERROR, NOT_SUPPORTED, FAIL, PASS)
@@ -39,14 +41,16 @@ _PRECEDENCE = (ERROR, NOT_SUPPORTED, FAIL, PASS)
 
 @dataclass(frozen=True)
 class Settings:
+    """The defaults are the options' (``spec``)."""
+
     generators: list[str]
     out: Path
     patterns: list[str] | None = None
-    n_inputs: int = 100
-    seed: int = 0
-    work_dir: Path = Path("generated")
-    jobs: int = 1
-    timeout: float | None = None  # for one generator's whole semantic call
+    n_inputs: int = SPEC.default("n_inputs")
+    seed: int = SPEC.default("seed")
+    work_dir: Path = SPEC.default("work_dir")
+    jobs: int = SPEC.default("jobs")
+    timeout: float | None = SPEC.default("timeout")  # for one generator's whole semantic call
 
 
 def run(settings: Settings, progress=print) -> dict:
@@ -61,9 +65,8 @@ def run(settings: Settings, progress=print) -> dict:
 
     def one(generator: str) -> tuple[str, stagecall.StageRun]:
         progress(f"conformance: {generator}: {len(cases)} cases through assay semantic")
-        done = stagecall.call("semantic", semantic_arguments(list(files.values()), generator, settings),
-                              settings.work_dir / "conformance-runs" / slug(generator), "results.json",
-                              "assay-results/1", settings.timeout)
+        done = stagecall.call(semantic.SPEC, semantic_arguments(list(files.values()), generator, settings),
+                              settings.work_dir / "conformance-runs" / slug(generator), settings.timeout)
         progress(f"conformance: {generator}: done")
         return generator, done
 

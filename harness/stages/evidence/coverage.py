@@ -35,7 +35,7 @@ LLVM_VERSIONS = (19, 20, 18)
 def measure(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_dir: Path, timeout: float) -> dict:
     """Build with coverage, run ``inputs`` (N, input_size, the code's layout), write gcovr's files to
     ``out_dir``; return the summary (totals, per file, what was never reached)."""
-    profile = targets.get("host")
+    profile = targets.get(targets.HOST)
     profile = dataclasses.replace(profile, cflags=(*profile.cflags, *COVERAGE_FLAGS),
                                   ldflags=(*profile.ldflags, *COVERAGE_FLAGS))
     built = host.build(code, build_dir, profile, "-O0")
@@ -111,7 +111,7 @@ def measure_mcdc(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_d
         shutil.rmtree(build_dir)  # no counts of an earlier run
     build_dir.mkdir(parents=True)
     executable = build_dir / "mcdc"
-    profile = targets.get("host")
+    profile = targets.get(targets.HOST)
     flags = [flag for flag in profile.flags("-O0") if flag != "-fPIC"]
     _tool([clang, *flags, *MCDC_FLAGS, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources),
            str(qemu.DRIVER), "-o", str(executable), *profile.libs], "clang (MC/DC build)", code.directory)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core.intermediate import REFERENCES, unavailable
+from harness.core.intermediate import reference_of, unavailable
 from harness.core.pipeline import to_code_layout
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
@@ -29,7 +29,7 @@ def measure(code: GeneratedCode, model: Model, inputs: np.ndarray, work: Path, a
     missing = unavailable(code, model)
     if missing:
         return {"available": False, "reason": missing}
-    reference, layer_outputs = REFERENCES[code.manifest["model"]["format"]]
+    reference, layer_outputs = reference_of(code)
     built = probed.build(code, work)
     worst = [0.0] * len(built.probes)
     ratio = [0.0] * len(built.probes)

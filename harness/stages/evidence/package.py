@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import AssayError
+from harness.stages.evidence.spec import SPEC
 
-SCHEMA = "assay-evidence/1"
-INDEX = "evidence.json"
+SCHEMA = SPEC.schema
+INDEX = SPEC.result_file
 VOLATILE = "volatile.json"
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks into the archive
 

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core import configuration, inputsets, stagecall
+from harness.contract import FAIL, PASS
+from harness.core import configuration, stagecall
 from harness.core.pipeline import slug, to_code_layout
-from harness.core.plan import Item
+from harness.core.plan import UNLOADED, Item
 from harness.core.plan import Settings as PlanSettings
 from harness.core.plan import load_model
 from harness.digests import digest
@@ -34,17 +35,19 @@ from harness.measurement import cycles
 from harness.stages.evidence import coverage, objcov, package, sci, testsets, tor, trace
 from harness.stages.evidence.package import sha256, write_json
 from harness.stages.evidence.report import write_index_page
+from harness.stages.evidence.spec import SPEC as EVIDENCE
+from harness.stages.memory import spec as memory_spec
+from harness.stages.met import spec as met_spec
+from harness.stages.mutate import spec as mutate_spec
+from harness.stages.semantic import spec as semantic_spec
+from harness.stages.wcet import spec as wcet_spec
+from harness.targets import HOST
 
-HOST = "host"
 VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c_seconds", "wall_seconds"})
-# name, result file, schema, report files copied beside it
-STAGES = (("semantic", "results.json", "assay-results/1", ("table1.md", "bitcompare.md", "error_per_model.png")),
-          ("memory", "memory.json", "assay-memory/1", ("table5.md",)),
-          ("met", "met.json", "assay-met/1", ("table2.md",)),
-          ("wcet", "wcet.json", "assay-wcet/1", ("table4.md", "layers.md")),
-          ("mutate", "mutation.json", "assay-mutation/1", ("mutation.md",)))
+# the stages run, by name: their result file, schema, passing verdicts and report files are in their contracts
+STAGES = {spec.name: spec for spec in (semantic_spec.SPEC, memory_spec.SPEC, met_spec.SPEC, wcet_spec.SPEC,
+                                       mutate_spec.SPEC)}
 SANITIZED_INPUTS = 100  # test inputs of each host item also run under ASan and UBSan (semantic --sanitize)
-PASSING = {"semantic": {"pass"}, "memory": {"pass"}, "met": {"ok"}, "wcet": {"pass"}, "mutate": {"pass"}}
 
 
 @dataclass(frozen=True)
@@ -53,19 +56,19 @@ class Settings:
     generators: list[str]
     targets: list[str]
     out: Path
-    work_dir: Path = Path("generated")
-    n_inputs: int = 1000
-    seed: int = 0
-    model_seed: int = 0
-    wcet_inputs: int = 20
-    timeout: float = 600.0
-    mutants: int | None = None  # assay mutate --max-mutants: None for all, 0 to leave the analysis out
-    tor_tests: str | None = None  # pytest arguments selecting Assay's own tests; None: tor.DEFAULT_SELECTION
-    tor_junit: Path | None = None  # a JUnit XML of Assay's tests to use instead of running them
-    jobs: int = 2  # stages (and mutants) run at a time
-    input_sets: list[str] = field(default_factory=lambda: list(inputsets.SETS))  # harness.core.inputsets
-    set_inputs: int = 200  # inputs of each set but the uniform one (which has n_inputs)
-    shard_size: int | None = None  # semantic and met in shards of this many inputs (docs/sharding.md)
+    work_dir: Path = EVIDENCE.default("work_dir")  # the defaults are the options' (spec)
+    n_inputs: int = EVIDENCE.default("n_inputs")
+    seed: int = EVIDENCE.default("seed")
+    model_seed: int = EVIDENCE.default("model_seed")
+    wcet_inputs: int = EVIDENCE.default("wcet_inputs")
+    timeout: float = EVIDENCE.default("timeout")
+    mutants: int | None = EVIDENCE.default("mutants")  # assay mutate --max-mutants: None for all, 0: not run
+    tor_tests: str | None = EVIDENCE.default("tor_tests")  # pytest arguments; None: tor.DEFAULT_SELECTION
+    tor_junit: Path | None = EVIDENCE.default("tor_junit")  # a JUnit XML of Assay's tests instead of running them
+    jobs: int = EVIDENCE.default("jobs")  # stages (and mutants) run at a time
+    input_sets: list[str] = field(default_factory=lambda: EVIDENCE.default("input_sets"))  # core.inputsets
+    set_inputs: int = EVIDENCE.default("set_inputs")  # inputs of each set but the uniform one (which has n_inputs)
+    shard_size: int | None = EVIDENCE.default("shard_size")  # semantic and met in shards (docs/sharding.md)
 
 
 @dataclass
@@ -82,8 +85,8 @@ class Built:
     def verdict(self) -> str:
         """``pass`` when every part about the code passes and none of Assay's own tests that ran failed (a
         subset of them, ``incomplete``, is said in its part and does not fail the code's evidence)."""
-        return "pass" if self.verdicts and all(v == "pass" for v in self.verdicts.values()) \
-            and self.tool_qualification != "fail" else "fail"
+        return PASS if self.verdicts and all(v == PASS for v in self.verdicts.values()) \
+            and self.tool_qualification != FAIL else FAIL
 
 
 def build(settings: Settings, progress=print) -> Built:
@@ -124,26 +127,24 @@ def build(settings: Settings, progress=print) -> Built:
     qualifying = background.submit(_tool_qualification, settings, root / "tool-qualification", volatile)
     running, stages_start = [], time.perf_counter()
     for stage, arguments in plan:
-        result_file, schema, reports = next((f, s, r) for n, f, s, r in STAGES if n == stage)
         progress(f"evidence: running assay {stage}")
-        running.append((stage, result_file, schema, reports,
-                        pool.submit(_timed_call, parts, f"stage {stage}", stagecall.call, stage, arguments,
-                                    runs_dir / stage, result_file, schema)))
-    def collect(stage: str, result_file: str, schema: str, reports: tuple[str, ...], future) -> None:
+        running.append((STAGES[stage], pool.submit(_timed_call, parts, f"stage {stage}", stagecall.call,
+                                                   STAGES[stage], arguments, runs_dir / stage)))
+    def collect(spec, future) -> None:
         run = future.result()
         commands.append(" ".join(run.command))
-        records[stage] = run.records
-        built.verdicts[stage] = "pass" if run.records and all(
-            r.get("verdict", r.get("status")) in PASSING[stage] for r in run.records) else "fail"
+        records[spec.name] = run.records
+        built.verdicts[spec.name] = PASS if run.records and all(spec.passed(r) for r in run.records) else FAIL
         stable, moving = _split_volatile(run.records)
-        volatile["stages"][stage] = moving
-        write_json(root / "results" / stage / result_file, {"schema": schema, "records": stable})
-        for name in reports:
-            if (runs_dir / stage / name).is_file():
-                shutil.copyfile(runs_dir / stage / name, root / "results" / stage / name)
+        volatile["stages"][spec.name] = moving
+        write_json(spec.path(root / "results" / spec.name), {"schema": spec.schema, "records": stable})
+        for name in spec.reports:
+            if (runs_dir / spec.name / name).is_file():
+                shutil.copyfile(runs_dir / spec.name / name, root / "results" / spec.name / name)
 
     collect(*running[0])  # semantic: it names the generated codes
-    items = sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"] if r["variant"] != "-"})
+    items = sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"]
+                    if r["variant"] != UNLOADED})
     # What is measured on each code needs only the code and the model: it runs beside the other stages,
     # settings.jobs codes at a time (the machine's cores stay busy while a long stage, e.g. mutate, runs alone),
     # each in a process of its own (the references it runs in-process, Keras and ONNX Runtime, are then never
@@ -177,16 +178,16 @@ def build(settings: Settings, progress=print) -> Built:
                           "files": {p.name: sha256(p) for p in sorted(code_dir.iterdir()) if p.is_file()},
                           "same_as_verified": archived == verified})
         if archived != verified:
-            built.verdicts["configuration"] = "fail"
+            built.verdicts["configuration"] = FAIL
             built.notes.append(f"{key}: the archived code differs from the code the semantic stage verified")
         set_records[key] = measured["set_records"]
-        if any(r["verdict"] == "fail" for r in set_records[key].values()):
-            built.verdicts["inputs"] = "fail"
+        if any(r["verdict"] == FAIL for r in set_records[key].values()):
+            built.verdicts["inputs"] = FAIL
             built.notes.append(f"{key}: " + "; ".join(
                 f"input set {k}: first layer over the tolerance {r['first_layer_over_tolerance']}"
-                for k, r in set_records[key].items() if r["verdict"] == "fail"))
-        elif built.verdicts.get("inputs") != "fail":
-            built.verdicts["inputs"] = "pass"
+                for k, r in set_records[key].items() if r["verdict"] == FAIL))
+        elif built.verdicts.get("inputs") != FAIL:
+            built.verdicts["inputs"] = PASS
         summary, layer_errors = measured["coverage"], measured["layer_errors"]
         coverage_rows[key] = summary
         elves = {}
@@ -205,7 +206,7 @@ def build(settings: Settings, progress=print) -> Built:
                                                      root / "coverage" / key / f"object-{target}.json")
                              for target in arm}
         wcet_records = [r for r in records.get("wcet", []) if (r["model"], r["generator"], r["variant"]) == item
-                        and r.get("verdict") == "pass"]
+                        and wcet_spec.SPEC.passed(r)]
         tests = f"{settings.n_inputs} uniform inputs, seed {settings.seed} (semantic, per-layer error); input sets " \
                 f"{', '.join(measured['sets'])} (coverage; inputs/input-sets.json); {settings.wcet_inputs} inputs " \
                 f"(measured cycles)"
@@ -219,7 +220,7 @@ def build(settings: Settings, progress=print) -> Built:
     write_json(root / "inputs" / "input-sets.json", {"schema": testsets.SCHEMA, "sets": settings.input_sets,
                                                      "set_inputs": settings.set_inputs, "codes": set_records})
     write_json(root / "coverage" / "coverage-summary.json", {"schema": "assay-coverage/1", "codes": coverage_rows})
-    built.verdicts["coverage"] = "pass" if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
+    built.verdicts["coverage"] = PASS if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
         "incomplete"
     pool.shutdown()
     waited = time.perf_counter()
@@ -229,11 +230,11 @@ def build(settings: Settings, progress=print) -> Built:
     built.tool_qualification = qualification["verdict"] if qualification else "not run"
     if qualification is None:
         built.notes.append("tool qualification: Assay's own tests not run (--tor-tests none)")
-    elif qualification["verdict"] != "pass":
+    elif qualification["verdict"] != PASS:
         built.notes.append(f"tool qualification {qualification['verdict']}: " + ", ".join(
             f"{k} {v}" for k, v in qualification["counts"].items()) + " requirements (tool-qualification/tor-matrix.md)")
     models = [load_model(m, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
-              for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != "-")]
+              for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != UNLOADED)]
     write_json(root / "sci" / "sci.json", sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
                                                                    commands, doctor))
     volatile["finished_at"] = _now()

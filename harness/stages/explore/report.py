@@ -6,23 +6,19 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 
+from harness.core.oracle import PASS
 from harness.core.report import group_digits
-from harness.errors import AssayError
+from harness.stages.explore.spec import SPEC
 
-SCHEMA = "assay-explore/1"
 PANELS = (("max_measured_cycles", "max measured cycles"), ("wcet_cycles", "WCET (cycles)"),
           ("rom", "ROM (bytes)"), ("ram", "RAM (bytes)"))
 LIMITS = {"rom": "rom_limit", "ram": "ram_limit"}
 
 
 def read(path: Path) -> dict:
-    document = json.loads(Path(path).read_text())
-    if document.get("schema") != SCHEMA:
-        raise AssayError(f"{path}: not an Assay {SCHEMA} file (schema {document.get('schema')!r})")
-    return document
+    return SPEC.read(path)
 
 
 def _number(value) -> str:
@@ -96,7 +92,7 @@ def plot_fronts(document: dict, path: Path) -> None:
             if c[field] is None:
                 continue
             colour = "tab:red" if c["pareto"] else "tab:blue" if c["j"] == 0 else "tab:gray"
-            marker = "o" if c["verdict"] == "pass" else "x"
+            marker = "o" if c["verdict"] == PASS else "x"
             ax.scatter(c[field], c["quality"], color=colour, marker=marker, zorder=3)
             ax.annotate(str(c["j"]), (c[field], c["quality"]), textcoords="offset points", xytext=(4, 4),
                         fontsize=8)

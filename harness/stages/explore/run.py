@@ -1,7 +1,7 @@
 """Design-space exploration as in OpTC (Algorithms 1 and 2): prune a trained model step by step, measure
 every configuration with the other stages, and return the Pareto-optimal ones.
 
-1. the sensitivity analysis (``harness.models.pruning.sensitivities``) prunes each layer alone at the
+1. the sensitivity analysis (``harness.stages.explore.pruning.sensitivities``) prunes each layer alone at the
    rates P until the held-out error rises above T = baseline error + slack; p_init = p_max / J (eq. 4);
 2. for j = 0..J, global weighted pruning keeps ceil(M_i (1 - p_init_i j)) units per layer (structured:
    the layers really shrink), optionally retrains E epochs (seeded), measures the error on the held-out
@@ -30,14 +30,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import targets
+from harness import runners, targets
+from harness.contract import MODEL_SEED, SEED, WORK
+from harness.core.oracle import ERROR, FAIL, PASS
 from harness.core.stagecall import StageRun, call
 from harness.digests import digest
 from harness.errors import ConfigError
-from harness.models import pruning, trained, zoo
+from harness.models import trained, zoo
+from harness.stages.explore import pruning
 from harness.models.model import file_sha256
+from harness.stages.explore.spec import SPEC
+from harness.stages.memory import spec as memory
+from harness.stages.met import spec as met
+from harness.stages.semantic import spec as semantic
+from harness.stages.wcet import spec as wcet
 
-SCHEMA = "assay-explore/1"
+SCHEMA = SPEC.schema
 MODEL_SCHEMA = "assay-explore-model/1"
 AXES = ("quality", "rom", "ram", "wcet_cycles")  # all minimised
 CODE = [Path(pruning.__file__), Path(trained.__file__)]
@@ -45,27 +53,27 @@ CODE = [Path(pruning.__file__), Path(trained.__file__)]
 
 @dataclass(frozen=True)
 class Settings:
-    """What an exploration depends on."""
+    """What an exploration depends on; the defaults are the options' (``spec``, ``harness.contract``)."""
 
     model: str
-    steps: int
-    target: str
-    timing: str | None = None  # None: the target's own timing model
-    retrain_epochs: int = 0
-    slack: float = 0.01  # T = baseline error + slack (the paper: T = the baseline's, slack 0)
+    steps: int = SPEC.default("steps")
+    target: str = SPEC.default("target")
+    timing: str | None = SPEC.default("timing")  # None: the target's own timing model
+    retrain_epochs: int = SPEC.default("retrain_epochs")
+    slack: float = SPEC.default("slack")  # T = baseline error + slack (the paper: T = the baseline's, slack 0)
     rates: tuple[float, ...] = pruning.DEFAULT_RATES
-    seed: int = 0  # test inputs of the stages, and the retraining
-    model_seed: int = 0  # the trained zoo model's training
-    inputs: int = 20  # inputs measured under QEMU (met, wcet, memory's painted stack)
-    semantic_inputs: int = 100
-    generator: str = "assay-v2"
-    variant: str = "keras"
+    seed: int = SEED.default  # test inputs of the stages, and the retraining
+    model_seed: int = MODEL_SEED.default  # the trained zoo model's training
+    inputs: int = SPEC.default("inputs")  # inputs measured under QEMU (met, wcet, memory's painted stack)
+    semantic_inputs: int = SPEC.default("semantic_inputs")
+    generator: str = SPEC.default("generator")
+    variant: str = SPEC.default("variant")
     opt: str = "-O0"
     ram_limit: int | None = None
     rom_limit: int | None = None
-    work_dir: Path = Path("generated")
-    timeout: float = 600.0
-    jobs: int = 2  # stages run at once
+    work_dir: Path = WORK.default
+    timeout: float = SPEC.default("timeout")
+    jobs: int = SPEC.default("jobs")  # stages run at once
 
     def timing_model(self) -> str:
         return self.timing or targets.get(self.target).timing
@@ -82,7 +90,7 @@ def check(settings: Settings) -> None:
     if settings.retrain_epochs < 0 or settings.inputs < 1 or settings.semantic_inputs < 1:
         raise ConfigError("--retrain-epochs must be at least 0, --inputs and --semantic-inputs at least 1")
     profile = targets.get(settings.target)
-    if profile.kind not in ("qemu-user", "qemu-system"):
+    if not runners.capable(profile, runners.COUNTS_INSTRUCTIONS):
         raise ConfigError(f"target {settings.target} does not run under QEMU; measured cycles and WCET need an "
                           "ARM target (arm7tdmi, cortex-m4f, cortex-a15)")
     if not profile.accepts_timing(settings.timing_model()):
@@ -142,7 +150,7 @@ def explore(settings: Settings, out: Path, say=print) -> dict:
                    for name, run in runs.items()},
         "seconds": seconds,
     }
-    (out / "explore.json").write_text(json.dumps(document, indent=1) + "\n")
+    SPEC.path(out).write_text(json.dumps(document, indent=1) + "\n")
     return document
 
 
@@ -183,19 +191,18 @@ def _measure(models: list[str], settings: Settings, out: Path, say) -> tuple[dic
     on_target = ["--targets", settings.target, "--inputs", str(settings.inputs)]
     timed = [*on_target, "--timing", settings.timing_model()]
     calls = {
-        "semantic": (["--targets", "host", "--inputs", str(settings.semantic_inputs)], "results.json",
-                     "assay-results/1"),
-        "memory": (on_target, "memory.json", "assay-memory/1"),
-        "met": (timed, "met.json", "assay-met/1"),
-        "wcet": (timed, "wcet.json", "assay-wcet/1"),
+        semantic.SPEC.name: (semantic.SPEC, ["--targets", targets.HOST, "--inputs", str(settings.semantic_inputs)]),
+        memory.SPEC.name: (memory.SPEC, on_target),
+        met.SPEC.name: (met.SPEC, timed),
+        wcet.SPEC.name: (wcet.SPEC, timed),
     }
 
     seconds: dict[str, float] = {}
 
     def run(stage: str) -> StageRun:
-        arguments, result_file, schema = calls[stage]
+        spec, arguments = calls[stage]
         began = time.perf_counter()
-        done = call(stage, [*arguments, *common], out / stage, result_file, schema)
+        done = call(spec, [*arguments, *common], out / stage)
         seconds[stage] = time.perf_counter() - began
         say(f"assay {stage}: exit {done.returncode} in {seconds[stage]:.0f} s")
         return done
@@ -213,33 +220,33 @@ def _figures(model_file: str, runs: dict[str, StageRun], settings: Settings) -> 
                 and r.get("opt") == settings.opt and all(r.get(k) == v for k, v in match.items())]
 
     causes = []
-    semantic = mine("semantic", n_inputs=settings.semantic_inputs, seed=settings.seed)
-    verdicts = {r["verdict"] for r in semantic}
-    verdict = "error" if not semantic or "error" in verdicts else "fail" if "fail" in verdicts else "pass"
-    causes += [f"semantic vs {r['reference']}: {r['cause']}" for r in semantic if r["verdict"] != "pass"]
+    checked = mine(semantic.SPEC.name, n_inputs=settings.semantic_inputs, seed=settings.seed)
+    verdicts = {r["verdict"] for r in checked}
+    verdict = ERROR if not checked or ERROR in verdicts else FAIL if FAIL in verdicts else PASS
+    causes += [f"semantic vs {r['reference']}: {r['cause']}" for r in checked if not semantic.SPEC.passed(r)]
     rom = ram = measured = bound = None
-    memory = next(iter(mine("memory", target=settings.target)), None)
-    if memory and memory.get("inference") and memory["inference"].get("text") is not None:
-        sizes = memory["inference"]
+    sized = next(iter(mine(memory.SPEC.name, target=settings.target)), None)
+    if sized and sized.get("inference") and sized["inference"].get("text") is not None:
+        sizes = sized["inference"]
         rom = sizes["text"] + sizes["rodata"] + sizes["data"]
-        static = (memory.get("stack") or {}).get("static") or {}
+        static = (sized.get("stack") or {}).get("static") or {}
         if static.get("bytes") is not None:
             ram = sizes["data"] + sizes["bss"] + static["bytes"]
-    if memory is None or memory["status"] != "pass":
-        causes.append(f"memory: {memory['cause'] if memory else 'no record'}")
-    met = next(iter(mine("met", target=settings.target, timing=timing, n_inputs=settings.inputs)), None)
-    if met and met["verdict"] == "ok":
-        measured = int(met["cycles"]["max"])
+    if sized is None or not memory.SPEC.passed(sized):
+        causes.append(f"memory: {sized['cause'] if sized else 'no record'}")
+    counted = next(iter(mine(met.SPEC.name, target=settings.target, timing=timing, n_inputs=settings.inputs)), None)
+    if counted and met.SPEC.passed(counted):
+        measured = int(counted["cycles"]["max"])
     else:
-        causes.append(f"met: {met['cause'] if met else 'no record'}")
-    wcet = next(iter(mine("wcet", target=settings.target, timing=timing, engine="builtin",
-                          n_inputs=settings.inputs)), None)
-    if wcet and wcet.get("wcet_cycles") is not None:
-        bound = int(wcet["wcet_cycles"])
-    if wcet is None or wcet["verdict"] != "pass":
-        causes.append(f"wcet: {wcet['cause'] if wcet else 'no record'}")
+        causes.append(f"met: {counted['cause'] if counted else 'no record'}")
+    bounded = next(iter(mine(wcet.SPEC.name, target=settings.target, timing=timing, engine="builtin",
+                             n_inputs=settings.inputs)), None)
+    if bounded and bounded.get("wcet_cycles") is not None:
+        bound = int(bounded["wcet_cycles"])
+    if bounded is None or not wcet.SPEC.passed(bounded):
+        causes.append(f"wcet: {bounded['cause'] if bounded else 'no record'}")
     return {"rom": rom, "ram": ram, "wcet_cycles": bound, "max_measured_cycles": measured, "verdict": verdict,
-            "wcet_verdict": wcet["verdict"] if wcet else None, "causes": causes}
+            "wcet_verdict": bounded["verdict"] if bounded else None, "causes": causes}
 
 
 def fits(configuration: dict, settings: Settings) -> bool | None:
@@ -252,7 +259,7 @@ def fits(configuration: dict, settings: Settings) -> bool | None:
 
 def eligible(configuration: dict) -> bool:
     """A configuration can be on a front when its C passed the oracle and every axis was measured."""
-    return configuration["verdict"] == "pass" and all(configuration.get(axis) is not None for axis in AXES)
+    return configuration["verdict"] == PASS and all(configuration.get(axis) is not None for axis in AXES)
 
 
 def non_dominated(points: list[tuple[float, ...]]) -> list[int]:

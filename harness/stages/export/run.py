@@ -16,10 +16,12 @@ import json
 import shutil
 from pathlib import Path
 
-from harness.models import nnef, nnef_items, petri
+from harness.formal import nnef_items, petri
+from harness.models import nnef
 from harness.models.model import Model, file_sha256
+from harness.stages.export.spec import SPEC
 
-SCHEMA = "assay-export/1"
+SCHEMA = SPEC.schema
 
 
 def export(model: Model, out: Path, items_file: Path | None = None) -> dict:
@@ -44,7 +46,7 @@ def export(model: Model, out: Path, items_file: Path | None = None) -> dict:
               "transitions": len(net.transitions), "picture": _picture(net, out / "petri.svg", model.name)}
     if items_file is not None:
         record["items"] = _write_items(description, shapes, Path(items_file), out / "items", model.name)
-    (out / "export.json").write_text(json.dumps(record, indent=2) + "\n")
+    SPEC.path(out).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 

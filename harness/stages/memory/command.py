@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli import (add_common_options, add_opt_option, add_output_options, add_selection_options, csv_list,
-                         selected_models)
+from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
+from harness.contract import common_values
+from harness.options import add_opt_option
+from harness.stages.memory.spec import SPEC
 
-DEFAULT_TARGETS = "arm7tdmi,cortex-m4f,cortex-a15"
+DEFAULT_TARGETS = SPEC.default_targets
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
@@ -20,18 +22,19 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from harness.stages.memory import run as memory
     from harness.stages.memory.report import write_memory_report
 
-    settings = memory.Settings(opt=args.opt, work_dir=args.work, seed=args.seed, model_seed=args.model_seed,
-                               n_inputs=args.inputs,
-                               paint=args.paint, timeout=args.timeout)
+    def parsed(dest: str):
+        return getattr(args, dest)
+
+    settings = memory.Settings(**SPEC.settings_values(parsed), **common_values(parsed), opt=args.opt)
     campaign = expand(selected_models(args), csv_list(args.generators), csv_list(args.targets),
                       settings.campaign(), lambda _model, _profile: ())
-    store = memory.open_store(args.out / "memory.json")
+    store = memory.open_store(SPEC.path(args.out))
     session = memory.Session()
 
     def run(item) -> tuple[bool, list[str]]:
         record = memory.run_item(item, settings, store, session)
-        passed = record["status"] in (memory.PASS, memory.NOT_SUPPORTED, memory.NOT_MEASURED)
-        return passed, [] if passed else [f"{item.id} {settings.opt}: {record['status']}: {record['cause']}"]
+        passed = not SPEC.failed(record)
+        return passed, [] if passed else [f"{item.id} {settings.opt}: {record['verdict']}: {record['cause']}"]
 
     failed = run_items(campaign.items, run, args.quiet)
     paths = write_memory_report(store.path, args.out) if store.path.is_file() else []
@@ -48,12 +51,7 @@ def add_command(subparsers) -> None:
                     "painting. Writes OUT/memory.json and OUT/table5.md.")
     add_selection_options(parser, DEFAULT_TARGETS)
     add_opt_option(parser)
-    parser.add_argument("--inputs", type=int, default=100,
-                        help="test inputs run under QEMU for the measured stack (default 100)")
-    parser.add_argument("--paint", type=int, default=16384,
-                        help="bytes painted below main's stack pointer for the measurement (default 16384)")
-    parser.add_argument("--timeout", type=float, default=600.0,
-                        help="seconds allowed for one measurement run (default 600)")
+    SPEC.add_options(parser)  # --inputs, --paint, --timeout (spec.py: declared once)
     add_output_options(parser, "reports/memory", "memory.json and table5.md")
     add_common_options(parser)
     parser.set_defaults(func=cmd_memory)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from harness.core.oracle import PASS
 from harness.core.report import configuration_lines, model_order
 from harness.stages.memory.run import open_store
 
@@ -55,8 +56,8 @@ def _heap(record: dict) -> str:
     return found if heap["origin"] != "C source" else f"{found} (C source)"
 
 
-def _status(record: dict) -> str:
-    return record["status"].upper() if record["status"] != "pass" else "pass"
+def _verdict(record: dict) -> str:
+    return record["verdict"].upper() if record["verdict"] != PASS else PASS
 
 
 ROWS = (
@@ -65,7 +66,7 @@ ROWS = (
     ("stack, static bound", _static),
     ("stack, measured (QEMU)", _measured),
     ("heap allocation reachable from the entry", _heap),
-    ("status", _status),
+    ("verdict", _verdict),
 )
 
 
@@ -128,7 +129,7 @@ def _provenance(records: list[dict]) -> list[str]:
 
 def _problems(records: list[dict]) -> list[str]:
     lines = [f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']}: "
-             f"{r['status']}: {r['cause']}" for r in records if r["status"] != "pass"]
+             f"{r['verdict']}: {r['cause']}" for r in records if r["verdict"] != PASS]
     lines += [f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']}: heap allocation "
               f"reachable from the entry ({r['heap']['origin']}): {'; '.join(r['heap']['paths'])}"
               for r in records if (r.get("heap") or {}).get("allocators")]

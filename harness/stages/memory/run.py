@@ -20,7 +20,7 @@ keras2c from PyPI) is an ``error`` whose record still carries what its C says
 (``source``: the bytes of local arrays on the deepest call path, a lower bound
 of the stack, and the call paths to an allocator; ``harness.binary.source_memory``).
 
-The record's ``status``: ``pass`` (a static bound, and no measured figure
+The record's ``verdict``: ``pass`` (a static bound, and no measured figure
 above it), ``unbounded`` (the analysis found no bound; ``cause`` says why),
 ``not supported`` (the generator refused the model with its own message),
 ``fail`` (measured above the static bound) or ``error`` (generation, build or
@@ -38,36 +38,39 @@ from pathlib import Path
 
 from harness import generators, runners, targets
 from harness.binary import elf, source_memory, stack
+from harness.contract import MODEL_SEED, SEED, WORK
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import generate_once, item_dir, to_code_layout
 from harness.core.plan import Item, load_model
 from harness.core.plan import Settings as CampaignSettings
 from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
-from harness.core.oracle import NOT_MEASURED, NOT_SUPPORTED
+from harness.core.oracle import ERROR, FAIL, NOT_MEASURED, NOT_SUPPORTED, PASS, UNBOUNDED
 from harness.errors import USER_ERRORS, NotSupported, Unbuildable
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import compiling
-from harness.runners.host import compiler_version
 from harness.runners.qemu import ELF_NAME
+from harness.stages.memory.spec import SPEC
+from harness.targets import compiler_version
 
 STAGE = "memory"  # work subdirectory, beside the semantic campaign's (both may run at once)
-SCHEMA = "assay-memory/1"
-KEY_FIELDS = ("model", "generator", "variant", "target", "opt")
+SCHEMA = SPEC.schema
+KEY_FIELDS = SPEC.key_fields
 STACK_FLAGS = ("-fstack-usage", "-fcallgraph-info=su")
-PASS, UNBOUNDED, FAIL, ERROR = "pass", "unbounded", "fail", "error"
 
 
 @dataclass(frozen=True)
 class Settings:
+    """The defaults are the options' (``spec``, and ``harness.contract`` for the shared ones)."""
+
     opt: str = "-O0"
-    work_dir: Path = Path("generated")
-    seed: int = 0
-    model_seed: int = 0
-    n_inputs: int = 100  # inputs run on the target for the measured stack
-    paint: int = 16384  # bytes painted below main's stack pointer
-    timeout: float = 600.0
+    work_dir: Path = WORK.default
+    seed: int = SEED.default
+    model_seed: int = MODEL_SEED.default
+    n_inputs: int = SPEC.default("n_inputs")  # inputs run on the target for the measured stack
+    paint: int = SPEC.default("paint")  # bytes painted below main's stack pointer
+    timeout: float = SPEC.default("timeout")
 
     def campaign(self) -> CampaignSettings:
         return CampaignSettings(n_inputs=self.n_inputs, seed=self.seed, model_seed=self.model_seed, opt=self.opt,
@@ -83,22 +86,22 @@ class Session:
 
 def open_store(path: Path) -> ResultStore:
     """``memory.json``: records keyed by KEY_FIELDS, written as they come (harness.core.results)."""
-    return ResultStore(path, SCHEMA, KEY_FIELDS)
+    return ResultStore.of(SPEC, path)
 
 
 def run_item(item: Item, settings: Settings, store: ResultStore | None = None,
              session: Session | None = None) -> dict:
     """Analyse one item and store its record; never raises for the item's own faults."""
     record = {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
-              "opt": settings.opt, "status": ERROR, "cause": None, "inference": None, "image": None,
+              "opt": settings.opt, "verdict": ERROR, "cause": None, "inference": None, "image": None,
               "stack": None, "heap": None, "build": None, "timings": {},
               "provenance": record_provenance()}
     try:
         _analyse(item, settings, session or Session(), record)
     except NotSupported as exc:  # the generator's own refusal, as in the semantic campaign
-        record.update(status=NOT_SUPPORTED, cause=str(exc))
+        record.update(verdict=NOT_SUPPORTED, cause=str(exc))
     except Unbuildable as exc:
-        record.update(status=ERROR, cause=str(exc))
+        record.update(verdict=ERROR, cause=str(exc))
         try:
             record["source"] = source_memory.analyse(sorted(exc.directory.glob("*.c")), exc.entries,
                                                      exc.opaque_types)
@@ -107,9 +110,9 @@ def run_item(item: Item, settings: Settings, store: ResultStore | None = None,
         except USER_ERRORS as source_exc:  # the finding stands without it; say why it is missing
             record["cause"] += f"; its source could not be read either: {source_exc}"
     except USER_ERRORS as exc:
-        record.update(status=ERROR, cause=str(exc))
+        record.update(verdict=ERROR, cause=str(exc))
     except Exception as exc:  # noqa: BLE001 - a generator or tool crash is this item's error, not the session's end
-        record.update(status=ERROR, cause=f"{type(exc).__name__}: {exc}")
+        record.update(verdict=ERROR, cause=f"{type(exc).__name__}: {exc}")
     record["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     if store is not None:
         store.put(record)
@@ -144,10 +147,10 @@ def _analyse(item: Item, settings: Settings, session: Session, record: dict) -> 
     timings["analyse_s"] = time.perf_counter() - start
     record["stack"] = {"static": bound.as_dict(), "measured": None}
     if too_large:  # sizes and static stack are known; the image cannot run on the target
-        record.update(status=ERROR, cause=f"{too_large}; stack not measured")
+        record.update(verdict=ERROR, cause=f"{too_large}; stack not measured")
         return
     unrunnable = profile.not_runnable_cause()
-    if profile.kind in ("qemu-user", "qemu-system") and unrunnable is None:
+    if runners.capable(profile, runners.PAINTS_STACK) and unrunnable is None:
         record["stack"]["measured"] = _measure(model, code, runner, profile, settings, build_dir, bound, timings)
     record.update(_verdict(bound, record["stack"]["measured"], unrunnable))
 
@@ -287,15 +290,15 @@ def _measure(model: Model, code: GeneratedCode, runner, profile, settings: Setti
 
 
 def _verdict(bound: stack.StackBound, measured: dict | None, unrunnable: str | None = None) -> dict:
-    """The record's status; ``unrunnable``: why the target cannot run the image (the bound stands alone)."""
+    """The record's verdict; ``unrunnable``: why the target cannot run the image (the bound stands alone)."""
     if not bound.bounded:
-        return {"status": UNBOUNDED, "cause": f"static stack of {bound.entry} unbounded: {bound.reason}"}
+        return {"verdict": UNBOUNDED, "cause": f"static stack of {bound.entry} unbounded: {bound.reason}"}
     if unrunnable is not None:
-        return {"status": NOT_MEASURED, "cause": f"{unrunnable}; static stack bound only"}
+        return {"verdict": NOT_MEASURED, "cause": f"{unrunnable}; static stack bound only"}
     if measured is not None and not measured["same_static"]:
-        return {"status": ERROR, "cause": f"the painting build's static stack ({measured['static_of_this_build']}) "
+        return {"verdict": ERROR, "cause": f"the painting build's static stack ({measured['static_of_this_build']}) "
                                           f"differs from the plain build's ({bound.bytes}): measured a different code"}
     if measured is not None and measured["bytes"] > bound.bytes:
-        return {"status": FAIL, "cause": f"measured stack {measured['bytes']} bytes above the static bound "
+        return {"verdict": FAIL, "cause": f"measured stack {measured['bytes']} bytes above the static bound "
                                          f"{bound.bytes} bytes"}
-    return {"status": PASS, "cause": None}
+    return {"verdict": PASS, "cause": None}

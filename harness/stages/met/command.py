@@ -7,9 +7,11 @@ import sys
 
 from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
 from harness.errors import ConfigError
+from harness.contract import common_values
 from harness.measurement.options import add_timing_options, parse_timing_options
+from harness.stages.met.spec import SPEC
 
-DEFAULT_TARGETS = "arm7tdmi,cortex-m4f"
+DEFAULT_TARGETS = SPEC.default_targets
 
 
 def add_command(subparsers) -> None:
@@ -22,12 +24,9 @@ def add_command(subparsers) -> None:
                     "(wcet/timing.py). Records go to OUT/met.json as they are computed; a re-run skips "
                     "finished items unless --redo. Writes OUT/table2.md.")
     add_selection_options(parser, DEFAULT_TARGETS)
-    add_timing_options(parser, default_inputs=100)
+    add_timing_options(parser, SPEC.option("--inputs"))
     add_output_options(parser, "reports/met", "met.json and table2.md")
-    parser.add_argument("--redo", action="store_true", help="recompute items already in met.json")
-    parser.add_argument("--shard-size", type=int, metavar="K",
-                        help="count the inputs in shards of K, kept in OUT/shards/: a killed run resumes with the "
-                             "missing ones; the records are those of an unsharded run (docs/sharding.md)")
+    SPEC.add_options(parser, only=lambda option: option.flag != "--inputs")  # --redo, --shard-size
     add_common_options(parser)
     parser.set_defaults(func=cmd_met)
 
@@ -37,12 +36,14 @@ def cmd_met(args: argparse.Namespace) -> int:
     from harness.measurement.cycles import Settings, plan
     from harness.stages.met.report import write_table2
     from harness.core.shards import ShardStore, split
-    from harness.stages.met.run import NOT_SUPPORTED, OK, open_store, run_item
+    from harness.stages.met.run import NOT_SUPPORTED, open_store, run_item
 
     if args.inputs < 1:
         raise ConfigError("--inputs must be at least 1")
-    settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt, work_dir=args.work,
-                        timeout=args.timeout, redo=args.redo,
+    def parsed(dest: str):
+        return getattr(args, dest)
+
+    settings = Settings(**SPEC.settings_values(parsed), **common_values(parsed), opt=args.opt, timeout=args.timeout,
                         timing_options=parse_timing_options(args.timing_option))
     campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.targets),
                     csv_list(args.timing) if args.timing else None, settings)
@@ -50,12 +51,12 @@ def cmd_met(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     if args.shard_size is not None:
         split(args.inputs, args.shard_size)  # a bad size fails here, before anything runs
-    store = open_store(args.out / "met.json")
+    store = open_store(SPEC.path(args.out))
     shards = ShardStore(args.out / "shards")
 
     def run(item) -> tuple[bool, list[str]]:
         records = run_item(item, settings, store, args.shard_size, shards)
-        bad = [r for r in records if r["verdict"] != OK]
+        bad = [r for r in records if not SPEC.passed(r)]
         if all(r["verdict"] == NOT_SUPPORTED for r in bad):  # the generator's own refusal: not a failure
             return True, [f"{item.id} {settings.opt}: not supported: {bad[0]['cause']}"] if bad else []
         timings = "" if len(bad) == len(records) else f" ({', '.join(r['timing'] for r in bad)} timing)"
@@ -63,5 +64,5 @@ def cmd_met(args: argparse.Namespace) -> int:
 
     failed = run_items(campaign.items, run, args.quiet)
     paths = [write_table2(store.path, args.out)] if store.path.is_file() else []
-    ok = sum(r["verdict"] == OK for r in store.records())
-    return finish(campaign, failed, f"{ok} records in {store.path}", paths)
+    measured = sum(SPEC.passed(r) for r in store.records())
+    return finish(campaign, failed, f"{measured} records in {store.path}", paths)

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from harness.core.report import group_digits, model_order
-from harness.stages.met.run import OK, open_store
+from harness.core.oracle import PASS
+from harness.stages.met.run import open_store
 
 _OPT_TITLES = {"-O0": "Table 2: measured execution with -O0", "-O3": "Table 3: measured execution with -O3"}
 
@@ -14,7 +15,7 @@ _OPT_TITLES = {"-O0": "Table 2: measured execution with -O0", "-O3": "Table 3: m
 def _cell(record: dict | None, what: str) -> str:
     if record is None:
         return "–"
-    if record["verdict"] != OK:
+    if record["verdict"] != PASS:
         return record["verdict"].upper()  # ERROR, NOT SUPPORTED
     figures = record[what]
     if figures["min"] == figures["max"]:
@@ -36,7 +37,7 @@ def table2(records: list[dict]) -> str:
                   ("instructions", "Instructions executed", ("generator", "variant", "target")))
         for what, title, row_fields in tables:
             rows: dict[tuple, dict[str, dict]] = {}
-            for record in sorted(chosen, key=lambda r: r["verdict"] == OK):  # an OK record wins a shared cell
+            for record in sorted(chosen, key=lambda r: r["verdict"] == PASS):  # a measured record wins a shared cell
                 rows.setdefault(tuple(record[f] for f in row_fields), {})[record["model"]] = record
             lines += [f"### {title}", "",
                       "| " + " | ".join((*row_fields, *models)) + " |",
@@ -47,7 +48,7 @@ def table2(records: list[dict]) -> str:
             lines.append("")
         lines += _provenance_lines(chosen)
         lines += _layer_tables(chosen)
-    errors = [r for r in records if r["verdict"] != OK]
+    errors = [r for r in records if r["verdict"] != PASS]
     if errors:
         lines += ["## Errors", ""]
         seen = set()
@@ -64,7 +65,7 @@ def _provenance_lines(records: list[dict]) -> list[str]:
     lines = ["Measured on:", ""]
     seen = set()
     for record in records:
-        if record["verdict"] != OK:
+        if record["verdict"] != PASS:
             continue
         provenance = record.get("provenance", {})
         described = (record["target"], record["opt"], record["n_inputs"], record["seed"],
@@ -85,7 +86,7 @@ def _layer_tables(records: list[dict]) -> list[str]:
     lines = []
     items: dict[tuple, list[dict]] = {}
     for record in records:
-        if record["verdict"] == OK:
+        if record["verdict"] == PASS:
             key = (record["model"], record["generator"], record["variant"], record["target"])
             items.setdefault(key, []).append(record)
     for key in sorted(items):

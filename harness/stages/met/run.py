@@ -11,9 +11,10 @@ the WCET analyzer uses), giving one record per timing model:
 - ``layers``: the same figures per manifest layer, plus the generated code
   outside any layer (bucket 0); per input they sum to the total.
 
-Records go to ``met.json`` as they are computed (schema ``assay-met/1``); a
+Records go to ``met.json`` as they are computed (schema ``assay-met/2``, ``spec``); a
 re-run skips items whose records are all there. ``report.write_table2`` renders them.
-Every failure inside an item becomes an ``error`` record with a one-line cause.
+A measured record's verdict is ``pass``; every failure inside an item becomes an ``error`` record with a
+one-line cause.
 """
 
 from __future__ import annotations
@@ -25,21 +26,21 @@ from pathlib import Path
 from harness.core.plan import Item
 from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
-from harness.core.oracle import NOT_SUPPORTED
+from harness.core.oracle import ERROR, NOT_SUPPORTED, PASS
 from harness.core.shards import Shard, ShardStore, concatenate, split
 from harness.errors import USER_ERRORS, NotSupported
 from harness.measurement.cycles import Figures, Settings, content_key, count_item, price, stats
+from harness.stages.met.spec import SPEC
 from wcet import timing
 
-SCHEMA = "assay-met/1"
-KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "n_inputs", "seed")
-OK, ERROR = "ok", "error"
+SCHEMA = SPEC.schema
+KEY_FIELDS = SPEC.key_fields
 STAGE = "met"  # work subdirectory, so a concurrent semantic campaign's code is left alone
 
 
 def open_store(path: Path) -> ResultStore:
     """``met.json``: records keyed by KEY_FIELDS, written as they come (harness.core.results)."""
-    return ResultStore(path, SCHEMA, KEY_FIELDS)
+    return ResultStore.of(SPEC, path)
 
 
 def _base_record(item: Item, timing_name: str, settings: Settings) -> dict:
@@ -77,7 +78,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore, shard_size: int
         elif isinstance(figures, str):
             record.update(verdict=ERROR, cause=figures)
         else:
-            record.update(verdict=OK, cause=None, **summarise(figures, manifest))
+            record.update(verdict=PASS, cause=None, **summarise(figures, manifest))
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         store.put(record)
         records.append(record)

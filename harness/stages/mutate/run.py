@@ -61,32 +61,38 @@ from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import RunError, arenacheck, host, native, sanitized
 from harness.runners.compiling import driver_defines
+from harness.targets import HOST
 from harness.stages.mutate import bounds, operators
+from harness.stages.mutate.spec import SPEC
 
-SCHEMA = "assay-mutation/1"
-KEY_FIELDS = ("model", "generator", "variant", "n_inputs", "seed")
+SCHEMA = SPEC.schema
+KEY_FIELDS = SPEC.key_fields
 FIRST_BATCH = 20  # inputs tried first: most mutants die on them, and the rest need not run
 RELATIVES = (1e-3, 1e-5, 1e-7)
 KILL_TARGET = 0.99  # of the non-equivalent code mutants (issue 9)
 UP_TO_ROUNDING = ("softmax shift invariance",)  # rules equal in real arithmetic only: the error must not grow
 DETECTORS = ("oracle", "runner", "sanitizer", "bounds")
-HOST = "host"
 STAGE_DIR = Path(__file__).resolve().parent
 PREFERRED_REFERENCES = ("keras", "onnxruntime")
 
 
 @dataclass(frozen=True)
 class Settings(core_plan.Settings):
-    seeds: int = 10  # input seeds the clean code must pass on (no false alarm)
-    reference: str | None = None  # default: the first of PREFERRED_REFERENCES that supports the model
-    atol: float | None = None
-    rtol: float | None = None
-    weights_per_array: int = 2
-    max_mutants: int | None = None  # a seeded sample of the mutants, for quick runs
-    sanitize: int = 20  # inputs each survivor and the clean code run under the sanitizers
-    jobs: int = 2  # mutants judged at a time (the results do not depend on it)
-    input_sets: tuple[str, ...] = inputsets.SETS  # judged on: the uniform inputs, then the other sets
-    set_inputs: int = 100  # inputs of each set but the uniform one
+    """The defaults are the options' (``spec``)."""
+
+    n_inputs: int = SPEC.default("n_inputs")
+    timeout: float = SPEC.default("timeout")
+    redo: bool = SPEC.default("redo")
+    seeds: int = SPEC.default("seeds")  # input seeds the clean code must pass on (no false alarm)
+    reference: str | None = SPEC.default("reference")  # default: the first of PREFERRED_REFERENCES supporting it
+    atol: float | None = SPEC.default("atol")
+    rtol: float | None = SPEC.default("rtol")
+    weights_per_array: int = SPEC.default("weights_per_array")
+    max_mutants: int | None = SPEC.default("max_mutants")  # a seeded sample of the mutants, for quick runs
+    sanitize: int = SPEC.default("sanitize")  # inputs each survivor and the clean code run under the sanitizers
+    jobs: int = SPEC.default("jobs")  # mutants judged at a time (the results do not depend on it)
+    input_sets: tuple[str, ...] = SPEC.default("input_sets")  # judged on: the uniform inputs, then the other sets
+    set_inputs: int = SPEC.default("set_inputs")  # inputs of each set but the uniform one
 
     def tolerances(self, model: Model) -> tuple[float, float]:
         return (model.tolerance if self.atol is None else self.atol,
@@ -94,7 +100,7 @@ class Settings(core_plan.Settings):
 
 
 def open_store(path: Path) -> ResultStore:
-    return ResultStore(path, SCHEMA, KEY_FIELDS)
+    return ResultStore.of(SPEC, path)
 
 
 def plan(models: list[str], generator_specs: list[str], settings: Settings, variants: list[str] | None = None) -> Plan:

@@ -3,11 +3,13 @@
 An edge of the scheduling DAG costs one Writing operator on the producer's
 core plus one Reading operator on the consumer's; the parallel WCET
 composition charges each operator on its core. Both figures come from here:
-``codegen.parallel.operator_pair`` writes the operators' very statements
-(flag wait, barrier, copy loop, barrier, flag update, counter) as two
-functions for a tensor of ``floats`` floats, the target's compiler builds
-them with its flags into an image, and the WCET library (``wcet.analyzer``,
-the same engine and timing model as the layers') bounds each function.
+the generator that writes the parallel code gives its operators' very
+statements (flag wait, barrier, copy loop, barrier, flag update, counter) as
+two functions for a tensor of ``floats`` floats (its adapter's
+``operator_pair``; assay-v2's comes from ``codegen.parallel``), the target's
+compiler builds them with its flags into an image, and the WCET library
+(``wcet.analyzer``, the same engine and timing model as the layers') bounds
+each function.
 
 Flow facts: the copy loop has the bound the generator declares (checked
 against the loop the binary has at that C line); the busy wait gets bound 0
@@ -26,11 +28,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from codegen.parallel import operator_pair
+from harness import generators
 from harness.errors import AssayError
-from harness.runners.host import compiler_version, first_diagnostic
+from harness.runners.host import first_diagnostic
 from harness.runners.qemu import memory_map_flags
-from harness.targets import TargetProfile
+from harness.targets import TargetProfile, compiler_version
 from wcet import annotations
 from wcet.analyzer import analyze
 from wcet.errors import WcetError
@@ -41,17 +43,19 @@ SOURCE = "operators.c"
 MAIN = "int main(void) {{ static float buffer[{floats}]; assay_op_write(buffer); assay_op_read(buffer); return 0; }}\n"
 
 
-def operator_wcets(floats: int, profile: TargetProfile, timing: str, opt: str | None, work: Path) -> dict[str, int]:
+def operator_wcets(floats: int, generator: str, profile: TargetProfile, timing: str, opt: str | None,
+                   work: Path) -> dict[str, int]:
     """``{"write": cycles, "read": cycles}``: the WCET bounds of one Writing and one Reading operator of
-    ``floats`` floats on ``profile`` under ``timing``, waits excluded (module docstring)."""
-    text, functions = operator_pair(floats)
+    ``floats`` floats, as ``generator``'s parallel code has them, on ``profile`` under ``timing``, waits
+    excluded (module docstring)."""
+    text, functions = generators.get(generator).operator_pair(floats)
     text += MAIN.format(floats=floats)
     flags = profile.flags(opt)
     compiler = profile.compiler_path()
     key = hashlib.sha256(json.dumps([text, compiler_version(compiler), flags, profile.ldflags, profile.libs,
                                      memory_map_flags(profile), timing]).encode()).hexdigest()[:16]
     folder = Path(work) / f"operators-{floats}-{key}"
-    cached = folder / "wcet.json"
+    cached = folder / "bounds.json"
     if cached.is_file():
         return json.loads(cached.read_text())
     folder.mkdir(parents=True, exist_ok=True)
@@ -89,7 +93,7 @@ def _loop_bounds(program, function: str, record: dict) -> list[LoopBound]:
                                     origin="operator_wcet"))
         elif line in declared:
             bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=declared[line],
-                                    source=loop.source_line, justification="copy loop (codegen.parallel)",
+                                    source=loop.source_line, justification="copy loop (the generator's)",
                                     origin="operator_wcet"))
         else:
             raise AssayError(f"{function}: a loop at {loop.label()} that is neither the copy loop nor the wait")

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 
 from harness.core.report import group_digits
-from harness.errors import AssayError
+from harness.stages.schedule.spec import SPEC
 
-SCHEMA = "assay-schedule/1"
 
 
 def load(path: Path) -> dict:
-    data = json.loads(Path(path).read_text())
-    if data.get("schema") != SCHEMA:
-        raise AssayError(f"{path}: not an Assay {SCHEMA} file (schema {data.get('schema')!r})")
-    return data
+    return SPEC.read(path)
 
 
 def gantt(data: dict, path: Path) -> None:

@@ -35,26 +35,29 @@ from harness.core.results import ResultStore
 from harness.errors import AssayError, ConfigError
 from harness.scheduling import layers
 from harness.stages.schedule.operator_wcet import operator_wcets
+from harness.stages.schedule.spec import SPEC
+from harness.stages.wcet import spec as wcet
 
-SCHEMA = "assay-schedule/1"
-WCET_SCHEMA = "assay-wcet/1"
+SCHEMA = SPEC.schema
 GENERATOR = "assay-v2"
 STAGE = "schedule"  # work subdirectory of this stage's generated code
-FILE_NAME = "schedule.json"
+FILE_NAME = SPEC.result_file
 
 
 @dataclass(frozen=True)
 class Settings(core_plan.Settings):
+    """The defaults are the options' (``spec``); --cores and --algorithm are required there."""
+
     cores: int = 2
     algorithm: str = "dsh"
-    target: str = "cortex-m4f"
-    timing: str | None = None  # None: the target's own timing model
-    variant: str | None = None  # None: the generator's first variant for the model
-    time_limit: float = 10.0
-    workers: int = 1
+    target: str = SPEC.default("target")
+    timing: str | None = SPEC.default("timing")  # None: the target's own timing model
+    variant: str | None = SPEC.default("variant")  # None: the generator's first variant for the model
+    time_limit: float = SPEC.default("time_limit")
+    workers: int = SPEC.default("workers")
     cost: layers.CopyCost | None = None  # None: the operators' own WCETs (operator_wcet)
-    wcet_json: Path | None = None
-    n_inputs: int = 20  # inputs of the WCET stage's soundness check
+    wcet_json: Path | None = SPEC.default("wcet_json")
+    n_inputs: int = SPEC.default("n_inputs")  # inputs of the WCET stage's soundness check
 
 
 def check_settings(settings: Settings) -> str:
@@ -98,7 +101,7 @@ def schedule_model(model_name: str, settings: Settings, out: Path) -> dict:
              if layer["wcet_cycles"] is not None}
     start = time.perf_counter()
     cost = settings.cost or layers.OperatorCost(
-        {floats: operator_wcets(floats, targets.get(settings.target), timing_name, settings.opt,
+        {floats: operator_wcets(floats, GENERATOR, targets.get(settings.target), timing_name, settings.opt,
                                 Path(settings.work_dir) / "operator-wcet")
          for floats in sorted(layers.edge_sizes(code.manifest))}, settings.target, timing_name)
     seconds["operator_wcet_s"] = time.perf_counter() - start
@@ -132,16 +135,16 @@ def schedule_model(model_name: str, settings: Settings, out: Path) -> dict:
 def _wcet_record(item: Item, timing_name: str, settings: Settings, out: Path) -> tuple[dict, dict]:
     """The WCET stage's record for the item (and where it came from); an AssayError unless it passed."""
     if settings.wcet_json is not None:
-        records = ResultStore(settings.wcet_json, WCET_SCHEMA, ()).records()
+        records = ResultStore.of(wcet.SPEC, settings.wcet_json).records()
         source = {"source": str(settings.wcet_json)}
     else:
         arguments = ["--models", item.model, "--generators", GENERATOR, "--targets", item.target,
                      "--timing", timing_name, "--engine", "builtin", f"--opt={settings.opt}",
                      "--inputs", str(settings.n_inputs), "--seed", str(settings.seed),
                      "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
-        done = stagecall.call("wcet", arguments, out / "wcet", "wcet.json", WCET_SCHEMA)
+        done = stagecall.call(wcet.SPEC, arguments, out / wcet.SPEC.name)
         records = done.records
-        source = {"source": str(out / "wcet" / "wcet.json"), "command": done.command}
+        source = {"source": str(wcet.SPEC.path(out / wcet.SPEC.name)), "command": done.command}
     wanted = {"model": item.model, "generator": item.generator, "variant": item.variant, "target": item.target,
               "timing": timing_name, "engine": "builtin", "opt": settings.opt}
     found = [r for r in records if all(r.get(key) == value for key, value in wanted.items())]
@@ -149,7 +152,7 @@ def _wcet_record(item: Item, timing_name: str, settings: Settings, out: Path) ->
         raise AssayError(f"{item.id}: no WCET record for timing {timing_name}, engine builtin, {settings.opt} "
                          f"in {source['source']}")
     record = found[-1]
-    if record.get("verdict") != "pass":
+    if not wcet.SPEC.passed(record):
         raise AssayError(f"{item.id}: the WCET record is '{record.get('verdict')}' ({record.get('cause')}); "
                          "per-layer bounds are used only when their soundness check passed")
     return record, source

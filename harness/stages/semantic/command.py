@@ -6,30 +6,32 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli import (add_common_options, add_opt_option, add_output_options, add_selection_options, csv_list,
-                         selected_models)
+from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
+from harness.contract import common_values
+from harness.core.results import ResultStore
 from harness.errors import AssayError
-
-DEFAULT_REFERENCES = "keras,onnxruntime"
+from harness.options import add_opt_option
+from harness.stages.semantic.spec import SPEC
 
 
 def cmd_semantic(args: argparse.Namespace) -> int:
     from harness.core.progress import finish, run_items
-    from harness.core.results import ResultStore
     from harness.core.shards import ShardStore
     from harness.stages.semantic import distributed, sharded
     from harness.stages.semantic.report import warm_up, write_semantic_report
     from harness.stages.semantic.run import Settings, plan, run_item
 
-    settings = Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt,
-                        work_dir=args.work, timeout=args.timeout, redo=args.redo, atol=args.atol, rtol=args.rtol,
-                        arbiter=not args.no_arbiter, sanitize=args.sanitize, parallel=parallel_options(args))
+    def parsed(dest: str):
+        return getattr(args, dest)
+
+    settings = Settings(**SPEC.settings_values(parsed), **common_values(parsed), opt=args.opt,
+                        parallel=parallel_options(args))
     selection = distributed.Selection(selected_models(args), csv_list(args.generators), csv_list(args.references),
                                       csv_list(args.targets))
     campaign = plan(selection.models, selection.generators, selection.references, selection.targets, settings)
     if args.shard_size is not None:
         sharded.check_settings(settings, args.shard_size)
-    store = ResultStore(args.out / "results.json")
+    store = ResultStore.of(SPEC, SPEC.path(args.out))
     records: list[dict] = []
 
     def lines_of(item, done: list[dict]) -> tuple[bool, list[str]]:
@@ -37,7 +39,7 @@ def cmd_semantic(args: argparse.Namespace) -> int:
         lines = [f"{item.id}: warning: {warning}" for warning in dict.fromkeys(w for r in done for w in r["warnings"])]
         by_cause: dict[tuple[str, str], list[str]] = {}
         for record in done:
-            if record["verdict"] != "pass":
+            if not SPEC.passed(record):
                 by_cause.setdefault((record["verdict"], record["cause"]), []).append(record["reference"])
         return not by_cause, lines + [f"{item.id} vs {', '.join(refs)}: {verdict}: {cause}"
                                       for (verdict, cause), refs in by_cause.items()]
@@ -68,7 +70,7 @@ def cmd_semantic(args: argparse.Namespace) -> int:
 
         failed = run_items(campaign.items, run, args.quiet)
     paths = write_semantic_report(records, args.out) if records else []
-    passed = sum(r["verdict"] == "pass" for r in records)
+    passed = sum(SPEC.passed(r) for r in records)
     return finish(campaign, failed, f"{passed} passing records in {store.path}", paths)
 
 
@@ -97,16 +99,15 @@ def parallel_options(args: argparse.Namespace):
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.core.results import ResultStore
     from harness.stages.semantic.report import write_semantic_report
 
     if not args.results.is_file():
         raise AssayError(f"{args.results}: no such results file")
-    records = ResultStore(args.results).records()
+    records = ResultStore.of(SPEC, args.results).records()
     for path in write_semantic_report(records, args.out or args.results.parent):
         print(f"report: {path}")
     if args.check:
-        bad = [r for r in records if r["verdict"] != "pass"]
+        bad = [r for r in records if not SPEC.passed(r)]
         print(f"{len(records) - len(bad)} of {len(records)} records pass")
         return 1 if bad or not records else 0
     return 0
@@ -119,43 +120,10 @@ def add_command(subparsers) -> None:
                     "(gcc -O0 -std=c99 on the host), runs it in a worker process on seeded inputs and compares "
                     "with each reference. Results are appended to OUT/results.json as they are computed; a re-run "
                     "skips finished items unless --redo. Writes OUT/table1.md and OUT/index.html.")
-    add_selection_options(sem, "host")
-    sem.add_argument("--references", default=DEFAULT_REFERENCES, help=f"default {DEFAULT_REFERENCES}")
+    add_selection_options(sem, SPEC.default_targets)
     add_opt_option(sem)
-    sem.add_argument("--atol", type=float,
-                     help="absolute tolerance for every model (default: each model's own, 1e-5 for the zoo)")
-    sem.add_argument("--rtol", type=float,
-                     help="relative tolerance for every model (default: each model's own, 5e-6); an output passes "
-                          "when |C - reference| <= atol + rtol x |reference|")
-    sem.add_argument("--no-arbiter", action="store_true",
-                     help="do not evaluate the model in float64 to tell which of C and reference is closer")
-    sem.add_argument("--sanitize", type=int, default=0, metavar="N",
-                     help="also run N of the inputs (seeded sample) of each host item under AddressSanitizer and "
-                          "UndefinedBehaviorSanitizer; a report is an error verdict (default 0: not run)")
-    sem.add_argument("--inputs", type=int, default=1000, help="number of test inputs per model (default 1000)")
-    sem.add_argument("--timeout", type=float, default=600.0,
-                     help="seconds allowed for one batch run before it counts as a hang (default 600)")
-    sem.add_argument("--cores", type=int, default=1,
-                     help="N > 1: run parallel code, one function per core (docs/parallel.md; default 1)")
-    sem.add_argument("--schedule",
-                     help="with --cores: ish, dsh (default) or cpsat (run `assay schedule`), or a schedule.json")
-    sem.add_argument("--delays", type=int, default=0,
-                     help="with --cores: K more runs with seeded random delays before every layer and operator")
-    sem.add_argument("--interference", type=float, default=0.0,
-                     help="with --cores: margin on every WCET of the composed parallel WCET, e.g. 0.2 for +20 %% "
-                          "(default 0: no interference counted; docs/parallel.md)")
-    sem.add_argument("--shard-size", type=int, metavar="K",
-                     help="run each item in shards of K inputs: finished shards are kept (OUT/shards/) and a killed "
-                          "run resumes with the missing ones; the records are those of an unsharded run "
-                          "(docs/sharding.md)")
-    sem.add_argument("--workers", type=int, default=0, metavar="N",
-                     help="run the campaign on N local pytest-xdist workers (with --shard-size, the shards of one "
-                          "model spread over them); default 0: in this process")
-    sem.add_argument("--tx", action="append", default=[], metavar="SPEC",
-                     help="also an xdist gateway, e.g. ssh=host//python=python3 (repeatable): the checkout's harness, "
-                          "codegen, wcet and toolchains are rsynced to it (docs/sharding.md)")
+    SPEC.add_options(sem)  # --references, --atol, --inputs, ... (spec.py: declared once, for the pytest campaign too)
     add_output_options(sem, "reports/semantic", "results.json, table1.md, index.html and bitcompare.md")
-    sem.add_argument("--redo", action="store_true", help="recompute items already in results.json")
     add_common_options(sem)
     sem.set_defaults(func=cmd_semantic)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.stages.semantic import pytest_items
-from harness.stages.semantic.run import Settings
+from harness.stages.semantic.settings import Settings
 
 # What a remote worker needs of the checkout (the zoo, generators, runners, target profiles, WCET library).
 CHECKOUT = Path(__file__).resolve().parents[3]

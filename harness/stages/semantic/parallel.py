@@ -37,20 +37,22 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import generators, targets
+from harness import generators, runners, targets
+from harness.contract import FAIL, PASS
 from harness.core import stagecall
 from harness.core.inputs import make_inputs
 from harness.core.pipeline import from_code_layout, item_dir, slug, to_code_layout
 from harness.core.plan import Item
 from harness.errors import ConfigError, ModelError
+from harness.formal import nnef_items, petri
 from harness.generators.generated import GeneratedCode
-from harness.models import nnef, nnef_items, petri
+from harness.models import nnef
 from harness.models.model import Model
 from harness.runners import RunError, host, parallel_host
 from harness.scheduling import layers, parallel_wcet
+from harness.stages.schedule.spec import SPEC as SCHEDULE
 from harness.stages.semantic import bitcompare, tracecheck
 
-SCHEDULE_SCHEMA = "assay-schedule/1"
 SEQUENTIAL_CORES = 1
 MEASURED_INPUTS = 3  # inputs counted instruction by instruction under QEMU (the counts vary little)
 
@@ -64,15 +66,14 @@ class ParallelOptions:
 
 
 def _runner(target: str):
-    """The parallel runner of a target: threads on the host, SMP bare metal under QEMU."""
-    kind = targets.get(target).kind
-    if kind == "host":
+    """The parallel runner of a target: its own runner if it runs SMP code (bare metal under QEMU), threads
+    on the host if its code can run as threads."""
+    profile = targets.get(target)
+    if runners.capable(profile, runners.SMP):
+        return runners.for_kind(profile.kind)
+    if runners.capable(profile, runners.THREADS):
         return parallel_host
-    if kind == "qemu-smp":
-        from harness.runners import qemu_smp
-
-        return qemu_smp
-    raise ConfigError(f"target {target} ({kind}) cannot run parallel code; use host or a qemu-smp target "
+    raise ConfigError(f"target {target} ({profile.kind}) cannot run parallel code; use host or a qemu-smp target "
                       "such as cortex-a15x4")
 
 
@@ -85,15 +86,15 @@ def schedule_for(item: Item, options: ParallelOptions, settings, work: Path) -> 
         record = json.loads(path.read_text())
     else:
         out = work / f"schedule-{options.cores}-{slug(options.schedule)}"
-        (out / "schedule.json").unlink(missing_ok=True)  # never read an earlier run's file
+        SCHEDULE.path(out).unlink(missing_ok=True)  # never read an earlier run's file
         arguments = ["--model", item.model, "--cores", str(options.cores), "--algorithm", options.schedule,
                      "--variant", item.variant, f"--opt={settings.opt}", "--seed", str(settings.seed),
                      "--model-seed", str(settings.model_seed), "--work", str(settings.work_dir)]
-        command, _, tail, path = stagecall.run_stage("schedule", arguments, out, "schedule.json")
+        command, _, tail, path = stagecall.run_stage(SCHEDULE, arguments, out)
         record = json.loads(path.read_text())
         record.setdefault("command", command)
-    if record.get("schema") != SCHEDULE_SCHEMA:
-        raise ConfigError(f"{path}: not a schedule (schema {record.get('schema')!r}, expected {SCHEDULE_SCHEMA})")
+    if record.get("schema") != SCHEDULE.schema:
+        raise ConfigError(f"{path}: not a schedule (schema {record.get('schema')!r}, expected {SCHEDULE.schema})")
     if record.get("model") not in (None, item.model):
         raise ConfigError(f"{path}: a schedule of {record.get('model')}, not {item.model}")
     if record.get("variant") not in (None, item.variant):  # layer names differ between front ends
@@ -147,8 +148,8 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
             bits = {"differing_values": same.differing_values, "max_ulp": same.max_ulp}
         checked.append({"delay_seed": seed, "error": outcome.error, "trace_violations": violations,
                         "trace_events": len(outcome.trace or []), "bits_vs_sequential": bits})
-        parallel.update(runs=checked, trace={"verdict": "fail" if any(r["trace_violations"] for r in checked)
-                                             else "pass",
+        parallel.update(runs=checked, trace={"verdict": FAIL if any(r["trace_violations"] for r in checked)
+                                             else PASS,
                                              "violations": [v for r in checked for v in r["trace_violations"]][:10]})
         where = "plain run" if seed is None else f"delay run seed {seed}"
         if outcome.error:
@@ -162,7 +163,7 @@ def generate_and_run(item: Item, model: Model, sequential: GeneratedCode, option
         if outputs is None:
             outputs = outcome.run.outputs
             timings.update(run_s=outcome.run.wall_seconds, c_run_s=outcome.run.c_seconds)
-    if runner is not parallel_host:  # instruction counts mean something on an emulated core only
+    if runners.capable(profile, runners.EMULATED):  # instruction counts mean something on an emulated core only
         parallel["measured"] = measured_speedup(runner, code, sequential, inputs[:MEASURED_INPUTS], settings,
                                                 profile, work, record, parallel.get("wcet"))
     return code, from_code_layout(outputs, model, code)
@@ -259,7 +260,7 @@ class PetriReplay:
         if isinstance(self.net, str):
             return {"verdict": "not available", "cause": self.net}
         net, _, picture = self.net
-        return {"verdict": "fail" if self.rejected else "pass", "inferences": self.inferences,
+        return {"verdict": FAIL if self.rejected else PASS, "inferences": self.inferences,
                 "distinct_interleavings": len(self.interleavings), "rejected": self.rejected[:5],
                 "places": len(net.places), "transitions": len(net.transitions), "items": len(net.colours),
                 "picture": picture}

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from harness import references, runners, targets
+from harness.targets import HOST
 from harness.core.inputs import inputs_sha256, make_inputs
 from harness.core.locks import exclusive
 from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build, slug,
                                    to_code_layout)
 from harness.core import oracle
-from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import record_provenance, tool_versions
@@ -35,25 +35,9 @@ from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.stages.semantic import arbiter, bitcompare, parallel, sanitize
+from harness.stages.semantic.settings import Settings
 
-HOST = "host"  # the target every other target is compared with bit for bit
 ARBITER = "float64"  # the reference every record's C and float32 reference are measured against
-
-
-@dataclass(frozen=True)
-class Settings(core_plan.Settings):
-    """The campaign's settings; ``atol``/``rtol`` override every model's own tolerances when given."""
-
-    atol: float | None = None
-    rtol: float | None = None
-    arbiter: bool = True
-    sanitize: int = 0  # inputs of the host item run again under ASan and UBSan (sanitize.py); 0: none
-    parallel: parallel.ParallelOptions | None = None  # --cores N > 1: run parallel code (parallel.py)
-
-    def tolerances(self, model: Model) -> tuple[float, float]:
-        """(atol, rtol) for ``model``: the command line's, else the model's (zoo entry or sidecar TOML)."""
-        return (model.tolerance if self.atol is None else self.atol,
-                model.rtol if self.rtol is None else self.rtol)
 
 
 def plan(models: list[str], generator_specs: list[str], reference_names: list[str],

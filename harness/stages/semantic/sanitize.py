@@ -12,8 +12,6 @@ guard words around their buffers on every run).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from harness.core.inputs import make_inputs
@@ -22,11 +20,8 @@ from harness.core.plan import Item
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import sanitized
-
-if TYPE_CHECKING:
-    from harness.stages.semantic.run import Settings
-
-HOST = "host"
+from harness.targets import HOST
+from harness.stages.semantic.settings import Settings
 
 
 def sample(n_inputs: int, count: int, seed: int) -> np.ndarray:

@@ -17,9 +17,11 @@ from pathlib import Path
 
 from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
 from harness.errors import AssayError
+from harness.contract import common_values
 from harness.measurement.options import add_timing_options, parse_timing_options
+from harness.stages.wcet.spec import SPEC
 
-DEFAULT_TARGETS = "arm7tdmi,cortex-m4f"
+DEFAULT_TARGETS = SPEC.default_targets
 
 
 def add_command(subparsers) -> None:
@@ -33,14 +35,9 @@ def add_command(subparsers) -> None:
                     "Writes OUT/wcet.json, OUT/table4.md and OUT/layers.md. ELF mode (--elf, --function): "
                     "analyses any ELF and prints 'WCET[NAME] = N cycles'.")
     add_selection_options(parser, DEFAULT_TARGETS)
-    add_timing_options(parser, default_inputs=20)
-    parser.add_argument("--engine", default="builtin",
-                        help="comma-separated engines: builtin (default, no OTAWA needed) and/or otawa "
-                             "(owcet on PATH)")
-    parser.add_argument("--otawa-script", default="trivial",
-                        help="OTAWA script for --engine otawa: trivial, generic, stm32 or a path (default trivial)")
+    add_timing_options(parser, SPEC.option("--inputs"))
+    SPEC.add_options(parser, only=lambda option: option.flag != "--inputs")  # --engine, --otawa-script, --redo
     add_output_options(parser, "reports/wcet", "wcet.json, table4.md and layers.md")
-    parser.add_argument("--redo", action="store_true", help="recompute items already in wcet.json")
     elf = parser.add_argument_group("ELF mode")
     elf.add_argument("--elf", type=Path, help="analyse this ELF instead of generated models")
     elf.add_argument("--function", help="with --elf: the function to bound")
@@ -63,28 +60,27 @@ def _campaign(args: argparse.Namespace) -> int:
     from harness.stages.wcet import run as wcetrun
     from harness.stages.wcet.report import write_wcet_report
 
-    engines = tuple(csv_list(args.engine))
-    unknown = set(engines) - set(wcetrun.ENGINES)
-    if unknown or not engines:
+    def parsed(dest: str):
+        return getattr(args, dest)
+
+    settings = wcetrun.Settings(**SPEC.settings_values(parsed), **common_values(parsed), opt=args.opt,
+                                timeout=args.timeout, timing_options=parse_timing_options(args.timing_option))
+    unknown = set(settings.engines) - set(wcetrun.ENGINES)
+    if unknown or not settings.engines:
         raise AssayError(f"unknown engine(s) {', '.join(sorted(unknown)) or '(none)'}; "
                          f"choose from {', '.join(wcetrun.ENGINES)}")
-    settings = wcetrun.Settings(n_inputs=args.inputs, seed=args.seed, model_seed=args.model_seed, opt=args.opt, work_dir=args.work,
-                                timeout=args.timeout, redo=args.redo,
-                                timing_options=parse_timing_options(args.timing_option), engines=engines,
-                                otawa_script=args.otawa_script)
     campaign = plan(selected_models(args), csv_list(args.generators), csv_list(args.targets),
                     csv_list(args.timing) if args.timing else None, settings)
     for line in campaign.skipped:
         print(f"assay: note: {line}", file=sys.stderr)
-    store = wcetrun.open_store(args.out / "wcet.json")
+    store = wcetrun.open_store(SPEC.path(args.out))
 
     def run(item) -> tuple[bool, list[str]]:
-        records = [r for r in wcetrun.run_item(item, settings, store) if r["verdict"] != wcetrun.PASS]
+        records = [r for r in wcetrun.run_item(item, settings, store) if not SPEC.passed(r)]
         lines = [f"{item.id} {r['timing']} {r['engine']}: {r['verdict']}: {r['cause']}" for r in records]
-        # unbounded loops in another tool's code are a finding about that tool, reported, not a failure;
-        # a bound on an analysis-only target has nothing to be checked against, and says so
-        return all(r["verdict"] in (wcetrun.UNBOUNDED, wcetrun.NOT_SUPPORTED, wcetrun.NOT_MEASURED)
-                   for r in records), lines
+        # the spec's neutral verdicts: unbounded loops in another tool's code (a finding about that tool,
+        # reported), a bound on an analysis-only target (nothing to check it against, and says so)
+        return not any(SPEC.failed(r) for r in records), lines
 
     failed = run_items(campaign.items, run, args.quiet)
     paths = write_wcet_report(store.path, args.out) if store.path.is_file() else []

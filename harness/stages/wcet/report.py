@@ -11,7 +11,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness.core.report import group_digits, model_order
-from harness.stages.wcet.run import NOT_MEASURED, PASS, UNBOUNDED, open_store
+from harness.core.oracle import ERROR, NOT_MEASURED, NOT_SUPPORTED, PASS, UNBOUNDED
+from harness.stages.wcet.run import open_store
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "timing", "engine")
 
@@ -19,7 +20,7 @@ ROW_FIELDS = ("generator", "variant", "target", "opt", "timing", "engine")
 def _cell(record: dict | None) -> str:
     if record is None:
         return "–"
-    if record["verdict"] in ("error", "not supported"):
+    if record["verdict"] in (ERROR, NOT_SUPPORTED):
         return record["verdict"].upper()
     if record["verdict"] == UNBOUNDED:
         loops = len(record["unbounded_loops"])

@@ -42,30 +42,32 @@ from harness.core.plan import Item
 from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.digests import tree_digest
-from harness.core.oracle import NOT_MEASURED, NOT_SUPPORTED
+from harness.core.oracle import ERROR, FAIL, NOT_MEASURED, NOT_SUPPORTED, PASS, UNBOUNDED
 from harness.errors import USER_ERRORS, AssayError, NotSupported
 from harness.measurement import cycles, execcount
+from harness.stages.wcet.spec import SPEC
 import wcet
 from wcet import timing
 
-SCHEMA = "assay-wcet/1"
-KEY_FIELDS = ("model", "generator", "variant", "target", "opt", "timing", "engine", "n_inputs", "seed")
+SCHEMA = SPEC.schema
+KEY_FIELDS = SPEC.key_fields
 ENGINES = ("builtin", "otawa")
-PASS, FAIL, ERROR, UNBOUNDED = "pass", "fail", "error", "unbounded"
 STAGE = "wcet"  # work subdirectory: code and builds of this stage
 WCET_DIR = Path(wcet.__file__).resolve().parent  # the analysis library: a changed analyzer recomputes
 
 
 @dataclass(frozen=True)
 class Settings(cycles.Settings):
-    n_inputs: int = 20  # measured inputs for the soundness check
-    engines: tuple[str, ...] = ("builtin",)
-    otawa_script: str = "trivial"
+    """The defaults are the options' (``spec``)."""
+
+    n_inputs: int = SPEC.default("n_inputs")  # measured inputs for the soundness check
+    engines: tuple[str, ...] = SPEC.default("engines")
+    otawa_script: str = SPEC.default("otawa_script")
 
 
 def open_store(path: Path) -> ResultStore:
     """``wcet.json``: records keyed by KEY_FIELDS, written as they come (harness.core.results)."""
-    return ResultStore(path, SCHEMA, KEY_FIELDS)
+    return ResultStore.of(SPEC, path)
 
 
 def _base_record(item: Item, timing_name: str, engine: str, settings: Settings) -> dict:

@@ -54,11 +54,11 @@ def test_each_element_is_drawn_from_its_own_interval():
 
 
 def test_domain_json_round_trips_through_the_zoo_cache(tmp_path):
-    from harness.models import zoo
+    from harness.models import cache
 
     m = model(((0.0, -1.0), (1.0, 1.0)))
     assert m.domain_json() == [[0.0, -1.0], [1.0, 1.0]] and model().domain_json() == [-0.5, 0.5]
-    back = zoo.model_from_dict(zoo.model_to_dict(m, tmp_path), tmp_path)
+    back = cache.model_from_dict(cache.model_to_dict(m, tmp_path), tmp_path)
     assert back.input_domain == m.input_domain
     np.testing.assert_array_equal(make_inputs(back, 20, seed=3), make_inputs(m, 20, seed=3))
 

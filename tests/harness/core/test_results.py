@@ -58,3 +58,29 @@ def test_find_all_returns_records_only_when_every_key_is_stored_from_the_same_co
     store.put(record(reference="onnxruntime", max_abs_error=3.0, fingerprint="b"))
     assert store.find_all(wanted, "a") is None and store.find_all(wanted, "b") is None
     assert store.find_all([], "a") is None
+
+
+def test_a_store_of_an_earlier_schema_version_is_never_served_as_the_new_one(tmp_path):
+    """``memory.json`` of ``assay-memory/1`` (records with ``status``) read by an ``assay-memory/2`` store: refused with
+    one line, nothing reused, moved aside by the first record written."""
+    path = tmp_path / "memory.json"
+    old = {"model": "m", "generator": "g", "variant": "v", "target": "t", "opt": "-O0", "status": "pass",
+           "fingerprint": "a"}
+    path.write_text(json.dumps({"schema": "assay-memory/1", "records": [old]}))
+    store = ResultStore(path, "assay-memory/2", ("model", "generator", "variant", "target", "opt"))
+    with pytest.raises(AssayError, match="schema 'assay-memory/1'.*earlier Assay: run the stage again"):
+        store.records()
+    assert store.find_all([old], "a") is None
+    store.put({**{k: old[k] for k in store.key_fields}, "verdict": "pass"})
+    assert store.records() == [{**{k: old[k] for k in store.key_fields}, "verdict": "pass"}]
+    kept = json.loads((tmp_path / "memory.assay-memory-1.json").read_text())
+    assert kept["records"] == [old]
+
+
+def test_a_store_of_another_or_later_schema_is_left_alone(tmp_path):
+    path = tmp_path / "met.json"
+    path.write_text(json.dumps({"schema": "assay-met/3", "records": []}))
+    store = ResultStore(path, "assay-met/2", ("model",))
+    with pytest.raises(AssayError, match="not an Assay assay-met/2 file"):
+        store.put({"model": "m"})
+    assert json.loads(path.read_text())["schema"] == "assay-met/3"

@@ -34,7 +34,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from harness.errors import ModelError
-from harness.models import budget, zoo
+from harness.core import budget
+from harness.models import zoo
 
 from test_nnet import SMALL
 

@@ -15,7 +15,7 @@ from harness import references
 from harness.models import zoo
 from harness.errors import ModelError
 from harness.references import keras_ref
-from harness.models import benchmarks
+from harness.models import cache, paper
 from harness.models.tf_runtime import keras, save_keras
 
 PAPER_ORDER = ["acas-reg50", "acas-reg100", "acas-reg200", "acas-decr128", "acas-decr256", "lenet5", "cifarnet",
@@ -57,7 +57,7 @@ def test_entries_in_paper_order():
 
 
 def test_parameter_counts_from_the_architecture():
-    counts = {name: benchmarks.parameter_count(name) for name in PAPER_ORDER}
+    counts = {name: paper.parameter_count(name) for name in PAPER_ORDER}
     assert counts["lenet5"] == 44_426
     assert 120_000 <= counts["cifarnet"] <= 125_000
     assert 60_000_000 <= counts["alexnet"] <= 62_000_000
@@ -95,8 +95,8 @@ def test_benchmark_record(name, built):
 def test_parameters_counted_on_the_built_model(name, built, zoo_cache):
     keras_model = keras_ref.load(built[name].file("keras"))
     count = keras_model.count_params()
-    assert count == benchmarks.parameter_count(name)
-    assert zoo.read_record(zoo_cache / f"{name}-s0")["parameters"] == count
+    assert count == paper.parameter_count(name)
+    assert cache.read_record(zoo_cache / f"{name}-s0")["parameters"] == count
     if name == "lenet5":
         assert count == 44_426
     if name == "cifarnet":
@@ -141,7 +141,7 @@ def test_lenet5_split_is_figure_2(built):
     assert parents["split_concat"] == ["split_a1_avgpool", "split_b1_avgpool"]
     assert tuple(keras_model.get_layer("split_concat").output.shape[1:]) == (12, 12, 6)
     assert parents["conv1"] == ["split_concat"]
-    assert benchmarks.parameter_count("lenet5-split") == benchmarks.parameter_count("lenet5")
+    assert paper.parameter_count("lenet5-split") == paper.parameter_count("lenet5")
 
 
 def test_inception_mini_is_figure_10(built):
@@ -152,7 +152,7 @@ def test_inception_mini_is_figure_10(built):
         assert tuple(keras_model.get_layer(f"{module}_concat").output.shape[1:]) == (8, 8, channels)
     assert parents["inception2_a1_conv"] == ["inception1_concat"]
     assert parents["inception1_d1_conv"] == ["inception1_d1_maxpool"]
-    assert keras_model.count_params() == benchmarks.parameter_count("inception-mini")
+    assert keras_model.count_params() == paper.parameter_count("inception-mini")
 
 
 @pytest.mark.parametrize("name", ACAS)
@@ -201,7 +201,7 @@ def test_cache_is_reused(built, zoo_cache):
     assert again == model
     assert {fmt: path.stat().st_mtime_ns for fmt, path in again.files.items()} == stamps
     record = json.loads((zoo_cache / "lenet5-s0" / "model.json").read_text())
-    assert record["schema"] == zoo.CACHE_SCHEMA and record["seed"] == 0
+    assert record["schema"] == cache.CACHE_SCHEMA and record["seed"] == 0
     assert record["model"]["files"] == {"keras": "model.keras", "onnx": "model.onnx"}
 
 
@@ -400,7 +400,7 @@ def test_full_tier_benchmark(name, tmp_path_factory):
     assert model.input_shape == {"alexnet": (228, 228, 3), "vgg16": (224, 224, 3)}[name]
     assert model.output_shape == (1000,)
     keras_model = keras_ref.load(model.file("keras"))
-    assert keras_model.count_params() == benchmarks.parameter_count(name)
+    assert keras_model.count_params() == paper.parameter_count(name)
     x = _inputs(model, 4)
     expected = references.get("keras").run(model, x)
     assert np.all(np.isfinite(expected)) and 1e-3 <= np.max(np.abs(expected)) <= 100

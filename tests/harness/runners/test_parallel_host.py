@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.models import nnef, nnef_items, petri
+from harness.formal import nnef_items, petri
+from harness.models import nnef
 from harness.runners import host, parallel_host
 from harness.stages.semantic import tracecheck
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.core.plan import Settings, load_model
 from harness.generators.peers.keras_graph import MODEL_INPUT, c_identifiers, write
-from harness.models import conformance_cases
+from harness.stages.conformance import cases as conformance_cases
 
 
 def test_names_become_distinct_c_identifiers():

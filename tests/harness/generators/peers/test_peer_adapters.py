@@ -11,7 +11,7 @@ from harness import generators
 from harness.core.plan import Settings, load_model
 from harness.errors import AssayError, NotSupported
 from harness.generators.peers import session
-from harness.models import conformance_cases
+from harness.stages.conformance import cases as conformance_cases
 
 pytestmark = pytest.mark.peers
 

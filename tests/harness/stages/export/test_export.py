@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import codegen
-from harness.models import nnef_items as ni
-from harness.models import petri
+from harness.formal import nnef_items as ni
+from harness.formal import petri
 
 
 def assay(*args, cwd=None):

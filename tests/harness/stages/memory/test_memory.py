@@ -31,9 +31,9 @@ def cli(*args):
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, check=False)
 
 
-def fake_record(target, status="pass", static=184, measured=180, model="acas-reg50"):
+def fake_record(target, verdict="pass", static=184, measured=180, model="acas-reg50"):
     return {"model": model, "generator": "assay-v2", "variant": "keras", "target": target, "opt": "-O0",
-            "status": status, "cause": None if status == "pass" else "static stack unbounded: cycle: a -> a",
+            "verdict": verdict, "cause": None if verdict == "pass" else "static stack unbounded: cycle: a -> a",
             "inference": {"text": 2104, "rodata": 63420, "data": 0, "bss": 416,
                           "library": {"text": 1016, "functions": [{"name": "__cmpsf2", "size": 100}]}},
             "image": {"text": 25488, "rodata": 63664, "data": 2424, "bss": 716, "reserved": 0},
@@ -45,7 +45,7 @@ def fake_record(target, status="pass", static=184, measured=180, model="acas-reg
 
 
 def test_table5_layout():
-    text = markdown([fake_record("arm7tdmi"), fake_record("host", status="unbounded", static=None, measured=None)])
+    text = markdown([fake_record("arm7tdmi"), fake_record("host", verdict="unbounded", static=None, measured=None)])
     assert "## acas-reg50, -O0" in text
     assert "| | assay-v2 (keras) arm7tdmi | assay-v2 (keras) host |" in text
     assert "| `.text` inference / image | 2104 / 25488 | 2104 / 25488 |" in text
@@ -92,7 +92,7 @@ def test_errors_become_records(tmp_path):
     settings = memory.Settings(work_dir=tmp_path / "work")
     item = plan(["no-such-model.onnx"], ["assay-v2"], ["host"], settings).items[0]
     record = memory.run_item(item, settings, memory.open_store(tmp_path / "memory.json"))
-    assert record["status"] == memory.ERROR and record["cause"]
+    assert record["verdict"] == memory.ERROR and record["cause"]
 
 
 # --------------------------------------------------------------------------- real models under QEMU
@@ -129,7 +129,7 @@ def find(records, model, target):
 @pytest.mark.parametrize("model", MODELS)
 def test_static_stack_bounds_the_measured_one(records, model, target):
     record = find(records, model, target)
-    assert record["status"] == "pass", record["cause"]
+    assert record["verdict"] == "pass", record["cause"]
     static, measured = record["stack"]["static"], record["stack"]["measured"]
     assert static["bounded"] and static["reason"] is None
     assert measured["calls"] == 20 and measured["painted"] == 16384 and measured["same_static"]
@@ -168,9 +168,9 @@ def test_lenet5_stack_goes_through_libm(records):
 @pytest.mark.arm
 @needs_arm
 def test_host_has_no_bound_through_a_shared_libm(records):
-    assert find(records, "acas-reg50", "host")["status"] == "pass"
+    assert find(records, "acas-reg50", "host")["verdict"] == "pass"
     lenet = find(records, "lenet5", "host")
-    assert lenet["status"] == "unbounded" and "no stack data for tanhf" in lenet["cause"]
+    assert lenet["verdict"] == "unbounded" and "no stack data for tanhf" in lenet["cause"]
     assert lenet["stack"]["measured"] is None
 
 
@@ -183,7 +183,7 @@ def test_incbin_weights_blob_is_attributed(records, work, tmp_path):
     settings = memory.Settings(work_dir=work, n_inputs=5)
     (item,) = plan(["acas-reg50"], [f"dir:{out}"], ["cortex-m4f"], settings).items
     record = memory.run_item(item, settings)
-    assert record["status"] == "pass", record["cause"]
+    assert record["verdict"] == "pass", record["cause"]
     blob = next(row for row in record["inference"]["symbols"] if row["name"] == "acas_reg50_weights")
     assert blob["kind"] == "rodata" and blob["size"] == (out / "acas_reg50_weights.bin").stat().st_size
     keras = find(records, "acas-reg50", "cortex-m4f")
@@ -215,7 +215,7 @@ def test_v1_static_stack_goes_through_the_function_pointers(work, target):
         if item.variant != "keras":
             continue
         record = memory.run_item(item, settings)
-        assert record["status"] == "pass", record["cause"]
+        assert record["verdict"] == "pass", record["cause"]
         static, measured = record["stack"]["static"], record["stack"]["measured"]
         assert static["bounded"] and measured["same_static"] and 0 < measured["bytes"] <= static["bytes"]
         path = [step["function"] for step in static["worst_path"]]
@@ -234,7 +234,7 @@ def test_heap_reachable_from_the_entry_and_sizes_from_dwarf_without_symbols(dens
                        ["cortex-m4f"], settings).items
         records[name] = memory.run_item(item, settings)
     heap = records["heap"]
-    assert heap["status"] == "pass", heap["cause"]
+    assert heap["verdict"] == "pass", heap["cause"]
     assert heap["heap"]["allocators"] == ["malloc"] and heap["heap"]["paths"][0].startswith("dense -> ")
     assert records["noheap"]["heap"] == {"allocators": [], "origin": "binary call graph", "paths": []}
     names = {row["name"] for row in heap["inference"]["symbols"]}
@@ -252,7 +252,7 @@ def test_an_analysis_only_target_has_sizes_and_a_static_bound_but_no_measurement
     settings = memory.Settings(work_dir=work, n_inputs=5)
     (item,) = plan([dense_keras_model], [loop_dense_dir("literal")], ["cortex-m4f-big"], settings).items
     record = memory.run_item(item, settings)
-    assert record["status"] == memory.NOT_MEASURED, record["cause"]
+    assert record["verdict"] == memory.NOT_MEASURED, record["cause"]
     assert record["cause"].startswith("target cortex-m4f-big is not runnable (analysis only)")
     assert record["stack"]["static"]["bounded"] and record["stack"]["measured"] is None
     assert record["inference"]["text"] > 0 and "run_s" not in record["timings"]

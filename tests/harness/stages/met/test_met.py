@@ -119,7 +119,7 @@ def test_assay_met_writes_met_json_and_table2_and_resumes(work, tmp_path):
         for target, name in (("arm7tdmi", "arm7tdmi"), ("arm7tdmi", "trivial"),
                              ("cortex-m4f", "cortex-m4"), ("cortex-m4f", "trivial"))]
     for record in records:
-        assert record["verdict"] == "ok" and record["n_inputs"] == 3 and record["opt"] == "-O0"
+        assert record["verdict"] == "pass" and record["n_inputs"] == 3 and record["opt"] == "-O0"
         assert len(record["per_input"]["instructions"]) == 3
         assert record["cycles"]["min"] <= record["cycles"]["median"] <= record["cycles"]["max"]
         assert record["provenance"]["flags"][0] == "-O0" and "QEMU" in record["provenance"]["emulator"].upper()
@@ -157,11 +157,11 @@ def test_timing_models_per_target():
     assert cycles.timing_names_for("cortex-m4f", ["arm7tdmi", "cortex-m4"]) == ["cortex-m4"]
 
 
-def _record(model, target, timing_name, cycles, instructions, opt="-O0", verdict="ok"):
+def _record(model, target, timing_name, cycles, instructions, opt="-O0", verdict="pass"):
     record = {"model": model, "generator": "assay-v2", "variant": "keras", "target": target, "opt": opt,
               "timing": timing_name, "n_inputs": 3, "seed": 0, "verdict": verdict, "timing_params": {},
               "provenance": {"flags": [opt, "-g"], "compiler": "gcc 12", "emulator": "qemu 7.2"}}
-    if verdict == "ok":
+    if verdict == "pass":
         record.update(cycles={"min": cycles[0], "median": cycles[1], "max": cycles[2]},
                       instructions={"min": instructions, "median": instructions, "max": instructions},
                       layers=[{"name": "dense", "op": "Dense", "instructions": {"median": instructions},
@@ -199,5 +199,5 @@ def test_met_in_shards_gives_the_unsharded_records_and_keeps_its_shards(work, tm
     shards = ShardStore(tmp_path / "shards")
     parts = met.run_item(item, settings, met.open_store(tmp_path / "sharded.json"), 4, shards)
     strip = lambda records: [{k: v for k, v in r.items() if k not in ("seconds", "finished_at")} for r in records]
-    assert strip(parts) == strip(whole) and whole[0]["verdict"] == met.OK
+    assert strip(parts) == strip(whole) and whole[0]["verdict"] == met.PASS
     assert len(parts[0]["per_input"]["cycles"]) == 6 and len(shards.held()) == 2

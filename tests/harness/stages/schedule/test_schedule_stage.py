@@ -134,6 +134,6 @@ def test_edges_cost_the_operators_wcet_by_default(branching, tmp_path):
     cost = data["communication_cost"]
     assert (cost["model"], cost["target"], cost["timing"]) == ("operator-wcet", "cortex-m4f", "cortex-m4")
     pool1 = next(e for e in data["edges"] if e["from"] == "pool1")  # 7 x 7 x 6 floats
-    expected = operator_wcets(294, targets.get("cortex-m4f"), "cortex-m4", "-O0", tmp_path / "check")
+    expected = operator_wcets(294, "assay-v2", targets.get("cortex-m4f"), "cortex-m4", "-O0", tmp_path / "check")
     assert pool1["floats"] == 294 and pool1["cost"] == expected["write"] + expected["read"]
     assert {o["floats"] for o in cost["operators"]} == {e["floats"] for e in data["edges"]}

@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.models.nnef_items import (DECLARATIONS, VIRTUAL_SINK, Description, check_composition, layer_groups,
+from harness.formal.nnef_items import (DECLARATIONS, VIRTUAL_SINK, Description, check_composition, layer_groups,
                                        split_schedule, sync_name)
 
 SINGLE = "main"  # the colour of a one-description net

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.models import conformance_cases
+from harness.stages.conformance import cases as conformance_cases
 
-WORKTREE = Path(__file__).resolve().parents[3]
+WORKTREE = Path(__file__).resolve().parents[4]
 SAMPLE = ["dense_deep", "add_dense", "batchnorm_conv"]  # several layers sharing the float32 dtype policy
 
 
 def test_same_case_same_bytes_in_another_process(tmp_path):
     cases = conformance_cases.select(SAMPLE)
     here = conformance_cases.build_all(cases, tmp_path / "a")
-    script = (f"from pathlib import Path; from harness.models import conformance_cases as c; "
+    script = (f"from pathlib import Path; from harness.stages.conformance import cases as c; "
               f"c.build_all(c.select({SAMPLE!r}), Path({str(tmp_path / 'b')!r}))")
     subprocess.run([sys.executable, "-c", script], cwd=WORKTREE, check=True, timeout=300)
     for name, path in here.items():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.models import nnef_items as ni
-from harness.models import petri
+from harness.formal import nnef_items as ni
+from harness.formal import petri
 
 DATA = Path(__file__).parent / "data" / "nnef"
 

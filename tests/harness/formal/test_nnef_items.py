@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.models import nnef_items as ni
+from harness.formal import nnef_items as ni
 
 DATA = Path(__file__).parent / "data" / "nnef"
 LISTING2_ITEMS = {"ITEM1": ["o1", "o6", "o7", "out"], "ITEM2": ["o2", "o3"], "ITEM3": ["o4", "o5"]}

@@ -1,4 +1,4 @@
-"""Structured l1 pruning and OpTC's Algorithms 1 and 2 (harness.models.pruning), on small Keras models with
+"""Structured l1 pruning and OpTC's Algorithms 1 and 2 (harness.stages.explore.pruning), on small Keras models with
 seeded random weights: a pruned model computes what the original computes with the removed units zeroed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.errors import ModelError
-from harness.models import pruning
+from harness.stages.explore import pruning
 from harness.models.tf_runtime import keras
 
 
