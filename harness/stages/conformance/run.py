@@ -24,9 +24,10 @@ from harness.core import stagecall
 from harness.core.oracle import ERROR, FAIL, NOT_SUPPORTED, PASS
 from harness.core.pipeline import slug
 from harness.core.plan import UNLOADED
+from harness.core.provenance import record_provenance
 from harness.errors import AssayError
-from harness.stages.conformance import cases as conformance_cases
 from harness.models.model import file_sha256
+from harness.stages.conformance import cases as conformance_cases
 from harness.stages.conformance.spec import SPEC
 from harness.stages.semantic import spec as semantic
 
@@ -85,6 +86,7 @@ def run(settings: Settings, progress=print) -> dict:
         "cases": [{"name": case.name, "checks": case.checks, "input_shape": list(case.input_shape),
                    "file": str(files[case.name]), "sha256": file_sha256(files[case.name])} for case in cases],
         "results": _with_reproducers(results, files, settings),
+        "provenance": record_provenance(),
     }
     settings.out.mkdir(parents=True, exist_ok=True)
     temporary = settings.out / f".{FILE_NAME}.{os.getpid()}.tmp"

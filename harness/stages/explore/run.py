@@ -33,12 +33,13 @@ from pathlib import Path
 from harness import runners, targets
 from harness.contract import MODEL_SEED, SEED, WORK
 from harness.core.oracle import ERROR, FAIL, PASS
+from harness.core.provenance import record_provenance
 from harness.core.stagecall import StageRun, call
 from harness.digests import digest
 from harness.errors import ConfigError
 from harness.models import trained, zoo
-from harness.stages.explore import pruning
 from harness.models.model import file_sha256
+from harness.stages.explore import pruning
 from harness.stages.explore.spec import SPEC
 from harness.stages.memory import spec as memory
 from harness.stages.met import spec as met
@@ -149,6 +150,7 @@ def explore(settings: Settings, out: Path, say=print) -> dict:
         "stages": {name: {"command": run.command, "exit": run.returncode, "seconds": stage_seconds[name]}
                    for name, run in runs.items()},
         "seconds": seconds,
+        "provenance": record_provenance(),
     }
     SPEC.path(out).write_text(json.dumps(document, indent=1) + "\n")
     return document

@@ -16,6 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
+from harness.core.provenance import record_provenance
 from harness.formal import nnef_items, petri
 from harness.models import nnef
 from harness.models.model import Model, file_sha256
@@ -43,7 +44,8 @@ def export(model: Model, out: Path, items_file: Path | None = None) -> dict:
               "layers": [ins.result for ins in description.layers()],
               "variables": sorted(name for name, ins in description.declarations().items() if ins.op == "variable"),
               "places": len(net.places),
-              "transitions": len(net.transitions), "picture": _picture(net, out / "petri.svg", model.name)}
+              "transitions": len(net.transitions), "picture": _picture(net, out / "petri.svg", model.name),
+              "provenance": record_provenance()}
     if items_file is not None:
         record["items"] = _write_items(description, shapes, Path(items_file), out / "items", model.name)
     SPEC.path(out).write_text(json.dumps(record, indent=2) + "\n")

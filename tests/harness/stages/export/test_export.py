@@ -27,6 +27,9 @@ def test_export_with_items_writes_checked_descriptions_and_the_v2_trace_is_accep
     assert "13 layers, 10 variables; 3 items, 2 send_var" in result.stdout
     record = json.loads((out / "export.json").read_text())
     assert record["schema"] == "assay-export/1" and record["items"]["files"]["B"] == "items/B.nnef"
+    # which Assay, on which configuration (assay doctor), wrote it
+    assert record["provenance"]["configuration"]["verdict"] in ("tested", "untested")
+    assert record["provenance"]["assay"]["requirements_lock_sha256"] is not None
     (whole,) = ni.parse((out / "graph.nnef").read_text())
     items = [ni.parse((out / "items" / f"{item}.nnef").read_text())[0] for item in partition]
     ni.check_composition(whole, items)
