@@ -55,7 +55,8 @@ def add_selection_options(parser: argparse.ArgumentParser, default_targets: str 
                         help="comma-separated generators; dir:PATH takes already generated C with an assay.json "
                              f"(default {DEFAULT_GENERATORS})")
     parser.add_argument("--targets", default=default_targets,
-                        help=f"comma-separated target profiles (toolchains/*.toml; default {default_targets})")
+                        help=f"comma-separated target profiles (toolchains/*.toml, or an installed package's; default "
+                             f"{default_targets})")
 
 
 def selected_models(args: argparse.Namespace) -> list[str]:

@@ -9,8 +9,8 @@ importing the modules that serve it.
 The kinds: ``generators`` (a generator adapter class), ``references`` (a reference runtime class), ``runners``
 (a runner module, named by a target profile's ``kind``), ``model_formats`` (a file suffix, ``.onnx``, and the
 function that loads such a file), ``commands`` (an ``assay`` subcommand and the module whose ``add_command``
-adds it). Timing models (``assay.timing_models``) are read by ``wcet.timing`` itself: ``wcet`` never imports
-``harness``.
+adds it), ``targets`` (a folder of target profiles, read by ``harness.targets``). Timing models
+(``assay.timing_models``) are read by ``wcet.timing`` itself: ``wcet`` never imports ``harness``.
 
 A name two installed distributions both declare is a ConfigError naming both, never a silent pick: which one
 served would depend on the order of ``sys.path``.

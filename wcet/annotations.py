@@ -5,6 +5,9 @@ Generated code calls library routines (``__aeabi_fmul``, ``__aeabi_fdiv``,
 generator; they live in ``toolchains/annotations/<compiler>-<version>.toml``,
 one file per compiler release, entries selected by *multilib* (the library
 variant the profile's flags link: ``<compiler> <cflags> -print-multi-directory``).
+A target of a package of its own may add entries in a file of the same name in
+the ``annotations/`` folder beside its profile: ``load_for`` reads the files of
+several folders as one, the first folder's entries first.
 
 Each annotated function is recognised by its symbol (or an alias) and checked
 by the size and SHA-256 of its bytes in the ELF, so a different build of the
@@ -20,11 +23,12 @@ edges per entry, OTAWA's meaning), the source line and a justification.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import shutil
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,10 +133,19 @@ def annotation_path(compiler: str, version: str, directory: Path = ANNOTATION_DI
     return Path(directory) / f"{compiler}-{version}.toml"
 
 
-def load_for(toolchain: Toolchain, directory: Path = ANNOTATION_DIR) -> Annotations | None:
-    """The annotation file of ``toolchain``'s compiler and version, or None if there is none."""
-    path = annotation_path(toolchain.compiler, toolchain.version, directory)
-    return load(path) if path.is_file() else None
+def load_for(toolchain: Toolchain, directory: Path | Sequence[Path] = ANNOTATION_DIR) -> Annotations | None:
+    """The annotation file of ``toolchain``'s compiler and version, or None if there is none.
+
+    ``directory`` may be several folders (Assay's first, then those of a target's package): their files for the
+    toolchain read as one, named by the first, its entries first (a build annotated in both is bounded by the
+    first's)."""
+    folders = [directory] if isinstance(directory, (str, Path)) else list(directory)
+    found = [load(path) for folder in folders
+             if (path := annotation_path(toolchain.compiler, toolchain.version, folder)).is_file()]
+    if len(found) <= 1:
+        return found[0] if found else None
+    return dataclasses.replace(found[0], multilibs=tuple(dict.fromkeys(m for a in found for m in a.multilibs)),
+                               functions=tuple(f for a in found for f in a.functions))
 
 
 def load(path: Path) -> Annotations:
@@ -228,7 +241,8 @@ def _matching(annotations: Annotations, multilib: str | None, code, symbol, name
     candidates = annotations.candidates(multilib, names)
     where = f"for multilib '{multilib}' " if multilib is not None else ""
     if not candidates:
-        return None, f"{'/'.join(names)} is not annotated {where}in {annotations.path.name}"
+        return None, (f"{'/'.join(names)} is not annotated {where}in {annotations.path.name}; derive and measure "
+                      "its bounds, and add its entry (docs/flowfacts.md)")
     from wcet.armcode import sha256
     from wcet.errors import AnalysisError
 
@@ -243,10 +257,12 @@ def _matching(annotations: Annotations, multilib: str | None, code, symbol, name
     return None, (f"{symbol.name} in {code.path.name} ({size} bytes, sha256 {digest[:16]}...) is not the build "
                   f"annotated {where}in {annotations.path.name} ("
                   + ", ".join(f"{c.size} bytes, sha256 {c.sha256[:16]}..." for c in candidates)
-                  + "): a different library build; derive and measure its bounds again")
+                  + "): a different library build; derive and measure its bounds again, and add its entry "
+                    "(docs/flowfacts.md)")
 
 
-def library_facts(elf: Path, toolchain: Toolchain | None = None, directory: Path = ANNOTATION_DIR) -> FlowFacts:
+def library_facts(elf: Path, toolchain: Toolchain | None = None,
+                  directory: Path | Sequence[Path] = ANNOTATION_DIR) -> FlowFacts:
     """Bounds for every annotated library loop present in ``elf`` (any ELF, no manifest needed).
 
     The toolchain defaults to what the ELF's ``.comment`` says; functions are

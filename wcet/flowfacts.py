@@ -103,7 +103,8 @@ class _Table:
 
 
 def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entry: str | None = None,
-                        toolchain: Toolchain | None = None, preprocessor: str = "gcc") -> FlowFacts:
+                        toolchain: Toolchain | None = None, preprocessor: str = "gcc",
+                        annotation_dirs: Sequence[Path] = (annotations_module.ANNOTATION_DIR,)) -> FlowFacts:
     """The flow facts of ``entry`` (default: the manifest's) in ``elf`` and everything it calls.
 
     ``manifest`` is the generator's manifest as plain data (docs/manifest.md:
@@ -112,7 +113,9 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
     a function the DWARF places in one of them is generated code). ``toolchain``
     selects the library annotations; without it, the compiler version the
     ELF's ``.comment`` names does, and annotated functions are recognised by
-    their bytes in any multilib. Raises ``FlowFactError`` listing every problem.
+    their bytes in any multilib. ``annotation_dirs``: the folders of annotation
+    files, read as one (``annotations.load_for``). Raises ``FlowFactError``
+    listing every problem.
     """
     elf, sources = Path(elf), [Path(s) for s in sources]
     entry = entry or manifest_entry(manifest)
@@ -151,7 +154,7 @@ def facts_for_generated(elf: Path, manifest: dict, sources: Sequence[Path], entr
     for routine in library:
         for loop in program.loops(routine, base):
             library_loops.setdefault(loop.header, loop)  # shared code reached from several routines: once
-    annotations = annotations_module.load_for(toolchain) if toolchain is not None else None
+    annotations = annotations_module.load_for(toolchain, annotation_dirs) if toolchain is not None else None
     bounds, library_problems = annotations_module.library_bounds(
         annotations, toolchain.multilib if toolchain else None, program, library_loops.values())
     loops += bounds

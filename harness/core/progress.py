@@ -22,8 +22,9 @@ def run_items(items: Iterable[Item | ModelItem], run: Callable[[Item | ModelItem
     """
     from tqdm import tqdm
 
-    failed = 0
-    with tqdm(list(items), unit="item", file=sys.stderr, disable=quiet) as progress:
+    failed, items = 0, list(items)
+    # no bar without items: a per-model stage whose every model is bad input says so in one line (finish)
+    with tqdm(items, unit="item", file=sys.stderr, disable=quiet or not items) as progress:
         for item in progress:
             progress.set_description(item.id)
             passed, lines = run(item)

@@ -1,7 +1,7 @@
 """Bare-metal SMP runner (profile kind ``qemu-smp``): parallel code, one function per core, under qemu-system-arm.
 
 The ELF is the generated sources, ``smp_driver.c`` and the profile's reset
-code (``toolchains/<profile>-start.S``), linked with picolibc's semihosting
+code (``<profile>-start.S`` beside its profile: ``toolchains/``), linked with picolibc's semihosting
 crt0 and ``picolibc.ld`` at the profile's memory map. Core 0 starts the
 others with PSCI and runs the batch; the files (inputs, outputs, trace, delay
 seed) go through semihosting in the build directory, as for ``qemu.py``.
@@ -41,9 +41,10 @@ _SMP = re.compile(r"^\d+$")
 
 
 def startup_file(profile: TargetProfile) -> Path:
-    path = targets.PROFILE_DIR / f"{profile.name}-start.S"
-    if not path.is_file():
-        raise ConfigError(f"target {profile.name}: no reset code {path.name} in {targets.PROFILE_DIR}")
+    """The profile's reset code, ``<name>-start.S`` beside its profile (or in toolchains/)."""
+    path = targets.beside(profile.path, f"{profile.name}-start.S")
+    if path is None:
+        raise ConfigError(f"target {profile.name}: no reset code {profile.name}-start.S in {profile.path.parent}")
     return path
 
 

@@ -1,6 +1,15 @@
-"""Target profiles: plain TOML files in ``toolchains/``, validated when loaded.
+"""Target profiles: plain TOML files, validated when loaded.
 
-A new target is one new ``toolchains/<name>.toml``; nothing else registers it.
+Profiles live in folders, each named once in the entry-point group ``assay.targets`` (``harness.registry``): the
+entry point is a folder (a ``str`` or ``Path`` attribute of a module). Assay's own is ``toolchains/``, declared in
+its ``pyproject.toml`` as ``assay = "harness.targets:PROFILE_DIR"``; an installed package declares the folder of
+its own profiles the same way. A new target is one new ``<name>.toml`` in such a folder; nothing else registers it.
+A name found in two folders is a ConfigError naming both files, never a silent pick.
+
+What a profile names is looked up beside it first: the profile it ``extends`` (else any known target), its
+``linker_script`` and the reset code of a ``qemu-smp`` profile (else in ``toolchains/``). ``assay wcet`` reads the
+library loop annotations (``wcet.annotations``) of ``toolchains/annotations/``, then those of the ``annotations/``
+folder beside the profile (``TargetProfile.annotation_dirs``).
 """
 
 from __future__ import annotations
@@ -16,7 +25,8 @@ from harness import registry
 from harness.errors import ConfigError, RunError
 from wcet import timing
 
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "toolchains"
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "toolchains"  # Assay's own profiles (assay.targets: assay)
+ANNOTATIONS = "annotations"  # the folder of library loop annotations beside a folder of profiles (wcet.annotations)
 # TOML files in toolchains/ that are not target profiles: the tested configuration (`assay doctor`).
 NOT_PROFILES = frozenset({"tested"})
 # The profile of the machine Assay runs on (toolchains/host.toml): the target every other target is compared
@@ -28,10 +38,12 @@ _REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "pac
              "timing": str}
 
 # Keys that only some runner kinds use: their types, and per kind which are
-# required and which are optional. A key not listed for a profile's kind is refused.
+# required and which are optional. A key not listed for a profile's kind is refused; a kind
+# Assay does not know (another package's runner) may take any of them.
 _KIND_KEY_TYPES = {"emulator": str, "emulator_package": str, "emulator_args": list,
                    "runtime_package": str, "memory": dict, "linker_script": str, "not_runnable": str}
 _KIND_KEYS = {
+    "host": {"required": set(), "optional": set()},
     "qemu-user": {"required": {"emulator", "emulator_package"},
                   "optional": {"emulator_args", "runtime_package", "memory"}},
     "qemu-system": {"required": {"emulator", "emulator_package", "memory"},
@@ -76,7 +88,7 @@ class TargetProfile:
     emulator_args: tuple[str, ...] = ()
     runtime_package: str | None = None  # the Debian package with the C library the link needs
     memory: tuple[MemoryRegion, ...] = ()
-    # our linker script in toolchains/ (None: the C library's own, named in ldflags)
+    # our linker script, beside the profile or in toolchains/ (None: the C library's own, named in ldflags)
     linker_script: Path | None = None
     # why no emulator can run this profile's images (None: runnable); such a profile is for static analysis only
     not_runnable: str | None = None
@@ -84,6 +96,11 @@ class TargetProfile:
     def accepts_timing(self, name: str) -> bool:
         """Whether timing model ``name`` describes this target: its own model, or a generic one (trivial)."""
         return name == self.timing or timing.model_class(name).generic
+
+    def annotation_dirs(self) -> tuple[Path, ...]:
+        """Where ``assay wcet`` reads library loop annotations for this target: Assay's ``toolchains/annotations/``,
+        then the ``annotations/`` folder beside the profile (a package's own), in that order."""
+        return tuple(dict.fromkeys((PROFILE_DIR / ANNOTATIONS, self.path.parent / ANNOTATIONS)))
 
     def region(self, name: str) -> MemoryRegion | None:
         """The memory region called ``name`` ("flash", "ram"), or None if the profile gives none."""
@@ -162,8 +179,10 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     parent = data.pop("extends", None)
     if parent is None:
         return data
-    parent_path = path.with_name(f"{parent}.toml")
-    if not isinstance(parent, str) or not parent_path.is_file():
+    parent_path = path.with_name(f"{parent}.toml") if isinstance(parent, str) else None
+    if parent_path is not None and not parent_path.is_file():
+        parent_path = None if parent in NOT_PROFILES else profile_paths().get(parent)
+    if parent_path is None:
         raise ConfigError(f"{path}: extends unknown target {parent!r}")
     if parent_path in seen:
         raise ConfigError(f"{path}: 'extends' cycle through {parent}")
@@ -180,7 +199,7 @@ def load_profile(path: Path) -> TargetProfile:
             raise ConfigError(f"{path}: key '{key}' must be a {kind.__name__}")
     if data["kind"] not in registry.names("runners"):
         raise ConfigError(f"{path}: kind '{data['kind']}' is not one of {', '.join(registry.names('runners'))}")
-    kind_keys = _KIND_KEYS.get(data["kind"], {"required": set(), "optional": set()})
+    kind_keys = _KIND_KEYS.get(data["kind"], {"required": set(), "optional": set(_KIND_KEY_TYPES)})
     for key in sorted(kind_keys["required"]):
         if key not in data:
             raise ConfigError(f"{path}: missing key '{key}' (required for kind '{data['kind']}')")
@@ -208,11 +227,21 @@ def load_profile(path: Path) -> TargetProfile:
 
 
 def _linker_script(path: Path, name: str) -> Path:
-    """The profile's linker script: a file name in toolchains/, which must exist."""
-    script = PROFILE_DIR / name
-    if Path(name).name != name or not script.is_file():
-        raise ConfigError(f"{path}: key 'linker_script': no file {name!r} in {PROFILE_DIR}")
+    """The profile's linker script: a file name beside the profile or in toolchains/, which must exist."""
+    script = beside(path, name)
+    if script is None:
+        where = " or ".join(str(folder) for folder in dict.fromkeys((path.parent, PROFILE_DIR)))
+        raise ConfigError(f"{path}: key 'linker_script': no file {name!r} in {where}")
     return script
+
+
+def beside(profile: Path, name: str) -> Path | None:
+    """The file called ``name`` (a plain file name) beside the profile file ``profile``, else in toolchains/; None
+    if there is none."""
+    if Path(name).name != name:
+        return None
+    return next((folder / name for folder in dict.fromkeys((profile.parent, PROFILE_DIR))
+                 if (folder / name).is_file()), None)
 
 
 def _memory(path: Path, table: dict, origins_required: bool) -> tuple[MemoryRegion, ...]:
@@ -249,13 +278,39 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def folders() -> list[Path]:
+    """The folders of profiles: one per entry point of ``assay.targets`` (Assay's ``toolchains/`` among them)."""
+    found = []
+    for name in registry.names("targets"):
+        folder = registry.load("targets", name)
+        if not isinstance(folder, (str, Path)) or not Path(folder).is_dir():
+            raise ConfigError(f"target folder '{name}' of {registry.origin(registry.entries('targets')[name])} "
+                              f"is not a folder: {folder!r}")
+        found.append(Path(folder).resolve())
+    return list(dict.fromkeys(found))
+
+
+def profile_paths() -> dict[str, Path]:
+    """name -> profile file, over every folder; a ConfigError if two folders define one name."""
+    found: dict[str, Path] = {}
+    for folder in folders():
+        for path in sorted(folder.glob("*.toml")):
+            if path.stem in NOT_PROFILES:
+                continue
+            other = found.setdefault(path.stem, path)
+            if other != path:
+                raise ConfigError(f"target '{path.stem}' is defined twice: {other} and {path}; remove one of them")
+    return found
+
+
 def names() -> list[str]:
-    return sorted(path.stem for path in PROFILE_DIR.glob("*.toml") if path.stem not in NOT_PROFILES)
+    return sorted(profile_paths())
 
 
 def get(name: str) -> TargetProfile:
     """The profile called ``name``; an unknown name lists the known ones."""
-    path = PROFILE_DIR / f"{name}.toml"
-    if name in NOT_PROFILES or not path.is_file():
-        raise ConfigError(f"unknown target '{name}'; known targets: {', '.join(names())}")
+    path = profile_paths().get(name)
+    if path is None:
+        known = ", ".join(names()) or "none: is Assay installed (pip install -e .)?"
+        raise ConfigError(f"unknown target '{name}'; known targets: {known}")
     return load_profile(path)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import generators, registry, runners
+from harness import generators, registry, runners, targets
 from harness.errors import ConfigError
 from wcet import timing
 from wcet.errors import ConfigurationError
@@ -54,10 +54,12 @@ def site(tmp_path, monkeypatch):
 
 
 def assay(*args, site: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``python -m harness.cli ARGS`` in a process that finds the distributions in ``site``."""
+    """``python -m harness.cli ARGS`` in a process that finds the distributions in ``site``, run in ``site`` unless
+    told (``python -m`` puts its folder first on sys.path: a build's ``assay.egg-info`` in the checkout would hide
+    the installed metadata)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=900)
+                          cwd=cwd or site, timeout=900)
 
 
 # --- Assay's own built-ins ------------------------------------------------------------------------------------
@@ -69,7 +71,8 @@ def test_assay_declares_its_built_ins_as_a_plugin_would_and_each_loads():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     groups = {group.removeprefix(registry.PREFIX): entries for group, entries in declared.items()
               if group.startswith(registry.PREFIX)}
-    assert set(groups) == {"generators", "references", "runners", "model_formats", "commands", "timing_models"}
+    assert set(groups) == {"generators", "references", "runners", "model_formats", "commands", "timing_models",
+                           "targets"}
     for kind, entries in groups.items():
         assert {name: entry.value for name, entry in registry.entries(kind).items()} == entries, \
             "installed metadata is stale: pip install --no-deps --no-build-isolation -e ."
@@ -153,6 +156,41 @@ def test_a_plugin_model_format_loads_its_suffix(site, tmp_path):
     assert model.input_shape == (4,) and Path(model.files["onnx"]).parent.parent == tmp_path / "cache" / "user"
 
 
+def test_a_plugin_folder_of_target_profiles_adds_its_targets_and_a_name_in_two_folders_is_an_error(site):
+    """A profile of a package's folder extends one of Assay's (and finds its linker script in toolchains/); a kind of
+    another package's may take the QEMU kinds' keys; the same name in two folders is an error naming both files."""
+    install(site, "assay-boards", {"assay.targets": {"assay-boards": "assay_boards:PROFILES"}},
+            {"assay_boards": "from pathlib import Path\nPROFILES = Path(__file__).with_name('boards')\n"})
+    boards = site / "boards"
+    boards.mkdir()
+    (boards / "m4f-ext-small.toml").write_text('extends = "cortex-m4f-ext"\nname = "m4f-ext-small"\n')
+    profile = targets.get("m4f-ext-small")
+    assert profile.path == boards / "m4f-ext-small.toml" and "m4f-ext-small" in targets.names()
+    assert profile.linker_script == targets.get("cortex-m4f-ext").linker_script
+    assert profile.annotation_dirs() == (targets.PROFILE_DIR / "annotations", boards / "annotations")
+    assert targets.get("cortex-m4f").annotation_dirs() == (targets.PROFILE_DIR / "annotations",)
+
+    install(site, "assay-sim2", {"assay.runners": {"sim2": "assay_sim2"}},
+            {"assay_sim2": "CAPABILITIES = frozenset()\n"})
+    clear_caches()
+    (boards / "simulated.toml").write_text('extends = "host"\nname = "simulated"\nkind = "sim2"\n'
+                                           'emulator = "my-simulator"\nemulator_package = "my-simulator"\n')
+    assert targets.get("simulated").emulator == "my-simulator"
+
+    (boards / "host.toml").write_text('extends = "cortex-m4f"\nname = "host"\n')
+    with pytest.raises(ConfigError, match=f"target 'host' is defined twice: {targets.PROFILE_DIR / 'host.toml'} "
+                                          f"and {boards / 'host.toml'}; remove one of them"):
+        targets.get("cortex-m4f")
+
+
+def test_a_target_folder_entry_point_that_is_no_folder_is_refused(site):
+    install(site, "assay-nofolder", {"assay.targets": {"nofolder": "assay_nofolder:PROFILES"}},
+            {"assay_nofolder": "PROFILES = 42\n"})
+    with pytest.raises(ConfigError, match=r"target folder 'nofolder' of assay-nofolder 1.0 "
+                                          r"\(assay_nofolder:PROFILES\) is not a folder: 42"):
+        targets.names()
+
+
 # --- a plugin generator, reference and command run by `assay`, unchanged -------------------------------------------
 
 WRAPPED = '''"""A generator that hands over C generated elsewhere (a dir: folder), a reference that is ONNX Runtime under
@@ -219,12 +257,12 @@ def test_a_plugin_generator_reference_and_command_run_in_assay_unchanged(tmp_pat
     assert {r["provenance"]["generator_version"] for r in records} == {"1.0"}
 
 
-# --- the generator recipe of docs/architecture.md, exactly as written ----------------------------------------------
+# --- the generator recipe of docs/architecture.md, exactly as docs/recipes.md writes it (the others: test_recipes.py)
 
 
 def recipe() -> tuple[str, dict[str, dict[str, str]]]:
-    """The module and the entry points of docs/architecture.md's "A generator, in full"."""
-    text = (ROOT / "docs" / "architecture.md").read_text().split("### A generator, in full", 1)[1]
+    """The module and the entry points of docs/recipes.md's "A generator, in full"."""
+    text = (ROOT / "docs" / "recipes.md").read_text().split("## A generator, in full", 1)[1]
     module = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     declared = tomllib.loads(re.search(r"```toml\n(.*?)```", text, re.S).group(1))
     return module, declared["project"]["entry-points"]

@@ -1,8 +1,11 @@
-"""The package's integrity: ``evidence.json`` lists every file with its size and SHA-256; ``verify``
-recomputes them; the archive is a deterministic zip.
+"""How a package is written: ``evidence.json`` lists every other file with its size and SHA-256 but the declared
+volatile file; the archive is a deterministic zip; the package digest (``DIR.sha256`` beside ``DIR/`` and
+``DIR.zip``) is the SHA-256 of ``evidence.json``'s canonical bytes, which list every other file's hash, so that one
+digest binds the whole package. What ``assay evidence verify`` checks is ``integrity.py``.
 
-Timestamps and durations live in one declared volatile file (``volatile.json``) which is listed but
-not hashed, so that rebuilding the package from the same inputs gives byte-identical files elsewhere.
+Timestamps and durations live in the volatile file (``volatile.json``), not hashed but restricted by its schema to
+them (``integrity.check_volatile``), so that rebuilding the package from the same inputs gives byte-identical files
+elsewhere.
 """
 
 from __future__ import annotations
@@ -10,15 +13,17 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import AssayError
 from harness.stages.evidence.spec import SPEC
 
 SCHEMA = SPEC.schema
 INDEX = SPEC.result_file
 VOLATILE = "volatile.json"
+VOLATILE_SCHEMA = "assay-evidence-volatile/1"
+# the fields of a stage's records that change from run to run: moved to volatile.json (run.py)
+VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c_seconds", "wall_seconds"})
+DIGEST_SUFFIX = ".sha256"
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks into the archive
 
 
@@ -30,29 +35,44 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def canonical(data: object) -> bytes:
+    """A JSON document's canonical bytes: sorted keys, one-space indentation, a final newline (every JSON file of
+    the package is written so; the package digest is the SHA-256 of ``evidence.json``'s)."""
+    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+
 def write_json(path: Path, data: object) -> Path:
-    """Deterministic JSON: sorted keys, fixed indentation, a final newline."""
+    """Deterministic JSON: its canonical bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    path.write_bytes(canonical(data))
     return path
 
 
 def file_list(root: Path) -> list[dict]:
-    """Every file below ``root`` except the index itself: path, size and SHA-256 (volatile: no hash)."""
-    files = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        name = path.relative_to(root).as_posix()
-        if name == INDEX:
-            continue
-        volatile = name == VOLATILE  # listed, but neither sized nor hashed: it changes with every build
-        files.append({"path": name, "size": None if volatile else path.stat().st_size,
-                      "sha256": None if volatile else sha256(path)})
-    return files
+    """Every file below ``root`` but the index and the volatile file: path, size and SHA-256."""
+    return [{"path": name, "size": path.stat().st_size, "sha256": sha256(path)}
+            for path, name in ((p, p.relative_to(root).as_posix()) for p in sorted(root.rglob("*")) if p.is_file())
+            if name not in (INDEX, VOLATILE)]
 
 
 def write_index(root: Path, summary: dict) -> Path:
-    """``evidence.json``: the schema, ``summary`` (what was run, the verdict) and the file list."""
+    """``evidence.json``: the schema, ``summary`` (what was run, the verdicts), the volatile file's name and the
+    file list."""
     return write_json(root / INDEX, {"schema": SCHEMA, **summary, "volatile": VOLATILE, "files": file_list(root)})
+
+
+def digest_file(location: Path) -> Path:
+    """``DIR.sha256`` of the package ``DIR/`` or ``DIR.zip``."""
+    location = Path(location)
+    return location.with_name((location.stem if location.suffix == ".zip" else location.name) + DIGEST_SUFFIX)
+
+
+def write_digest(root: Path) -> str:
+    """Write ``DIR.sha256`` beside the package (``sha256sum -c`` reads it in the folder holding ``DIR/``); return
+    the digest: the SHA-256 of ``DIR/evidence.json``, which lists every other file's."""
+    digest = sha256(root / INDEX)
+    digest_file(root).write_text(f"{digest}  {root.name}/{INDEX}\n")
+    return digest
 
 
 def archive(root: Path) -> Path:
@@ -67,63 +87,9 @@ def archive(root: Path) -> Path:
     return target
 
 
-@dataclass
-class Verification:
-    """What ``verify`` found; intact only when every list is empty."""
-
-    checked: int = 0
-    missing: list[str] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
-    modified: list[str] = field(default_factory=list)
-
-    @property
-    def intact(self) -> bool:
-        return not (self.missing or self.extra or self.modified)
-
-    def lines(self) -> list[str]:
-        return ([f"missing: {p}" for p in self.missing] + [f"extra: {p}" for p in self.extra]
-                + [f"modified: {p}" for p in self.modified])
-
-
-def verify(location: Path) -> Verification:
-    """Recompute every hash of a package folder or its zip against its ``evidence.json``."""
-    location = Path(location)
-    if location.is_dir():
-        files = {p.relative_to(location).as_posix(): p.read_bytes
-                 for p in location.rglob("*") if p.is_file()}
-        return _check(files, str(location))
-    if not location.is_file():
-        raise AssayError(f"{location}: no such evidence package (a folder or a .zip)")
-    try:
-        zf = zipfile.ZipFile(location)
-    except zipfile.BadZipFile:
-        raise AssayError(f"{location}: not a zip archive") from None
-    with zf:
-        names = [n for n in zf.namelist() if not n.endswith("/")]
-        prefix = names[0].split("/", 1)[0] + "/" if names else ""
-        files = {n[len(prefix):]: (lambda n=n: zf.read(n)) for n in names if n.startswith(prefix)}
-        return _check(files, str(location))
-
-
-def _check(files: dict, where: str) -> Verification:
-    if INDEX not in files:
-        raise AssayError(f"{where}: no {INDEX}: not an Assay evidence package")
-    try:
-        index = json.loads(files[INDEX]())
-    except json.JSONDecodeError as exc:
-        raise AssayError(f"{where}/{INDEX}: not JSON ({exc})") from None
-    if index.get("schema") != SCHEMA:
-        raise AssayError(f"{where}/{INDEX}: schema {index.get('schema')!r}, expected {SCHEMA}")
-    result = Verification()
-    listed = {entry["path"]: entry for entry in index.get("files", [])}
-    for name, entry in sorted(listed.items()):
-        if name not in files:
-            result.missing.append(name)
-            continue
-        result.checked += 1
-        data = files[name]()
-        if entry["sha256"] is not None and (len(data) != entry["size"]
-                                             or hashlib.sha256(data).hexdigest() != entry["sha256"]):
-            result.modified.append(name)
-    result.extra = sorted(set(files) - set(listed) - {INDEX})
-    return result
+def seal(root: Path, summary: dict) -> str:
+    """Finish a package whose files are written: ``evidence.json`` (``summary`` and the file list), ``DIR.zip`` and
+    ``DIR.sha256``; return the package digest."""
+    write_index(root, summary)
+    archive(root)
+    return write_digest(root)

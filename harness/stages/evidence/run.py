@@ -32,21 +32,14 @@ from harness.digests import digest
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
 from harness.measurement import cycles
-from harness.stages.evidence import coverage, objcov, package, sci, testsets, tor, trace
-from harness.stages.evidence.package import sha256, write_json
+from harness.stages.evidence import coverage, objcov, package, sci, testsets, tor, trace, verdicts
+from harness.stages.evidence.package import VOLATILE_KEYS, sha256, write_json
 from harness.stages.evidence.report import write_index_page
 from harness.stages.evidence.spec import SPEC as EVIDENCE
-from harness.stages.memory import spec as memory_spec
-from harness.stages.met import spec as met_spec
-from harness.stages.mutate import spec as mutate_spec
-from harness.stages.semantic import spec as semantic_spec
+from harness.stages.evidence.verdicts import NOT_RUN, STAGES
 from harness.stages.wcet import spec as wcet_spec
 from harness.targets import HOST
 
-VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c_seconds", "wall_seconds"})
-# the stages run, by name: their result file, schema, passing verdicts and report files are in their contracts
-STAGES = {spec.name: spec for spec in (semantic_spec.SPEC, memory_spec.SPEC, met_spec.SPEC, wcet_spec.SPEC,
-                                       mutate_spec.SPEC)}
 SANITIZED_INPUTS = 100  # test inputs of each host item also run under ASan and UBSan (semantic --sanitize)
 
 
@@ -73,20 +66,19 @@ class Settings:
 
 @dataclass
 class Built:
-    """What the build did: the package folder, its archive, the verdict of each part."""
+    """What the build did: the package folder, its archive, the verdict of each part, the package digest."""
 
     root: Path
     archive: Path
     verdicts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    tool_qualification: str = "not run"  # the TOR matrix's verdict (pass, fail, incomplete) or "not run"
+    tool_qualification: str = NOT_RUN  # the TOR matrix's verdict (pass, fail, incomplete, unverified)
+    digest: str | None = None  # the SHA-256 of evidence.json, also in DIR.sha256 (package.write_digest)
 
     @property
     def verdict(self) -> str:
-        """``pass`` when every part about the code passes and none of Assay's own tests that ran failed (a
-        subset of them, ``incomplete``, is said in its part and does not fail the code's evidence)."""
-        return PASS if self.verdicts and all(v == PASS for v in self.verdicts.values()) \
-            and self.tool_qualification != FAIL else FAIL
+        """``verdicts.overall``: every part passes and none of Assay's own tests that ran failed."""
+        return verdicts.overall(self.verdicts, self.tool_qualification)
 
 
 def build(settings: Settings, progress=print) -> Built:
@@ -106,9 +98,7 @@ def build(settings: Settings, progress=print) -> Built:
                  ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs), *sharding]),
                  ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
-    verdict, notes = sci.tested_configuration(doctor)
-    built.verdicts[sci.TESTED_CONFIGURATION] = verdict
-    built.notes.extend(notes)
+    built.notes.extend(sci.tested_configuration(doctor)[1])
     if settings.mutants is None or settings.mutants > 0:
         plan.append(("mutate", [*common, "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
                                 "--input-sets", ",".join(settings.input_sets), "--set-inputs", str(settings.set_inputs),
@@ -116,7 +106,8 @@ def build(settings: Settings, progress=print) -> Built:
                                 *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
     else:
         built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
-    volatile: dict = {"started_at": _now(), "stages": {}, "parts_s": {}, "configuration_notes": doctor["notes"]}
+    volatile: dict = {"schema": package.VOLATILE_SCHEMA, "started_at": _now(), "stages": {}, "parts_s": {},
+                      "configuration_notes": doctor["notes"]}
     parts = volatile["parts_s"]
     records: dict[str, list[dict]] = {}
     commands = []
@@ -134,13 +125,12 @@ def build(settings: Settings, progress=print) -> Built:
         run = future.result()
         commands.append(" ".join(run.command))
         records[spec.name] = run.records
-        built.verdicts[spec.name] = PASS if run.records and all(spec.passed(r) for r in run.records) else FAIL
         stable, moving = _split_volatile(run.records)
         volatile["stages"][spec.name] = moving
-        write_json(spec.path(root / "results" / spec.name), {"schema": spec.schema, "records": stable})
+        write_json(root / verdicts.stage_result(spec.name), {"schema": spec.schema, "records": stable})
         for name in spec.reports:
             if (runs_dir / spec.name / name).is_file():
-                shutil.copyfile(runs_dir / spec.name / name, root / "results" / spec.name / name)
+                shutil.copyfile(runs_dir / spec.name / name, root / verdicts.stage_folder(spec.name) / name)
 
     collect(*running[0])  # semantic: it names the generated codes
     items = sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"]
@@ -175,19 +165,16 @@ def build(settings: Settings, progress=print) -> Built:
         archived = code.source_hashes()
         generated.append({"model": item[0], "generator": code.manifest.get("generator", {"name": item[1]}),
                           "variant": item[2], "directory": f"code/{key}",
-                          "files": {p.name: sha256(p) for p in sorted(code_dir.iterdir()) if p.is_file()},
+                          "files": {p.relative_to(code_dir).as_posix(): sha256(p)
+                                    for p in sorted(code_dir.rglob("*")) if p.is_file()},
                           "same_as_verified": archived == verified})
         if archived != verified:
-            built.verdicts["configuration"] = FAIL
             built.notes.append(f"{key}: the archived code differs from the code the semantic stage verified")
         set_records[key] = measured["set_records"]
         if any(r["verdict"] == FAIL for r in set_records[key].values()):
-            built.verdicts["inputs"] = FAIL
             built.notes.append(f"{key}: " + "; ".join(
                 f"input set {k}: first layer over the tolerance {r['first_layer_over_tolerance']}"
                 for k, r in set_records[key].items() if r["verdict"] == FAIL))
-        elif built.verdicts.get("inputs") != FAIL:
-            built.verdicts["inputs"] = PASS
         summary, layer_errors = measured["coverage"], measured["layer_errors"]
         coverage_rows[key] = summary
         elves = {}
@@ -217,34 +204,38 @@ def build(settings: Settings, progress=print) -> Built:
         (root / "trace" / key / "trace.csv").write_text(trace.as_csv(trace_rows[key]["layers"]))
     measuring.shutdown()
     write_json(root / "trace" / "trace.json", {"schema": "assay-trace/1", "codes": trace_rows})
-    write_json(root / "inputs" / "input-sets.json", {"schema": testsets.SCHEMA, "sets": settings.input_sets,
-                                                     "set_inputs": settings.set_inputs, "codes": set_records})
-    write_json(root / "coverage" / "coverage-summary.json", {"schema": "assay-coverage/1", "codes": coverage_rows})
-    built.verdicts["coverage"] = PASS if all(c["line_percent"] == 100.0 for c in coverage_rows.values()) else \
-        "incomplete"
+    write_json(root / verdicts.INPUT_SETS, {"schema": testsets.SCHEMA, "sets": settings.input_sets,
+                                            "set_inputs": settings.set_inputs, "codes": set_records})
+    write_json(root / verdicts.COVERAGE, {"schema": "assay-coverage/1", "codes": coverage_rows})
     pool.shutdown()
     waited = time.perf_counter()
     qualification = qualifying.result()
     parts["waiting for the tool qualification run"] = round(time.perf_counter() - waited, 2)
     background.shutdown()
-    built.tool_qualification = qualification["verdict"] if qualification else "not run"
     if qualification is None:
         built.notes.append("tool qualification: Assay's own tests not run (--tor-tests none)")
+    elif qualification["verdict"] == "unverified":
+        built.notes.append(f"tool qualification unverified: the JUnit XML was given (--tor-junit), not produced by "
+                           f"this build; its results would be {qualification['results_verdict']} "
+                           f"(tool-qualification/tor-matrix.md)")
     elif qualification["verdict"] != PASS:
         built.notes.append(f"tool qualification {qualification['verdict']}: " + ", ".join(
             f"{k} {v}" for k, v in qualification["counts"].items()) + " requirements (tool-qualification/tor-matrix.md)")
     models = [load_model(m, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
               for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != UNLOADED)]
-    write_json(root / "sci" / "sci.json", sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
-                                                                   commands, doctor))
+    write_json(root / verdicts.SCI, sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
+                                                            commands, doctor))
+    # the verdicts are those the package's own files give: the computation assay evidence verify repeats
+    found = verdicts.of_package(lambda path: (root / path).read_bytes() if (root / path).is_file() else None)
+    built.verdicts, built.tool_qualification = found.parts, found.tool_qualification
     volatile["finished_at"] = _now()
     write_json(root / package.VOLATILE, volatile)
     write_index_page(root, built, coverage_rows, trace_rows)
-    package.write_index(root, {"command": commands, "models": settings.models, "generators": settings.generators,
-                               "targets": settings.targets, "inputs": settings.n_inputs, "seed": settings.seed,
-                               "verdict": built.verdict, "verdicts": built.verdicts, "notes": built.notes,
-                               "tool_qualification": built.tool_qualification})
-    package.archive(root)
+    built.digest = package.seal(root, {"command": commands, "models": settings.models,
+                                       "generators": settings.generators, "targets": settings.targets,
+                                       "inputs": settings.n_inputs, "seed": settings.seed, "verdict": built.verdict,
+                                       "verdicts": built.verdicts, "notes": built.notes,
+                                       "tool_qualification": built.tool_qualification})
     return built
 
 
@@ -355,6 +346,7 @@ def _fresh(out: Path) -> Path:
         if not (out / package.INDEX).is_file() and any(out.iterdir()):
             raise AssayError(f"{out}: exists and is not an evidence package; choose another --out")
         shutil.rmtree(out)
+    package.digest_file(out).unlink(missing_ok=True)  # a package cut short has no digest
     out.mkdir(parents=True)
     write_json(out / package.INDEX, {"schema": package.SCHEMA, "verdict": "incomplete"})  # ours, even if cut short
     return out

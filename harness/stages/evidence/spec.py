@@ -1,5 +1,5 @@
 """The evidence stage's contract (``harness.contract``): ``evidence.json`` at the root of the package, schema
-``assay-evidence/1``, from the results of the stages it runs. Its options are declared here once: ``assay
+``assay-evidence/2``, from the results of the stages it runs. Its options are declared here once: ``assay
 evidence``'s and the defaults of ``run.Settings``."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def names(text: str) -> list[str]:
 SPEC = StageSpec(
     name="evidence",
     result_file="evidence.json",
-    schema="assay-evidence/1",
+    schema="assay-evidence/2",
     verdicts=(PASS, FAIL, "incomplete"),  # incomplete: the package of a build cut short
     passing=(PASS,),
     consumes=("semantic", "memory", "met", "wcet", "mutate"),

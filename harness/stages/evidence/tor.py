@@ -1,11 +1,17 @@
 """Tool qualification data for Assay itself (DO-330, TQL-5): the Tool Operational Requirements of
 ``docs/tor.md``, the JUnit XML of a run of Assay's own test suite, and the TOR -> tests -> result matrix.
 
-A test names the requirements it verifies with ``@pytest.mark.tor("TOR-SEM-001", ...)``; Assay's pytest plugin
-writes them into the JUnit XML as ``<property name="tor" value="TOR-..."/>`` of each test case, so the matrix is
-computed from the run's own report, not from a list kept by hand. The test sources are read too (without
-importing them) so that a requirement whose tests were deselected or skipped is ``not run``, distinct from one
-no test verifies (``missing``).
+A test names the requirements it verifies with ``@pytest.mark.tor("TOR-SEM-001", ...)`` on its function; Assay's
+pytest plugin writes them into the JUnit XML as ``<property name="tor" value="TOR-..."/>`` of each test case, so the
+matrix is computed from the run's own report, not from a list kept by hand. The test sources are read too
+(without importing them): every test case of the run must be a test of the suite carrying the same IDs as its
+marker in the source (else the file is refused, ``check_run``), and a requirement passes only when every test
+that carries its ID in the source ran and passed; one of them skipped, deselected or not run makes it
+``incomplete``.
+
+A JUnit XML file that this run did not produce (``assay evidence tor-matrix --junit``, ``assay evidence
+--tor-junit``) is not evidence of anything: its matrix says ``unverified`` (or ``fail``, a failure it reports is
+never hidden), with what its results would give as ``results_verdict``.
 
 The JUnit XML is read with the standard library's ElementTree: the file is pytest's own and small, and no
 JUnit library adds anything to reading test cases and their properties.
@@ -21,13 +27,14 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness.core.provenance import tool_versions
 from harness.digests import digest, tree_digest
 from harness.errors import AssayError
 
-SCHEMA = "assay-tor-matrix/1"
+SCHEMA = "assay-tor-matrix/2"
 REPO = Path(__file__).resolve().parents[3]
 TOR_DOCUMENT = REPO / "docs" / "tor.md"
 TESTS = REPO / "tests"
@@ -44,31 +51,47 @@ def requirements(document: Path = TOR_DOCUMENT) -> list[dict]:
     """The requirements of ``document`` in its order: ``{"id", "title", "area"}`` per ``### TOR-...`` heading."""
     if not Path(document).is_file():
         raise AssayError(f"{document}: no Tool Operational Requirements document")
+    return requirements_of(Path(document).read_text(), str(document))
+
+
+def requirements_of(text: str, where: str = "docs/tor.md") -> list[dict]:
+    """``requirements`` of the document's text (``where`` names it in an error)."""
     found = []
-    for line in Path(document).read_text().splitlines():
+    for line in text.splitlines():
         match = _HEADING.match(line)
         if match:
             found.append({"id": match[1], "title": match[2], "area": match[1].split("-")[1]})
     ids = [r["id"] for r in found]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise AssayError(f"{document}: requirement IDs given twice: {', '.join(duplicates)}")
+        raise AssayError(f"{where}: requirement IDs given twice: {', '.join(duplicates)}")
     return found
 
 
-def source_tags(tests: Path = TESTS) -> dict[str, list[str]]:
-    """``{"tests/x/test_y.py::test_z": [TOR IDs]}`` from the ``pytest.mark.tor(...)`` decorators of the sources."""
-    tags: dict[str, list[str]] = {}
+def suite_tests(tests: Path = TESTS, root: Path | None = None) -> dict[str, list[str]]:
+    """Every test function of the suite's sources (``test*`` functions of ``test_*.py`` files and ``test*`` methods
+    of their ``Test*`` classes, read, not imported), with the requirement IDs of its ``pytest.mark.tor(...)``
+    decorators: ``{"tests/x/test_y.py::test_z": [IDs]}``, paths relative to ``root`` (default: the folder holding
+    ``tests``, where pytest runs, so that the names are those of the JUnit XML)."""
+    root = Path(tests).parent if root is None else Path(root)
+    found: dict[str, list[str]] = {}
     for path in sorted(Path(tests).rglob("test_*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            ids = [arg.value for decorator in node.decorator_list if _is_tor_marker(decorator)
-                   for arg in decorator.args if isinstance(arg, ast.Constant)]
-            if ids:
-                tags[f"{path.relative_to(Path(tests).parent).as_posix()}::{node.name}"] = ids
-    return tags
+        module = path.relative_to(root).as_posix()
+        body = ast.parse(path.read_text(), filename=str(path)).body
+        scopes = [("", body)] + [(f"{node.name}::", node.body) for node in body
+                                 if isinstance(node, ast.ClassDef) and node.name.startswith("Test")]
+        for prefix, nodes in scopes:
+            for node in nodes:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                    found[f"{module}::{prefix}{node.name}"] = [
+                        arg.value for decorator in node.decorator_list if _is_tor_marker(decorator)
+                        for arg in decorator.args if isinstance(arg, ast.Constant)]
+    return found
+
+
+def source_tags(tests: Path = TESTS, root: Path | None = None) -> dict[str, list[str]]:
+    """``{"tests/x/test_y.py::test_z": [TOR IDs]}``: the tests of ``suite_tests`` that carry a requirement."""
+    return {test: ids for test, ids in suite_tests(tests, root).items() if ids}
 
 
 def _is_tor_marker(node: ast.expr) -> bool:
@@ -76,15 +99,19 @@ def _is_tor_marker(node: ast.expr) -> bool:
             and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "mark")
 
 
-def junit_cases(junit: Path) -> list[dict]:
-    """Every test case of a pytest JUnit XML file: ``{"test", "outcome", "tor", "message"}``.
+def junit_cases(junit: Path | bytes) -> list[dict]:
+    """Every test case of a pytest JUnit XML file (a path, or its bytes): ``{"test", "outcome", "tor", "message",
+    "key"}``.
 
-    ``outcome`` is ``passed``, ``failed`` (a failure or an error), or ``skipped``.
+    ``outcome`` is ``passed``, ``failed`` (a failure or an error), or ``skipped``; ``key`` is what names the test
+    function in the JUnit XML (``classname::name`` without the parameters), ``resolve`` turns it into the suite's
+    name of the function. A collection error (pytest's case without a class name) has the module as ``key``.
     """
+    where = "the JUnit XML" if isinstance(junit, bytes) else junit
     try:
-        root = ElementTree.parse(junit).getroot()
+        root = ElementTree.fromstring(junit) if isinstance(junit, bytes) else ElementTree.parse(junit).getroot()
     except (OSError, ElementTree.ParseError) as exc:
-        raise AssayError(f"{junit}: not a readable JUnit XML file ({exc})") from None
+        raise AssayError(f"{where}: not a readable JUnit XML file ({exc})") from None
     cases = []
     for case in root.iter("testcase"):
         module, name = case.get("classname", ""), case.get("name", "")
@@ -96,45 +123,129 @@ def junit_cases(junit: Path) -> list[dict]:
                 message = (element.get("message") or "").splitlines()[0][:200] if element.get("message") else kind
                 break
         ids = [p.get("value") for p in case.iter("property") if p.get("name") == "tor"]
-        cases.append({"test": f"{module.replace('.', '/')}.py::{name}", "outcome": outcome, "tor": ids,
-                      "message": message})
+        cases.append({"test": f"{module.replace('.', '/')}.py::{name}" if module else name, "name": name,
+                      "outcome": outcome, "tor": ids, "message": message,
+                      "key": f"{module}::{name.split('[', 1)[0]}" if module else name})
     return cases
 
 
-def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run: dict) -> dict:
-    """The TOR -> tests -> result matrix (``assay-tor-matrix/1``).
+def _key(test: str) -> str:
+    """The JUnit XML's name of a suite test: ``tests/x/test_y.py::Cls::test_z`` -> ``tests.x.test_y.Cls::test_z``."""
+    path, *scope = test.split("::")
+    return ".".join([path.removesuffix(".py").replace("/", "."), *scope[:-1]]) + "::" + scope[-1]
 
-    A requirement is ``pass`` when at least one of its tests ran and every one that ran passed, ``fail`` when
-    one failed, ``not run`` when it has tests but none ran, ``missing`` when no test names it. IDs named by a
-    test or the run but absent from the document are listed as ``unknown_ids``.
+
+def resolve(cases: list[dict], tests: Iterable[str]) -> list[dict]:
+    """``cases`` with ``function``: the suite's name of the test function each one ran (one of ``tests``), or None
+    (a test the suite does not have, or a collection error: then ``module``, the suite's module it names, or None);
+    a case of a known function is shown under the suite's name (``tests/x/test_y.py::test_z[1]``)."""
+    by_key = {_key(test): test for test in tests}
+    modules = {path.removesuffix(".py").replace("/", "."): path for path in {test.split("::")[0] for test in tests}}
+    resolved = []
+    for case in cases:
+        function = by_key.get(case["key"])
+        parameters = case["name"][len(case["name"].split("[", 1)[0]):]  # "[2]" of test_half[2]
+        shown = function + parameters if function else case["test"]
+        resolved.append({**case, "test": shown, "function": function,
+                         "module": None if function or "::" in case["key"] else modules.get(case["key"])})
+    return resolved
+
+
+def check_run(cases: list[dict], suite: dict[str, list[str]], junit: Path | str) -> None:
+    """Refuse (one line, an AssayError) a JUnit XML file that is not a run of this suite: a test case of a test
+    the suite does not have, or one whose requirement IDs are not those of its test's marker in the source.
+    ``cases``: resolved against ``suite`` (``suite_tests``)."""
+    unknown = [c["test"] for c in cases if c["function"] is None and c["module"] is None]
+    if unknown:
+        raise AssayError(f"{junit}: {len(unknown)} test case(s) are not tests of Assay's suite (first: {unknown[0]}): "
+                         f"not a run of Assay's own tests, refused")
+    for case in cases:
+        if case["function"] is not None and sorted(set(case["tor"])) != sorted(set(suite[case["function"]])):
+            raise AssayError(f"{junit}: {case['test']} carries the requirements "
+                             f"{', '.join(sorted(set(case['tor']))) or 'none'} but its marker in the source says "
+                             f"{', '.join(sorted(set(suite[case['function']]))) or 'none'}: refused")
+
+
+STATUSES = ("pass", "fail", "incomplete", "not run", "missing")
+
+
+def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run: dict) -> dict:
+    """The TOR -> tests -> result matrix (``assay-tor-matrix/2``); ``cases``: resolved (``resolve``) against the
+    suite's tests, ``tags``: the tests that carry a requirement in the source (``source_tags``).
+
+    A requirement is ``fail`` when one of its tests failed; ``pass`` only when every test that carries it in the
+    source ran and passed (at least one case of each, none skipped); ``incomplete`` when some ran and passed but
+    another was skipped, deselected or not run; ``not run`` when none ran; ``missing`` when no test names it. IDs
+    named by a test or the run but absent from the document are listed as ``unknown_ids``; a collection error of a
+    test module (``collection_errors``) fails the run. ``run["junit_given"]``: the JUnit XML was given, not produced
+    by this run: the verdict is ``unverified`` (``fail`` stays ``fail``), ``results_verdict`` what its results give.
     """
     known = {r["id"] for r in reqs}
     rows = []
     for requirement in reqs:
         ran = [c for c in cases if requirement["id"] in c["tor"]]
-        executed = [c for c in ran if c["outcome"] != "skipped"]
         tagged = sorted(test for test, ids in tags.items() if requirement["id"] in ids)
-        if any(c["outcome"] == "failed" for c in executed):
+        passed = {c["function"] for c in ran if c["outcome"] == "passed"}
+        if any(c["outcome"] == "failed" for c in ran):
             status = "fail"
-        elif executed:
+        elif not tagged and not ran:
+            status = "missing"
+        elif not passed:
+            status = "not run"
+        elif all(c["outcome"] == "passed" for c in ran) and set(tagged) <= passed:
             status = "pass"
         else:
-            status = "not run" if tagged or ran else "missing"
+            status = "incomplete"
         rows.append({**requirement, "status": status, "tests_in_source": tagged,
+                     "not_run": [test for test in tagged if test not in passed],
                      "results": [{"test": c["test"], "outcome": c["outcome"], "message": c["message"]}
                                  for c in ran]})
     unknown = sorted({i for c in cases for i in c["tor"]} | {i for ids in tags.values() for i in ids})
-    counts = {status: sum(r["status"] == status for r in rows) for status in ("pass", "fail", "not run", "missing")}
+    counts = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
+    errors = sorted(c["test"] for c in cases if c["function"] is None and c["outcome"] == "failed")
+    results = verdict(counts, errors)
+    given = bool(run.get("junit_given"))
     return {"schema": SCHEMA, "run": run, "requirements": len(rows), "counts": counts,
-            "verdict": verdict(counts), "unknown_ids": [i for i in unknown if i not in known], "rows": rows,
+            "verdict": "unverified" if given and results != "fail" else results, "results_verdict": results,
+            "verified": not given, "collection_errors": errors,
+            "unknown_ids": [i for i in unknown if i not in known], "rows": rows,
             "test_cases": len(cases), "test_cases_with_tor": sum(bool(c["tor"]) for c in cases)}
 
 
-def verdict(counts: dict[str, int]) -> str:
-    """``pass`` only when every requirement passed; ``fail`` if one failed; ``incomplete`` otherwise."""
-    if counts["fail"]:
+def verdict(counts: dict[str, int], collection_errors: Iterable[str] = ()) -> str:
+    """What the run's results give: ``pass`` only when every requirement passed; ``fail`` if one failed or a test
+    module could not be collected; ``incomplete`` otherwise."""
+    if counts["fail"] or list(collection_errors):
         return "fail"
-    return "pass" if not (counts["not run"] or counts["missing"]) else "incomplete"
+    return "pass" if counts["pass"] == sum(counts.values()) else "incomplete"
+
+
+def recheck(packaged: dict, junit: bytes, document: str) -> list[str]:
+    """A packaged matrix against what its packaged JUnit XML and TOR document give (``assay evidence verify``),
+    with the tests in source it lists: one line per requirement status, count or verdict that differs."""
+    tags: dict[str, list[str]] = {}
+    for row in packaged.get("rows", []):
+        for test in row.get("tests_in_source", []):
+            tags.setdefault(test, []).append(row["id"])
+    again = matrix(requirements_of(document, "tool-qualification/tor.md"), resolve(junit_cases(junit), tags), tags,
+                   packaged.get("run", {}))
+    where = "tool-qualification/tor-matrix.json"
+    lines = [f"{where}: {row['id']} says {old.get('status')}, the packaged JUnit XML gives {row['status']}"
+             for row, old in zip(again["rows"], packaged.get("rows", [])) if row["status"] != old.get("status")]
+    if [row["id"] for row in again["rows"]] != [row.get("id") for row in packaged.get("rows", [])]:
+        lines.append(f"{where}: its requirements are not those of tool-qualification/tor.md")
+    for key in ("counts", "verdict", "results_verdict"):
+        if packaged.get(key) != again[key]:
+            lines.append(f"{where}: {key} {packaged.get(key)!r}, the packaged JUnit XML gives {again[key]!r}")
+    return lines
+
+
+def verdict_line(result: dict) -> str:
+    """The matrix's verdict in words: an unverified one says why and what its results give."""
+    if result["verdict"] == "unverified":
+        return (f"verdict **unverified**: the JUnit XML was given, not produced by this run, so its results "
+                f"({result['results_verdict']}) are not evidence")
+    return f"verdict **{result['verdict']}**"
 
 
 def as_markdown(result: dict) -> str:
@@ -144,22 +255,27 @@ def as_markdown(result: dict) -> str:
                                                                          if run.get("returncode") is not None else ""),
              f"JUnit XML: `{run.get('junit')}`; {result['test_cases']} test cases, "
              f"{result['test_cases_with_tor']} of them tagged with a requirement.", "",
-             "Counts: " + ", ".join(f"{k} {v}" for k, v in result["counts"].items()) + f"; verdict **{result['verdict']}**",
-             "", "| requirement | title | status | tests run (passed/failed/skipped) | tests in source |",
-             "|---|---|---|---|---|"]
+             "Counts: " + ", ".join(f"{k} {v}" for k, v in result["counts"].items()) + f"; {verdict_line(result)}",
+             "", "A requirement passes only when every test carrying it in the source ran and passed.", "",
+             "| requirement | title | status | tests run (passed/failed/skipped) | tests in source | not run |",
+             "|---|---|---|---|---|---|"]
     for row in result["rows"]:
         outcomes = [r["outcome"] for r in row["results"]]
         figures = f"{outcomes.count('passed')}/{outcomes.count('failed')}/{outcomes.count('skipped')}"
-        lines.append(f"| {row['id']} | {row['title']} | {row['status']} | {figures} | {len(row['tests_in_source'])} |")
+        lines.append(f"| {row['id']} | {row['title']} | {row['status']} | {figures} | {len(row['tests_in_source'])} "
+                     f"| {len(row['not_run'])} |")
     if result["unknown_ids"]:
         lines += ["", "IDs named by tests but not in docs/tor.md: " + ", ".join(result["unknown_ids"])]
+    if result["collection_errors"]:
+        lines += ["", "Test modules that could not be collected: " + ", ".join(result["collection_errors"])]
     failed = [(row["id"], r) for row in result["rows"] for r in row["results"] if r["outcome"] == "failed"]
     if failed:
         lines += ["", "## Failed tests", ""] + [f"- {i}: `{r['test']}`: {r['message']}" for i, r in failed]
     lines += ["", "## Tests per requirement", ""]
     for row in result["rows"]:
         tests = ", ".join(f"`{r['test']}` {r['outcome']}" for r in row["results"]) or "none ran"
-        lines.append(f"- **{row['id']}** ({row['status']}): {tests}")
+        missing = "; not run: " + ", ".join(f"`{t}`" for t in row["not_run"]) if row["not_run"] else ""
+        lines.append(f"- **{row['id']}** ({row['status']}): {tests}{missing}")
     return "\n".join(lines) + "\n"
 
 
@@ -222,9 +338,16 @@ def normalise_junit(source: Path, target: Path) -> Path:
     return target
 
 
-def write(junit: Path, out: Path, run: dict, document: Path = TOR_DOCUMENT, tests: Path = TESTS) -> dict:
-    """Write ``tor-matrix.json`` and ``tor-matrix.md`` for ``junit`` into ``out``; return the matrix."""
-    result = matrix(requirements(document), junit_cases(junit), source_tags(tests), {**run, "junit": junit.name})
+def write(junit: Path, out: Path, run: dict, document: Path = TOR_DOCUMENT, tests: Path = TESTS,
+          root: Path | None = None) -> dict:
+    """Write ``tor-matrix.json`` and ``tor-matrix.md`` for ``junit`` into ``out``; return the matrix. ``tests``: the
+    suite's sources (names relative to ``root``, ``suite_tests``); a JUnit XML file that is not a run of them is
+    refused (``check_run``). ``run["junit_given"]``: the file was given, not produced by this run (unverified)."""
+    suite = suite_tests(tests, root)
+    cases = resolve(junit_cases(junit), suite)
+    check_run(cases, suite, junit)
+    result = matrix(requirements(document), cases, {test: ids for test, ids in suite.items() if ids},
+                    {**run, "junit": Path(junit).name})
     out.mkdir(parents=True, exist_ok=True)
     (out / "tor-matrix.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     (out / "tor-matrix.md").write_text(as_markdown(result))

@@ -5,8 +5,9 @@ measured execution. Its code is generated and cross-built once; then:
 
 1. flow facts are produced automatically (``wcet.flowfacts``: the manifest's
    loop bounds, checked against the C source, mapped onto the binary's loops,
-   plus the toolchain's library annotations) and written as OTAWA F4 (``.ff``)
-   and FFX (``.ffx``) files beside the ELF;
+   plus the toolchain's library annotations: ``toolchains/annotations/``, then
+   ``annotations/`` beside the target's profile) and written as OTAWA F4
+   (``.ff``) and FFX (``.ffx``) files beside the ELF;
 2. for each timing model and each engine (``builtin``: ``wcet.analyzer``;
    ``otawa``: ``owcet`` when it is on PATH) the WCET of the entry function is
    computed, with per-layer bounds from the built-in engine;
@@ -41,7 +42,7 @@ from harness import targets
 from harness.core.plan import Item
 from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
-from harness.digests import tree_digest
+from harness.digests import digest, tree_digest
 from harness.core.oracle import ERROR, FAIL, NOT_MEASURED, NOT_SUPPORTED, PASS, UNBOUNDED
 from harness.errors import USER_ERRORS, AssayError, NotSupported
 from harness.measurement import cycles, execcount
@@ -79,7 +80,7 @@ def _base_record(item: Item, timing_name: str, engine: str, settings: Settings) 
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Analyse and check one item; never raises for the item's own faults (they become error records)."""
     fingerprint = cycles.content_key(item, settings, engines=settings.engines, otawa_script=settings.otawa_script,
-                                     wcet_library=tree_digest(WCET_DIR))
+                                     wcet_library=tree_digest(WCET_DIR), annotations=_annotations_digest(item))
     if not settings.redo and fingerprint is not None:
         previous = store.find_all([_base_record(item, name, engine, settings)
                                    for name in item.checks for engine in settings.engines], fingerprint)
@@ -100,7 +101,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         regions, layer_names, dispatch = _regions(built.elf, code)
         start = time.perf_counter()
         try:
-            facts, fact_files = _flow_facts(built.elf, code)
+            facts, fact_files = _flow_facts(built.elf, code, targets.get(item.target).annotation_dirs())
         except FlowFactError as exc:
             if exc.origin != SOURCE_ORIGIN:
                 raise  # the generator's own manifest disagrees with its code: an error
@@ -141,13 +142,25 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     return records
 
 
-def _flow_facts(elf: Path, code) -> tuple[object, dict[str, str]]:
+def _annotations_digest(item: Item) -> str | None:
+    """The digest of the library loop annotations the item's target reads: an edited bound recomputes."""
+    try:
+        folders = targets.get(item.target).annotation_dirs()
+    except USER_ERRORS:
+        return None
+    return digest([tree_digest(folder, (".toml",)) for folder in folders])
+
+
+def _flow_facts(elf: Path, code, annotation_dirs: tuple[Path, ...] | None = None) -> tuple[object, dict[str, str]]:
     """Facts for the generated code, also written as .ff and .ffx beside the ELF. The headers count as
-    generated code too: header-only generators (emlearn) define their functions there."""
-    from wcet import ffformat, flowfacts
+    generated code too: header-only generators (emlearn) define their functions there. Library loops are
+    bounded by the annotations in ``annotation_dirs`` (the target's, ``TargetProfile.annotation_dirs``;
+    None: Assay's alone)."""
+    from wcet import annotations, ffformat, flowfacts
 
     headers = [code.directory / name for name in code.manifest.get("headers", [])]
-    facts = flowfacts.facts_for_generated(elf, code.manifest, [*code.sources, *headers], code.entry)
+    facts = flowfacts.facts_for_generated(elf, code.manifest, [*code.sources, *headers], code.entry,
+                                          annotation_dirs=annotation_dirs or (annotations.ANNOTATION_DIR,))
     f4, ffx = elf.with_suffix(".ff"), elf.with_suffix(".ffx")
     f4.write_text(ffformat.write_f4(facts, elf, code.entry))
     ffx.write_text(ffformat.write_ffx(facts, elf, code.entry))

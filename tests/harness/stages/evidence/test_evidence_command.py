@@ -34,22 +34,24 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
     out, work = tmp_path / "pkg", tmp_path / "work"
     args = ("evidence", "--models", "acas-reg50", "--targets", "host,cortex-m4f", "--inputs", "50",
             "--wcet-inputs", "5", "--set-inputs", "20", "--mutants", "0", "--out", str(out), "--work", str(work),
-            "--tor-tests", "tests/harness/stages/evidence/test_package.py -m tor")
+            "--tor-tests", "tests/harness/stages/evidence/test_tor.py -m tor")
     # on a configuration other than the tested one (assay doctor), the package says so and does not pass
     tested = configuration.report()["verdict"] == "tested"
     first = assay(*args)
     assert first.returncode == (0 if tested else 1), first.stderr[-2000:]
     index = json.loads((out / "evidence.json").read_text())
-    assert index["schema"] == "assay-evidence/1" and index["verdict"] == ("pass" if tested else "fail")
+    assert index["schema"] == "assay-evidence/2" and index["verdict"] == ("pass" if tested else "fail")
     assert set(index["verdicts"]) == {"semantic", "memory", "met", "wcet", "coverage", "inputs",
                                       "tested-configuration"}
     assert {part for part, verdict in index["verdicts"].items() if verdict != "pass"} == \
         (set() if tested else {"tested-configuration"})
-    # a subset of Assay's own tests ran: the requirements they verify pass, the others are "not run"
+    # a subset of Assay's own tests ran: a requirement all of whose tests ran passes, one with some of its tests
+    # run is incomplete, the others are "not run"
     assert index["tool_qualification"] == "incomplete"
     matrix = json.loads((out / "tool-qualification" / "tor-matrix.json").read_text())
     status = {row["id"]: row["status"] for row in matrix["rows"]}
-    assert status["TOR-EVD-001"] == "pass" and status["TOR-SEM-001"] == "not run"
+    assert status["TOR-EVD-006"] == "pass" and status["TOR-CLI-001"] == "incomplete"
+    assert status["TOR-EVD-001"] == status["TOR-SEM-001"] == "not run"
     assert (out / "tool-qualification" / "tor.md").is_file() and (out / "tool-qualification" / "junit.xml").is_file()
     objects = json.loads((out / "coverage" / "acas-reg50" / "assay-v2-keras" / "object-cortex-m4f.json").read_text())
     assert objects["schema"] == "assay-object-coverage/1" and objects["calls"] == 50
@@ -86,21 +88,25 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
         assert hashlib.sha256(np.load(out / record["file"]).tobytes()).hexdigest() == record["sha256"]
         assert 0 < record["activation_states"]["reached"] <= record["activation_states"]["states"]
 
-    before = hashes(out)
+    before, digest = hashes(out), (tmp_path / "pkg.sha256").read_text()
+    assert digest == f"{before['evidence.json']}  pkg/evidence.json\n" and before["evidence.json"] in first.stdout
     second = assay(*args)
     assert second.returncode == first.returncode, second.stderr[-2000:]
     after = hashes(out)
     assert set(before) == set(after)
     assert [name for name in before if before[name] != after[name]] == ["volatile.json"]
+    assert (tmp_path / "pkg.sha256").read_text() == digest  # the same package digest
     volatile = json.loads((out / "volatile.json").read_text())  # what each part cost; the test run reused
     assert volatile["tool_qualification_reused"] is True and volatile["tool_qualification_s"] is None
     assert {"stage semantic", "stage wcet", "stages together", "coverage (gcc, gcovr)",
             "object-code coverage (QEMU)"} <= set(volatile["parts_s"])
 
-    assert assay("evidence", "verify", str(out)).returncode == 0
+    intact = assay("evidence", "verify", str(out))
+    assert intact.returncode == 0 and f"package digest checked: {before['evidence.json']} against pkg.sha256" \
+        in intact.stdout, intact.stdout
     table = out / "results" / "semantic" / "table1.md"
     table.write_text(table.read_text() + " ")
     damaged = assay("evidence", "verify", str(tmp_path / "pkg.zip"))
     assert damaged.returncode == 0  # the zip was written before the damage
     broken = assay("evidence", "verify", str(out))
-    assert broken.returncode == 1 and "modified: results/semantic/table1.md" in broken.stdout
+    assert broken.returncode == 1 and "results/semantic/table1.md: sha256 differs from evidence.json" in broken.stdout

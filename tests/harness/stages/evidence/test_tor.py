@@ -1,5 +1,6 @@
 """Tool qualification data: every requirement of docs/tor.md has a test and every test's ID is a requirement;
-the TOR matrix gives pass, fail, not run and missing from a real pytest run's JUnit XML."""
+the TOR matrix gives pass, fail, incomplete, not run and missing from a real pytest run's JUnit XML, refuses a file
+that is not a run of Assay's suite and says unverified of a file it did not produce (issue 24, D8)."""
 
 from __future__ import annotations
 
@@ -59,24 +60,25 @@ def test_matrix_from_a_junit_run(pytester, tmp_path):
     document.write_text(DOCUMENT)
     junit = tmp_path / "junit.xml"
     pytester.runpytest(f"--junitxml={junit}").assert_outcomes(passed=3, failed=1, skipped=1)
-    result = tor.write(junit, tmp_path / "out", {"command": "pytest"}, document, pytester.path)
+    result = tor.write(junit, tmp_path / "out", {"command": "pytest"}, document, pytester.path, pytester.path)
     status = {row["id"]: row["status"] for row in result["rows"]}
     assert status == {"TOR-ABC-001": "fail", "TOR-ABC-002": "fail", "TOR-ABC-003": "not run",
                       "TOR-ABC-004": "missing"}
-    assert result["schema"] == "assay-tor-matrix/1" and result["verdict"] == "fail"
+    assert result["schema"] == "assay-tor-matrix/2" and result["verdict"] == "fail"
     assert result["unknown_ids"] == ["TOR-XYZ-009"]
-    assert result["counts"] == {"pass": 0, "fail": 2, "not run": 1, "missing": 1}
+    assert result["counts"] == {"pass": 0, "fail": 2, "incomplete": 0, "not run": 1, "missing": 1}
     (row,) = [r for r in result["rows"] if r["id"] == "TOR-ABC-001"]
     assert sorted(r["outcome"] for r in row["results"]) == ["failed", "passed", "passed"]
     markdown = (tmp_path / "out" / "tor-matrix.md").read_text()
     assert "| TOR-ABC-004 | No test | missing |" in markdown and "test_half[2]" in markdown
     assert json.loads((tmp_path / "out" / "tor-matrix.json").read_text()) == result
 
-    # without the failing case every run requirement passes; the ones not run keep the verdict incomplete
+    # the failing case deselected: TOR-ABC-001's other test passed, but one of its tests did not run
     pytester.runpytest(f"--junitxml={junit}", "-k", "not test_half").assert_outcomes(passed=2, skipped=1)
-    again = tor.matrix(tor.requirements(document), tor.junit_cases(junit), tor.source_tags(pytester.path), {})
-    assert [row["status"] for row in again["rows"]] == ["pass", "not run", "not run", "missing"]
-    assert again["verdict"] == "incomplete"
+    tags = tor.source_tags(pytester.path, pytester.path)
+    again = tor.matrix(tor.requirements(document), tor.resolve(tor.junit_cases(junit), tags), tags, {})
+    assert [row["status"] for row in again["rows"]] == ["incomplete", "not run", "not run", "missing"]
+    assert again["rows"][0]["not_run"] == ["test_abc.py::test_half"] and again["verdict"] == "incomplete"
 
 
 @pytest.mark.tor("TOR-EVD-002", "TOR-EVD-006")
@@ -92,19 +94,84 @@ def test_normalised_junit_is_the_same_for_the_same_results(pytester, tmp_path):
         c["test"] for c in tor.junit_cases(tmp_path / "j0.xml"))
 
 
+def junit_of(cases: dict[str, tuple[str, list[str]]]) -> str:
+    """A JUnit XML file as pytest writes it: ``{"tests/x/test_y.py::test_z[1]": (outcome, [TOR IDs])}``."""
+    body = []
+    for test, (outcome, ids) in cases.items():
+        path, name = test.split("::")
+        result = {"passed": "", "skipped": '<skipped message="skipped"/>', "failed": '<failure message="boom"/>'}
+        properties = "".join(f'<property name="tor" value="{i}"/>' for i in ids)
+        body.append(f'<testcase classname="{path.removesuffix(".py").replace("/", ".")}" name="{name}">'
+                    f'<properties>{properties}</properties>{result[outcome]}</testcase>')
+    return f'<?xml version="1.0"?><testsuites><testsuite name="pytest">{"".join(body)}</testsuite></testsuites>'
+
+
+def matrix_command(junit, out, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "evidence", "tor-matrix", "--junit", str(junit),
+                           "--out", str(out), *extra], capture_output=True, text=True)
+
+
+@pytest.mark.tor("TOR-EVD-006")
+def test_a_requirement_passes_only_when_every_test_carrying_it_ran_and_passed(tmp_path):
+    """D8: TOR-WCET-001 with 2 tests passed and the others skipped, TOR-EVD-002 with its rebuild test deselected."""
+    tags = tor.source_tags()
+    wcet = sorted(t for t, ids in tags.items() if "TOR-WCET-001" in ids)
+    rebuild = ("tests/harness/stages/evidence/test_evidence_command.py::"
+               "test_evidence_package_for_acas_reg50_on_cortex_m4f")
+    assert len(wcet) >= 3 and "TOR-EVD-002" in tags[rebuild]
+    run = {test: ("skipped" if test in wcet[2:] else "passed", ids) for test, ids in tags.items() if test != rebuild}
+    # one case of a parametrized test passed, another skipped: every test of TOR-EVD-006 ran, not every case
+    partly = "tests/harness/stages/evidence/test_tor.py::test_matrix_from_a_junit_run"
+    run.update({f"{partly}[a]": run.pop(partly), f"{partly}[b]": ("skipped", tags[partly])})
+    (tmp_path / "junit.xml").write_text(junit_of(run))
+    result = tor.write(tmp_path / "junit.xml", tmp_path / "out", {"command": "pytest"})
+    status = {row["id"]: row for row in result["rows"]}
+    assert status["TOR-WCET-001"]["status"] == "incomplete" and status["TOR-WCET-001"]["not_run"] == wcet[2:]
+    assert status["TOR-EVD-002"]["status"] == "incomplete" and status["TOR-EVD-002"]["not_run"] == [rebuild]
+    assert status["TOR-EVD-006"]["status"] == "incomplete" and status["TOR-EVD-006"]["not_run"] == []
+    assert status["TOR-SEM-001"]["status"] == "pass" and result["verdict"] == "incomplete"
+    assert "| TOR-WCET-001 | The WCET bound is at least every measured execution | incomplete | " \
+           f"2/0/{len(wcet) - 2} | {len(wcet)} | {len(wcet) - 2} |" in (tmp_path / "out" / "tor-matrix.md").read_text()
+    everything = {test: ("passed", ids) for test, ids in tags.items()}
+    (tmp_path / "all.xml").write_text(junit_of(everything))
+    assert tor.write(tmp_path / "all.xml", tmp_path / "out", {"command": "pytest"})["verdict"] == "pass"
+
+
 @pytest.mark.tor("TOR-EVD-006", "TOR-CLI-001")
-def test_tor_matrix_command(tmp_path):
-    junit = tmp_path / "junit.xml"
-    junit.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
-                     '<testcase classname="tests.test_x" name="test_a"><properties>'
-                     '<property name="tor" value="TOR-SEM-001"/></properties></testcase>'
-                     '</testsuite></testsuites>')
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "evidence", "tor-matrix", "--junit", str(junit),
-                           "--out", str(tmp_path / "m")], capture_output=True, text=True)
-    assert done.returncode == 1, done.stderr  # one requirement passes, the others were not run
-    matrix = json.loads((tmp_path / "m" / "tor-matrix.json").read_text())
-    assert next(r for r in matrix["rows"] if r["id"] == "TOR-SEM-001")["status"] == "pass"
-    assert "TOR-SEM-001" in done.stdout and "incomplete" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "harness.cli", "evidence", "tor-matrix", "--junit",
-                          str(tmp_path / "none.xml"), "--out", str(tmp_path / "m")], capture_output=True, text=True)
+def test_a_junit_file_that_is_not_a_run_of_assays_suite_is_refused_in_one_line(tmp_path):
+    """D8: one fake test case carrying every requirement; a real test carrying requirements its marker does not."""
+    every = [r["id"] for r in tor.requirements()]
+    (tmp_path / "fake.xml").write_text(junit_of({"tests/test_fake.py::test_everything": ("passed", every)}))
+    done = matrix_command(tmp_path / "fake.xml", tmp_path / "m", "--accept-unverified")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"assay: error: {tmp_path / 'fake.xml'}: 1 test case(s) are not tests of Assay's suite (first: "
+        "tests/test_fake.py::test_everything): not a run of Assay's own tests, refused"]
+    real = "tests/harness/stages/evidence/test_tor.py::test_matrix_from_a_junit_run"
+    (tmp_path / "borrowed.xml").write_text(junit_of({real: ("passed", every)}))
+    done = matrix_command(tmp_path / "borrowed.xml", tmp_path / "m")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert f"{real} carries the requirements TOR-ARC-001" in done.stderr and "marker in the source says TOR-EVD-006" \
+        in done.stderr
+    bad = matrix_command(tmp_path / "none.xml", tmp_path / "m")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.tor("TOR-EVD-006", "TOR-CLI-001")
+def test_a_given_junit_file_is_unverified_unless_accepted(tmp_path):
+    tags = tor.source_tags()
+    (tmp_path / "junit.xml").write_text(junit_of({test: ("passed", ids) for test, ids in tags.items()}))
+    done = matrix_command(tmp_path / "junit.xml", tmp_path / "m")
+    assert done.returncode == 1, done.stderr  # every requirement passed in the file, but this run did not run them
+    matrix = json.loads((tmp_path / "m" / "tor-matrix.json").read_text())
+    assert (matrix["verdict"], matrix["results_verdict"], matrix["verified"]) == ("unverified", "pass", False)
+    assert "verdict unverified: the JUnit XML was given, not produced by this run, so its results (pass) are not " \
+           "evidence" in done.stdout.splitlines()[-1]
+    assert "verdict **unverified**" in (tmp_path / "m" / "tor-matrix.md").read_text()
+    accepted = matrix_command(tmp_path / "junit.xml", tmp_path / "m", "--accept-unverified")
+    assert accepted.returncode == 0 and "accepted as given (--accept-unverified)" in accepted.stdout
+    # a requirement that did not pass in the file: the acceptance does not make it pass
+    one = "tests/harness/stages/evidence/test_tor.py::test_matrix_from_a_junit_run"
+    (tmp_path / "one.xml").write_text(junit_of({one: ("passed", tags[one])}))
+    partial = matrix_command(tmp_path / "one.xml", tmp_path / "m", "--accept-unverified")
+    assert partial.returncode == 1 and "TOR-EVD-006: incomplete" in partial.stdout

@@ -1,0 +1,371 @@
+"""What ``assay evidence verify DIR|DIR.zip`` checks: one line per finding, each naming the file or the part and the
+effect; the package is intact only when there is none.
+
+- The contents: every file listed in ``evidence.json`` is there with its listed size and SHA-256 (a null or missing
+  hash is itself a finding); nothing else is there, in the folder or in the zip: no unlisted file, no symbolic
+  link, no folder without a listed file, no zip entry outside the package's top folder or twice in the zip.
+- ``evidence.json`` itself: in its canonical bytes (``package.canonical``), and, when the package digest is known
+  (``DIR.sha256`` beside the package, or ``--digest HEX`` from the user's configuration management), of that
+  SHA-256: as ``evidence.json`` lists every other file's hash, the digest binds the whole package.
+- ``volatile.json``, the one file not hashed: only the fields that may change from build to build (dates, timings,
+  the doctor's notes), of their types (``check_volatile``).
+- The verdicts: recomputed from the packaged files by the build's own computation (``verdicts.of_package``) and
+  compared with ``verdict``, ``verdicts`` and ``tool_qualification``; a stage whose verdict part or command is
+  there but whose results are not is named; the TOR matrix is recomputed from the packaged JUnit XML.
+- ``sci/sci.json``: every generated code file and target image it names has its hash, and every file of a code
+  folder is named.
+
+Digital signatures are not checked (not yet done, docs/evidence.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from harness.errors import AssayError
+from harness.stages.evidence import tor, verdicts
+from harness.stages.evidence.package import (INDEX, SCHEMA, VOLATILE, VOLATILE_KEYS, VOLATILE_SCHEMA, canonical,
+                                             digest_file)
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+JUNIT = "tool-qualification/junit.xml"
+TOR_DOCUMENT = "tool-qualification/tor.md"
+
+
+@dataclass
+class Verification:
+    """What ``verify`` found: ``failures`` (one line each), the files whose hash was rechecked, and one line saying
+    whether and against what the package digest was checked. Intact only when there is no failure."""
+
+    location: Path
+    failures: list[str] = field(default_factory=list)
+    checked: int = 0
+    digest: str = ""
+
+    @property
+    def intact(self) -> bool:
+        return not self.failures
+
+    def lines(self) -> list[str]:
+        return list(self.failures)
+
+
+@dataclass
+class Contents:
+    """A package's files (path relative to its root -> bytes), its folders, and what its layout alone shows."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    folders: set[str] = field(default_factory=set)
+    failures: list[str] = field(default_factory=list)
+
+
+def verify(location: Path, digest: str | None = None) -> Verification:
+    """Check the package folder or zip at ``location`` (module docstring); ``digest``: the package digest the
+    user recorded (``DIR.sha256`` beside the package is checked too when it is there)."""
+    location = Path(location)
+    if location.is_dir():
+        contents = _folder(location)
+    elif location.is_file():
+        contents = _zip(location)
+    else:
+        raise AssayError(f"{location}: no such evidence package (a folder or a .zip)")
+    if INDEX not in contents.files:
+        raise AssayError(f"{location}: no {INDEX}: not an Assay evidence package")
+    try:
+        index = json.loads(contents.files[INDEX])
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise AssayError(f"{location}/{INDEX}: not JSON ({exc})") from None
+    if not isinstance(index, dict) or index.get("schema") != SCHEMA:
+        found = index.get("schema") if isinstance(index, dict) else None
+        raise AssayError(f"{location}/{INDEX}: schema {found!r}, expected {SCHEMA}"
+                         + (" (a package of an earlier Assay: rebuild it)" if str(found).startswith("assay-evidence/")
+                            else ""))
+    result = Verification(location=location, failures=list(contents.failures))
+    result.digest = _check_digest(contents.files[INDEX], index, location, digest, result.failures)
+    result.failures += _check_volatile_file(index, contents.files)
+    result.checked, lines = _check_files(index, contents)
+    result.failures += lines
+    sci = _json(contents.files.get(verdicts.SCI))
+    result.failures += _check_sci(sci, index, contents.files)
+    result.failures += _check_verdicts(index, sci, contents.files)
+    return result
+
+
+def _folder(root: Path) -> Contents:
+    contents = Contents()
+    for here, folders, names in os.walk(root, followlinks=False):
+        for name in list(folders):
+            path = Path(here) / name
+            relative = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                contents.failures.append(f"{relative}: a symbolic link (a package holds plain files and folders only)")
+                folders.remove(name)
+            else:
+                contents.folders.add(relative)
+        for name in names:
+            path = Path(here) / name
+            relative = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                contents.failures.append(f"{relative}: a symbolic link (a package holds plain files and folders only)")
+            elif not stat.S_ISREG(path.lstat().st_mode):
+                contents.failures.append(f"{relative}: not a regular file")
+            else:
+                contents.files[relative] = path.read_bytes()
+    return contents
+
+
+def _zip(location: Path) -> Contents:
+    try:
+        zf = zipfile.ZipFile(location)
+    except zipfile.BadZipFile:
+        raise AssayError(f"{location}: not a zip archive") from None
+    contents = Contents()
+    with zf:
+        infos = zf.infolist()
+        tops = sorted({info.filename.split("/")[0] for info in infos
+                       if info.filename.count("/") == 1 and info.filename.endswith("/" + INDEX)})
+        if not tops:
+            raise AssayError(f"{location}: no FOLDER/{INDEX}: not an Assay evidence package")
+        if len(tops) > 1:
+            raise AssayError(f"{location}: several packages in one zip ({', '.join(tops)})")
+        top = tops[0] + "/"
+        seen = set()
+        for info in infos:
+            name = info.filename
+            if name in seen:
+                contents.failures.append(f"{name}: in the zip twice")
+                continue
+            seen.add(name)
+            parts = name.rstrip("/").split("/")
+            if name.startswith("/") or "\\" in name or any(part in ("", ".", "..") for part in parts):
+                contents.failures.append(f"{name}: not a path inside the package")
+            elif not name.startswith(top) or name == top:
+                if name != top:
+                    contents.failures.append(f"{name}: outside the package's folder {top} in the zip")
+            elif stat.S_ISLNK(info.external_attr >> 16):
+                contents.failures.append(f"{name[len(top):]}: a symbolic link (a package holds plain files and "
+                                         f"folders only)")
+            elif name.endswith("/"):
+                contents.folders.add(name[len(top):].rstrip("/"))
+            else:
+                contents.files[name[len(top):]] = zf.read(info)
+    return contents
+
+
+def _check_digest(data: bytes, index: dict, location: Path, given: str | None, failures: list[str]) -> str:
+    """Check ``evidence.json``'s bytes (canonical, of the package digest); return the line saying what was
+    checked."""
+    if data != canonical(index):
+        failures.append(f"{INDEX}: not in its canonical form (sorted keys, one-space indentation), so not as "
+                        f"written by assay evidence")
+    actual = hashlib.sha256(data).hexdigest()
+    beside = digest_file(location)
+    sources = ([("--digest", given.strip().lower())] if given is not None else []) + \
+        ([(beside.name, (beside.read_text().split() or [""])[0].lower())] if beside.is_file() else [])
+    if not sources:
+        return f"package digest not checked: no {beside.name} and no --digest"
+    good = True
+    for where, expected in sources:
+        if not HEX64.fullmatch(expected):
+            failures.append(f"{where}: not a SHA-256 digest")
+            good = False
+        elif expected != actual:
+            failures.append(f"{INDEX}: package digest {actual} differs from {where} ({expected})")
+            good = False
+    return f"package digest {'checked' if good else 'DIFFERS'}: {actual} against {' and '.join(w for w, _ in sources)}"
+
+
+def _check_volatile_file(index: dict, files: dict[str, bytes]) -> list[str]:
+    if index.get("volatile") != VOLATILE:
+        return [f"{INDEX}: volatile names {index.get('volatile')!r}: the volatile file is {VOLATILE}"]
+    if VOLATILE not in files:
+        return [f"{VOLATILE}: missing from the package"]
+    return check_volatile(files[VOLATILE])
+
+
+def _is_date(value) -> bool:
+    try:
+        return isinstance(value, str) and datetime.fromisoformat(value) is not None
+    except ValueError:
+        return False
+
+
+def _is_seconds(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _is_timing(value) -> bool:
+    """Seconds, or named seconds (a record's ``timings``)."""
+    return _is_seconds(value) or (isinstance(value, dict) and all(
+        isinstance(k, str) and _is_seconds(v) for k, v in value.items()))
+
+
+def _is_stage_fields(value) -> bool:
+    """``stages``: per stage of the package, one object per record with the fields run.py moved out of it."""
+    return isinstance(value, dict) and all(
+        name in verdicts.STAGES and isinstance(records, list) and all(
+            isinstance(r, dict) and set(r) <= VOLATILE_KEYS
+            and all(_is_date(v) if k == "finished_at" else _is_timing(v) for k, v in r.items()) for r in records)
+        for name, records in value.items())
+
+
+# The fields volatile.json may hold, with their types: dates, timings, whether the test run was reused, and the
+# notes of assay doctor (which change as caches fill); nothing else.
+VOLATILE_FIELDS = {
+    "schema": lambda v: v == VOLATILE_SCHEMA,
+    "started_at": _is_date,
+    "finished_at": _is_date,
+    "stages": _is_stage_fields,
+    "parts_s": lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_seconds(s) for k, s in v.items()),
+    "configuration_notes": lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v),
+    "tool_qualification_s": lambda v: v is None or _is_seconds(v),
+    "tool_qualification_reused": lambda v: isinstance(v, bool),
+}
+VOLATILE_REQUIRED = ("schema", "started_at", "finished_at", "stages", "parts_s", "configuration_notes")
+
+
+def check_volatile(data: bytes) -> list[str]:
+    """``volatile.json`` against its schema (``VOLATILE_FIELDS``): one line per unknown field, field of the wrong
+    type or required field missing."""
+    document = _json(data)
+    if not isinstance(document, dict):
+        return [f"{VOLATILE}: not a JSON object"]
+    lines = [f"{VOLATILE}: {key}: not a field the volatile file may hold (dates, timings, the doctor's notes)"
+             for key in sorted(set(document) - set(VOLATILE_FIELDS))]
+    lines += [f"{VOLATILE}: {key}: {json.dumps(document[key])[:60]} is not what the field holds"
+              for key in sorted(set(document) & set(VOLATILE_FIELDS)) if not VOLATILE_FIELDS[key](document[key])]
+    lines += [f"{VOLATILE}: {key}: missing" for key in VOLATILE_REQUIRED if key not in document]
+    return lines
+
+
+def _check_files(index: dict, contents: Contents) -> tuple[int, list[str]]:
+    """Every listed file there with its size and SHA-256; nothing unlisted; no folder without a listed file."""
+    lines, listed, checked = [], {}, 0
+    entries = index.get("files")
+    if not isinstance(entries, list):
+        lines.append(f"{INDEX}: no file list")
+        entries = []
+    for entry in entries:
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(path, str) or not _inside(path):
+            lines.append(f"{INDEX}: a file entry names no path inside the package: {json.dumps(entry)[:80]}")
+            continue
+        if path in listed:
+            lines.append(f"{path}: listed twice in {INDEX}")
+            continue
+        listed[path] = entry
+        if path in (INDEX, VOLATILE):
+            lines.append(f"{path}: listed in {INDEX}, which lists neither itself nor the volatile file")
+            continue
+        if path not in contents.files:
+            lines.append(f"{path}: listed in {INDEX}, missing from the package")
+            continue
+        data, digest, size = contents.files[path], entry.get("sha256"), entry.get("size")
+        checked += 1
+        if not (isinstance(digest, str) and HEX64.fullmatch(digest)):
+            lines.append(f"{path}: no sha256 in {INDEX} (every file but {VOLATILE} has one)")
+        elif hashlib.sha256(data).hexdigest() != digest:
+            lines.append(f"{path}: sha256 differs from {INDEX}")
+        if not isinstance(size, int) or isinstance(size, bool):
+            lines.append(f"{path}: no size in {INDEX}")
+        elif len(data) != size:
+            lines.append(f"{path}: size {len(data)} differs from {INDEX} ({size})")
+    lines += [f"{path}: in the package, not listed in {INDEX}"
+              for path in sorted(set(contents.files) - set(listed) - {INDEX, VOLATILE})]
+    holding = {"/".join(path.split("/")[:n]) for path in listed for n in range(1, path.count("/") + 1)}
+    lines += [f"{folder}/: a folder with no listed file" for folder in sorted(contents.folders - holding)]
+    return checked, lines
+
+
+def _inside(path: str) -> bool:
+    parts = path.split("/")
+    return not path.startswith("/") and "\\" not in path and all(part not in ("", ".", "..") for part in parts)
+
+
+def _check_sci(sci: dict | None, index: dict, files: dict[str, bytes]) -> list[str]:
+    """The hashes ``sci/sci.json`` gives the generated code and the images against the packaged files; every file of
+    a code folder named; the commands run those of ``evidence.json``."""
+    if not isinstance(sci, dict):
+        return [f"{verdicts.SCI}: missing or not JSON"]
+    lines = []
+    named: dict[str, str] = {}
+    try:
+        for code in sci.get("generated_code", []):
+            folder = code["directory"]
+            named.update({f"{folder}/{name}": digest for name, digest in code["files"].items()})
+            lines += [f"{path}: in {folder}/, not in {verdicts.SCI}" for path in sorted(files)
+                      if path.startswith(folder + "/") and path[len(folder) + 1:] not in code["files"]]
+        named.update({image["file"]: image["sha256"] for image in sci.get("images", [])})
+    except (KeyError, TypeError, AttributeError):
+        return [f"{verdicts.SCI}: its generated code or images are not as its schema says"]
+    for path, digest in sorted(named.items()):
+        if path not in files:
+            lines.append(f"{path}: named by {verdicts.SCI}, missing from the package")
+        elif hashlib.sha256(files[path]).hexdigest() != digest:
+            lines.append(f"{path}: sha256 differs from {verdicts.SCI}")
+    if index.get("command") != sci.get("commands"):
+        lines.append(f"{INDEX}: command differs from the commands of {verdicts.SCI}")
+    return lines
+
+
+def _check_verdicts(index: dict, sci: dict | None, files: dict[str, bytes]) -> list[str]:
+    """``verdict``, ``verdicts`` and ``tool_qualification`` against what the packaged files give; every stage whose
+    command was run has its results; the TOR matrix against its JUnit XML."""
+    try:
+        found = verdicts.of_package(files.get)
+    except AssayError as exc:
+        return [f"the verdicts cannot be recomputed: {exc}"]
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        return [f"the verdicts cannot be recomputed: a packaged result is not as its schema says ({exc!r:.80})"]
+    stated = index.get("verdicts") if isinstance(index.get("verdicts"), dict) else {}
+    lines = []
+    run = {command.split()[1] for command in (sci or {}).get("commands", [])
+           if isinstance(command, str) and len(command.split()) > 1} & set(verdicts.STAGES)
+    for part in sorted(set(stated) | set(found.parts) | run):
+        said, given = stated.get(part), found.parts.get(part)
+        where = verdicts.stage_folder(part)
+        if part in verdicts.STAGES and given is None:
+            lines.append(f"{where}: stage missing from the package ("
+                         + (f"its verdict part says {said}" if said is not None else
+                            f"{verdicts.SCI} lists its command") + ")")
+        elif said == given:
+            continue
+        elif part in verdicts.STAGES and said is None:
+            lines.append(f"{where}: in the package, but {INDEX} has no verdict part for it (its results give {given})")
+        elif given is None:
+            lines.append(f"verdicts.{part}: {INDEX} says {said}, nothing in the package gives it")
+        else:
+            lines.append(f"verdicts.{part}: {INDEX} says {said}, the packaged files give {given}")
+    if index.get("tool_qualification") != found.tool_qualification:
+        lines.append(f"tool_qualification: {INDEX} says {index.get('tool_qualification')}, "
+                     f"{verdicts.TOR_MATRIX if verdicts.TOR_MATRIX in files else 'the package (no TOR matrix)'} "
+                     f"gives {found.tool_qualification}")
+    if index.get("verdict") != found.verdict:
+        lines.append(f"verdict: {INDEX} says {index.get('verdict')}, the packaged verdicts give {found.verdict}")
+    if verdicts.TOR_MATRIX in files:
+        matrix = _json(files[verdicts.TOR_MATRIX])
+        if not isinstance(matrix, dict) or JUNIT not in files or TOR_DOCUMENT not in files:
+            lines.append(f"{verdicts.TOR_MATRIX}: not JSON, or its {JUNIT} or {TOR_DOCUMENT} missing")
+        else:
+            try:
+                lines += tor.recheck(matrix, files[JUNIT], files[TOR_DOCUMENT].decode())
+            except (AssayError, AttributeError, TypeError, KeyError, UnicodeDecodeError) as exc:
+                lines.append(f"{verdicts.TOR_MATRIX}: cannot be recomputed from {JUNIT} ({exc})")
+    return lines
+
+
+def _json(data: bytes | None):
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,213 @@
+"""``assay evidence verify`` against a certification reviewer's attacks on a real package (issue 24): each one,
+applied to a copy of one small package built once per session, is found and named in one line; the untouched
+package verifies."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness.core.locks import exclusive
+from harness.stages.evidence import integrity, package
+
+pytestmark = pytest.mark.skipif(shutil.which("gcovr") is None, reason="gcovr not installed (the package measures "
+                                "coverage); run .ci/setup")
+
+# Assay's own tests the package's tool qualification part runs: a quick selection (its matrix says incomplete)
+TOR_TESTS = "tests/harness/stages/evidence/test_sci.py -m tor"
+
+
+def assay(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=1200)
+
+
+@pytest.fixture(scope="session")
+def built_package(tmp_path_factory) -> Path:
+    """A real package, built once per session by ``assay evidence`` (pytest-xdist's workers share it, under a
+    lock): acas-reg50 on the host, 20 inputs, the uniform input set, 2 mutants, a few of Assay's own tests."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's folder, above the workers' own
+    out = shared / "evidence-package" / "pkg"
+    with exclusive(shared / "evidence-package.lock"):
+        if not package.digest_file(out).is_file():
+            done = assay("evidence", "--models", "acas-reg50", "--targets", "host", "--inputs", "20",
+                         "--set-inputs", "5", "--input-sets", "uniform", "--mutants", "2", "--tor-tests", TOR_TESTS,
+                         "--out", str(out), "--work", str(out.parent / "work"))
+            assert done.returncode in (0, 1) and package.digest_file(out).is_file(), done.stderr[-2000:]
+    return out
+
+
+@pytest.fixture
+def pkg(built_package, tmp_path) -> Path:
+    """A copy of the package (folder, zip and digest file) to attack."""
+    copy = tmp_path / "pkg"
+    shutil.copytree(built_package, copy, symlinks=True)
+    for suffix in (".zip", package.DIGEST_SUFFIX):
+        shutil.copyfile(built_package.with_name("pkg" + suffix), copy.with_name("pkg" + suffix))
+    return copy
+
+
+def index_of(root: Path) -> dict:
+    return json.loads((root / package.INDEX).read_text())
+
+
+def rewrite_index(root: Path, edit) -> str:
+    """What an attacker who knows the format does: edit evidence.json, write it back as the build does and rewrite
+    the digest file beside it, so that only the check under test can see it. Returns the original digest (what the
+    user recorded)."""
+    recorded = package.sha256(root / package.INDEX)
+    index = index_of(root)
+    edit(index)
+    package.write_json(root / package.INDEX, index)
+    package.write_digest(root)
+    return recorded
+
+
+def relist(root: Path, path: str) -> None:
+    """Rewrite ``path``'s size and SHA-256 in evidence.json (and the digest file) after changing it."""
+    def edit(index):
+        entry = next(e for e in index["files"] if e["path"] == path)
+        entry.update(size=(root / path).stat().st_size, sha256=package.sha256(root / path))
+    rewrite_index(root, edit)
+
+
+def unlist(root: Path, prefix: str) -> None:
+    rewrite_index(root, lambda index: index.update(files=[e for e in index["files"]
+                                                          if not e["path"].startswith(prefix)]))
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_the_untouched_package_its_zip_and_its_digest_verify(built_package, pkg):
+    recorded = package.sha256(pkg / package.INDEX)
+    assert package.digest_file(pkg).read_text() == f"{recorded}  pkg/evidence.json\n"  # sha256sum -c reads it
+    for location in (pkg, pkg.with_name("pkg.zip")):
+        result = integrity.verify(location, recorded)
+        assert result.lines() == [] and result.intact and result.checked == len(index_of(pkg)["files"])
+        assert result.digest.startswith(f"package digest checked: {recorded} against --digest and pkg.sha256")
+    package.digest_file(pkg).unlink()
+    assert integrity.verify(pkg).digest == "package digest not checked: no pkg.sha256 and no --digest"
+    done = assay("evidence", "verify", str(pkg.with_name("pkg.zip")), "--digest", recorded)
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.splitlines()[-2:] == [f"package digest checked: {recorded} against --digest",
+                                             f"{pkg.with_name('pkg.zip')}: intact ({result.checked} files checked)"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d1_a_weight_changed_and_relisted_differs_from_the_configuration_index(pkg):
+    (params,) = pkg.glob("code/acas-reg50/assay-v2-keras/acas_reg50_params.c")
+    text = params.read_text()
+    start = text.index("{", text.index("=")) + 1  # the first weight of the first array
+    params.write_text(text[:start] + " 1.5f," + text[start:].split(",", 1)[1])
+    relist(pkg, params.relative_to(pkg).as_posix())
+    assert integrity.verify(pkg).lines() == \
+        ["code/acas-reg50/assay-v2-keras/acas_reg50_params.c: sha256 differs from sci/sci.json"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d2_a_null_hash_is_a_failure_not_a_skipped_check(pkg):
+    table = pkg / "results" / "semantic" / "table1.md"
+    table.write_text(table.read_text() + "| forged | row |\n")
+    rewrite_index(pkg, lambda index: next(e for e in index["files"] if e["path"] == "results/semantic/table1.md")
+                  .update(sha256=None, size=table.stat().st_size))
+    assert integrity.verify(pkg).lines() == \
+        ["results/semantic/table1.md: no sha256 in evidence.json (every file but volatile.json has one)"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d3_verdicts_of_evidence_json_are_recomputed_from_the_packaged_results(pkg):
+    index = index_of(pkg)
+    flip = {"pass": "fail", "fail": "pass", "incomplete": "pass"}
+    rewrite_index(pkg, lambda i: i.update(verdict=flip[i["verdict"]], tool_qualification="pass",
+                                          verdicts={**i["verdicts"], "semantic": flip[i["verdicts"]["semantic"]]}))
+    assert integrity.verify(pkg).lines() == [
+        f"verdicts.semantic: evidence.json says {flip[index['verdicts']['semantic']]}, the packaged files give "
+        f"{index['verdicts']['semantic']}",
+        f"tool_qualification: evidence.json says pass, tool-qualification/tor-matrix.json gives "
+        f"{index['tool_qualification']}",
+        f"verdict: evidence.json says {flip[index['verdict']]}, the packaged verdicts give {index['verdict']}"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d3_notes_are_bound_by_the_package_digest(pkg):
+    recorded = rewrite_index(pkg, lambda index: index.update(notes=[]))
+    digest = package.sha256(pkg / package.INDEX)
+    assert integrity.verify(pkg).lines() == []  # the digest file beside was rewritten too: only the recorded one
+    assert integrity.verify(pkg, recorded).lines() == \
+        [f"evidence.json: package digest {digest} differs from --digest ({recorded})"]
+    assert integrity.verify(pkg, recorded).digest.startswith("package digest DIFFERS")
+    # the same content in other bytes: the digest is of the canonical bytes, which verify requires
+    (pkg / package.INDEX).write_text(json.dumps(index_of(pkg), indent=2, sort_keys=True) + "\n")
+    package.write_digest(pkg)
+    assert integrity.verify(pkg).lines() == ["evidence.json: not in its canonical form (sorted keys, one-space "
+                                             "indentation), so not as written by assay evidence"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d4_a_stage_removed_with_its_entries_is_missing(pkg):
+    said = index_of(pkg)["verdicts"]["mutate"]
+    shutil.rmtree(pkg / "results" / "mutate")
+    unlist(pkg, "results/mutate/")
+    assert integrity.verify(pkg).lines() == [
+        f"results/mutate: stage missing from the package (its verdict part says {said})"]
+    rewrite_index(pkg, lambda index: index["verdicts"].pop("mutate"))  # the sci's command still says it ran
+    assert integrity.verify(pkg).lines() == [
+        "results/mutate: stage missing from the package (sci/sci.json lists its command)"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d5_a_zip_entry_outside_the_package_folder_is_extra(pkg, tmp_path):
+    tampered = tmp_path / "tampered.zip"
+    shutil.copyfile(pkg.with_name("pkg.zip"), tampered)
+    with zipfile.ZipFile(tampered, "a") as zf:
+        zf.writestr("other/evil.c", "int evil;\n")
+    assert integrity.verify(tampered).lines() == ["other/evil.c: outside the package's folder pkg/ in the zip"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d5_an_unlisted_file_a_symbolic_link_or_an_empty_folder_anywhere_in_the_folder(pkg):
+    (pkg / "results" / "semantic" / "notes.txt").write_text("not listed")
+    (pkg / "code" / "acas-reg50" / "link.c").symlink_to(pkg / "code" / "acas-reg50" / "assay-v2-keras" /
+                                                       "acas_reg50_params.c")
+    (pkg / "results" / "empty").mkdir()
+    assert sorted(integrity.verify(pkg).lines()) == [
+        "code/acas-reg50/link.c: a symbolic link (a package holds plain files and folders only)",
+        "results/empty/: a folder with no listed file",
+        "results/semantic/notes.txt: in the package, not listed in evidence.json"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_d6_the_volatile_file_holds_only_dates_and_timings(pkg):
+    volatile = json.loads((pkg / package.VOLATILE).read_text())
+    volatile.update(verdict="pass", started_at=5)
+    volatile["stages"]["semantic"][0]["verdict"] = "pass"
+    (pkg / package.VOLATILE).write_text(json.dumps(volatile))
+    assert integrity.verify(pkg).lines() == [
+        "volatile.json: verdict: not a field the volatile file may hold (dates, timings, the doctor's notes)",
+        "volatile.json: stages: " + json.dumps(volatile["stages"])[:60] + " is not what the field holds",
+        "volatile.json: started_at: 5 is not what the field holds"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_a_forged_tor_matrix_differs_from_its_packaged_junit_xml(pkg):
+    path = "tool-qualification/tor-matrix.json"
+    matrix = json.loads((pkg / path).read_text())
+    assert {row["id"]: row["status"] for row in matrix["rows"]}["TOR-CFG-001"] == "incomplete"
+    for row in matrix["rows"]:
+        row["status"] = "pass"
+    matrix.update(verdict="pass", results_verdict="pass", counts={**matrix["counts"], "pass": len(matrix["rows"]),
+                                                                  "incomplete": 0, "not run": 0})
+    package.write_json(pkg / path, matrix)
+    relist(pkg, path)
+    rewrite_index(pkg, lambda index: index.update(tool_qualification="pass"))
+    lines = integrity.verify(pkg).lines()
+    assert f"{path}: TOR-CFG-001 says pass, the packaged JUnit XML gives incomplete" in lines
+    assert f"{path}: verdict 'pass', the packaged JUnit XML gives 'incomplete'" in lines
+    assert len(lines) == len(matrix["rows"]) + 3  # every row, the counts, the verdict and the results' verdict
