@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from plugin_support import install_distribution
+
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "docs" / "recipes.md"
 QEMU = pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"),
@@ -46,16 +48,7 @@ def install(site: Path, distribution: str, title: str) -> Path:
     """Section ``title`` as the installed distribution ``distribution`` in ``site``: its files, its metadata and
     its entry points."""
     files, entry_points = section(title)
-    info = site / f"{distribution.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in entries.items()) + "\n"
-        for group, entries in entry_points.items()))
-    for name, text in files.items():
-        (site / name).parent.mkdir(parents=True, exist_ok=True)
-        (site / name).write_text(text)
-    return site
+    return install_distribution(site, distribution, entry_points, files)
 
 
 def assay(*args: str, site: Path, module: str = "harness.cli") -> subprocess.CompletedProcess:

@@ -20,20 +20,15 @@ from harness.errors import ConfigError
 from wcet import timing
 from wcet.errors import ConfigurationError
 
+from plugin_support import install_distribution
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def install(site: Path, distribution: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str]) -> Path:
     """A fake installed distribution in ``site``: its metadata, its entry points, its modules (name -> source)."""
-    info = site / f"{distribution.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in entries.items()) + "\n"
-        for group, entries in entry_points.items()))
-    for module, source in modules.items():
-        (site / f"{module}.py").write_text(source)
-    return site
+    return install_distribution(site, distribution, entry_points,
+                                {f"{module}.py": source for module, source in modules.items()})
 
 
 def clear_caches() -> None:
