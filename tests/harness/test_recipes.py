@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from wcet import timing
+
 from plugin_support import install_distribution
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,8 +189,9 @@ def test_the_reference_recipe_is_compared_with(tmp_path, work):
 @pytest.mark.arm
 @QEMU
 def test_the_timing_model_recipe_prices_measured_and_static_cycles(tmp_path, work):
-    """unit (1 cycle per instruction) against trivial (5): measured cycles, the WCET stage's bound and
-    ``python -m wcet``'s bound differ by exactly 5 times."""
+    """unit (1 cycle per instruction) against trivial (``Trivial.cycles_per_instruction``, 5): measured cycles,
+    the WCET stage's bound and ``python -m wcet``'s bound differ by exactly that factor."""
+    factor = timing.Trivial.cycles_per_instruction
     site = install(tmp_path / "site", "assay-unit", "A timing model, in full")
     common = ("--models", "acas-reg50", "--targets", "cortex-m4f", "--timing", "trivial,unit", "--inputs", "3",
               "--quiet", "--work", str(work))
@@ -198,14 +201,14 @@ def test_the_timing_model_recipe_prices_measured_and_static_cycles(tmp_path, wor
     assert sorted(measured) == [("keras", "trivial"), ("keras", "unit"), ("onnx", "trivial"), ("onnx", "unit")]
     for variant in ("keras", "onnx"):
         unit, trivial = measured[variant, "unit"]["per_input"], measured[variant, "trivial"]["per_input"]
-        assert unit["cycles"] == unit["instructions"] and trivial["cycles"] == [5 * c for c in unit["cycles"]]
+        assert unit["cycles"] == unit["instructions"] and trivial["cycles"] == [factor * c for c in unit["cycles"]]
 
     result = assay("wcet", *common, "--out", str(tmp_path / "wcet"), site=site)
     assert result.returncode == 0, result.stdout + result.stderr
     bounds = {(r["variant"], r["timing"]): r for r in records(tmp_path / "wcet" / "wcet.json", "assay-wcet/1")}
     assert {r["verdict"] for r in bounds.values()} == {"pass"}
     unit = bounds["keras", "unit"]
-    assert bounds["keras", "trivial"]["wcet_cycles"] == 5 * unit["wcet_cycles"]
+    assert bounds["keras", "trivial"]["wcet_cycles"] == factor * unit["wcet_cycles"]
 
     facts = Path(unit["flow_facts"]["f4"])
     result = assay(str(facts.with_suffix(".elf")), "acas_reg50_inference", "--flow-facts", str(facts), "--timing",
