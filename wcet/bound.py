@@ -18,24 +18,30 @@ from wcet.timing import TimingModel
 SCHEMA = "assay-wcet-elf/1"  # the JSON printed by --json (docs/schemas.md)
 
 
-def facts_for_elf(elf: Path, flow_facts: Path | None = None) -> FlowFacts:
-    """Library annotations for ``elf``, merged with a user's ``.ff``/``.ffx`` file if given."""
+def facts_for_elf(elf: Path, flow_facts: Path | None = None, function: str | None = None) -> FlowFacts:
+    """Library annotations for ``elf``, merged with a user's ``.ff``/``.ffx`` file if given.
+
+    The file's locations are resolved in ``elf`` (``wcet.fflocate``: labels,
+    source lines, call contexts from ``function``, the analysed function).
+    """
     facts = annotations.library_facts(elf)
     if flow_facts is None:
         return facts
+    from wcet.fflocate import ElfLocations
+
     try:
         text = flow_facts.read_text()
     except OSError as exc:
         raise ConfigurationError(f"{flow_facts}: cannot read the flow facts ({exc.strerror or exc})") from None
     parse = ffformat.parse_ffx if flow_facts.suffix == ".ffx" else ffformat.parse_f4
-    return parse(text, source=str(flow_facts)).merged(facts)
+    return parse(text, source=str(flow_facts), locations=ElfLocations(elf, function)).merged(facts)
 
 
 def bound(elf: Path, function: str, model: TimingModel, flow_facts: Path | None = None) -> WcetResult:
     """The WCET of ``function`` in ``elf``; ``UnboundedLoopsError`` lists every loop left without a bound."""
     if not elf.is_file():
         raise ConfigurationError(f"{elf}: no such ELF file")
-    return analyze(elf, function, facts_for_elf(elf, flow_facts), model)
+    return analyze(elf, function, facts_for_elf(elf, flow_facts, function), model)
 
 
 def unbounded_lines(elf: Path, function: str, error: UnboundedLoopsError) -> list[str]:

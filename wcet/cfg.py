@@ -22,7 +22,12 @@ the decoded instructions from the entry (``wcet.armcode.ArmCode``):
 - indirect calls take their targets from ``FlowFacts.multicalls`` (keyed by
   the address of the call, or of the ``mov lr, pc`` before it), indirect
   jumps from ``FlowFacts.multibranches`` (OTAWA's ``multicall`` and
-  ``multibranch``);
+  ``multibranch``); a control instruction in ``FlowFacts.returns`` is a return
+  (OTAWA's ``return``: e.g. ``mov pc, r4`` with the return address kept in r4),
+  one in ``FlowFacts.forced`` a branch or a call whatever it is (``force
+  branch``/``force call``), a conditional branch in ``FlowFacts.ignoreseq``
+  always taken (``ignoreseq``); a jump to a symbol in
+  ``FlowFacts.ignore_entry`` is no tail call (``ignore entry``);
 - gcc's jump tables (``switch``) are resolved without help, as OTAWA does,
   from the table itself, its size given by the range check before it: ARM
   ``cmp rI, #N; ldrls pc, [pc, rI, lsl #2]`` (a table of addresses after the
@@ -53,7 +58,7 @@ from dataclasses import dataclass, field
 
 from capstone import arm as A
 
-from wcet.armcode import ArmCode, Insn, flow, pc_relative_literal
+from wcet.armcode import ArmCode, Flow, Insn, flow, pc_relative_literal
 from wcet.errors import AnalysisError
 from wcet.facts import FlowFacts
 from wcet.timing import is_conditional
@@ -158,6 +163,20 @@ class _Step:
 
 
 _PLAIN = _Step(fall=True, conditional=False)
+
+
+def _forced(effect: Flow, kind: str, conditional: bool) -> Flow:
+    """OTAWA's ``force branch``/``force call``: the instruction is a branch (or a call) whatever it was; a
+    direct target is kept, any other takes its targets from a multibranch (multicall) fact."""
+    if kind == "call":
+        if effect.kind in ("call", "indirect-call"):
+            return effect
+        return Flow("call", target=effect.target) if effect.kind == "branch" else Flow("indirect-call")
+    if effect.kind in ("branch", "indirect-jump", "jump-table"):
+        return effect
+    if effect.kind == "call":
+        return Flow("branch", target=effect.target, final=not conditional)
+    return Flow("indirect-jump", final=not conditional)
 
 
 def build(code: ArmCode, entry: int, facts: FlowFacts | None = None) -> Cfg:
@@ -313,9 +332,15 @@ class _Builder:
         if address in self.facts.ignorecontrol:
             return _PLAIN
         effect = flow(insn)
+        if address in self.facts.forced:  # OTAWA's ``force branch`` / ``force call``
+            effect = _forced(effect, self.facts.forced[address], is_conditional(insn))
         if effect.kind == "none":
             return _PLAIN
         conditional = is_conditional(insn)
+        if address in self.facts.returns:  # OTAWA's ``return``: this control instruction leaves the routine
+            return _Step(fall=conditional, conditional=conditional, returns=True)
+        if address in self.facts.ignoreseq and effect.kind == "branch":  # OTAWA's ``ignoreseq``: always taken
+            return self._jump(insn, (effect.target,), False, False)
         fall = not effect.final
         if effect.kind == "branch":
             return self._jump(insn, (effect.target,), conditional, fall)
@@ -354,7 +379,7 @@ class _Builder:
         for target in targets:
             if start <= target < end:
                 branches.append(target)
-            elif self.code.names_at(target):
+            elif set(self.code.names_at(target)) - self.facts.ignore_entry:
                 callee = self._callee(target)
                 if callee is None:  # nocall: nothing runs
                     continue

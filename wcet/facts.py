@@ -57,6 +57,12 @@ class FlowFacts:
     noreturn: frozenset[str] = frozenset()  # functions that never return
     nocall: frozenset[str] = frozenset()  # functions whose calls the analysis ignores
     ignorecontrol: frozenset[int] = frozenset()  # control instructions to treat as plain instructions
+    returns: frozenset[int] = frozenset()  # control instructions to treat as returns (OTAWA's ``return``)
+    forced: dict[int, str] = field(default_factory=dict)  # instruction -> "branch" | "call" (OTAWA's ``force``)
+    ignoreseq: frozenset[int] = frozenset()  # conditional branches to treat as always taken (``ignoreseq``)
+    ignore_entry: frozenset[str] = frozenset()  # symbols that start no routine (``ignore entry``)
+    # instructions mkff must keep as they are (OTAWA's ``preserve``): no effect on a bound, kept for the formats
+    preserve: frozenset[int] = frozenset()
     checksum: tuple[str, int] | None = None  # (ELF file name, OTAWA checksum) as written by mkff
 
     def merged(self, other: "FlowFacts") -> "FlowFacts":
@@ -72,4 +78,7 @@ class FlowFacts:
                          executions={**self.executions, **other.executions},
                          noreturn=self.noreturn | other.noreturn, nocall=self.nocall | other.nocall,
                          ignorecontrol=self.ignorecontrol | other.ignorecontrol,
+                         returns=self.returns | other.returns, preserve=self.preserve | other.preserve,
+                         forced={**self.forced, **other.forced}, ignoreseq=self.ignoreseq | other.ignoreseq,
+                         ignore_entry=self.ignore_entry | other.ignore_entry,
                          checksum=self.checksum or other.checksum)

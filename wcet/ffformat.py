@@ -1,46 +1,59 @@
 """OTAWA's two flow-fact file formats, written and read: F4 (``.ff``) and FFX (``.ffx``).
 
-Both map to and from ``wcet.facts.FlowFacts``. The formats are OTAWA's own
-(OTAWA 1.2's ``FlowFactLoader``; ../shared/otawa/README.md records which forms
-real OTAWA runs accepted). The parsers are deliberately strict: they accept the
-subset of OTAWA's grammar that Assay writes and that ``FlowFacts`` can hold,
-tokenised exactly as OTAWA's lexer does, and reject everything else with the
-file and line. A file Assay writes therefore always parses here, and a file
-that parses here is syntactically one OTAWA reads.
+Both map to and from ``wcet.facts.FlowFacts``. The grammar and its meaning
+are OTAWA's (statinf-otawa/otawa at 83c9d9b7: ``src/prog/util_fft_lexer.ll``,
+``util_fft_parser.yy``, ``flowfact_FlowFactLoader.cpp``; docs/flowfacts.md
+lists every form): F4 is tokenised exactly as OTAWA's flex lexer does and
+parsed with its bison grammar, FFX elements and location attributes are read
+as ``FlowFactLoader`` reads them. What a statement means in Assay's analyzer
+is what it means in OTAWA; the statements that can only remove paths or
+narrow values (the inlining policy, ``noblock``, value and memory hints,
+infeasible paths) are read with no effect, which keeps the bound sound.
+Anything outside the language is refused with file and line. A file Assay
+writes always parses here, and a file that parses here is one OTAWA reads.
 
-F4 (one statement per ``;``; ``//`` and ``/* */`` comments; spaces, tabs and
-newlines only)::
+F4 (one statement per ``;``; ``//`` and ``/* */`` comments)::
 
     checksum "dense.elf" 0x5c167506;
     loop "dense" + 0xa0 8;                  // bound: back edges per entry of the loop
-    loop 0x80dc max 8 total 64;             // absolute header address; total per run of the root
-    loop "layer" + 0x52 ?;                  // unknown bound (mkff's template): an error here
-    multicall 0x8114 to 0x803c, 0x8000;     // targets of an indirect call
-    multibranch 0x8018 to 0x8040, 0x804c;   // targets of an indirect jump (a jump table)
+    loop 0x80dc max 8 total 64 min 1;       // total per run of the root; min has no effect on a WCET
+    loop "dense" + 0x74 16 in "main" / @0x8114;  // in a call context: functions and @call sites
+    loop "dense.c":16 16;                   // the loop headed on that source line
+    multicall 0x8114 to "mac", "abort";     // targets of an indirect call
+    multibranch "fn" + 0x18 to "fn" + 0x40, "fn" - 0x4;  // targets of an indirect jump (a jump table)
     noreturn "abort";   nocall "trace";   ignorecontrol 0x8040;
+    return 0x8010;  preserve 0x8030;  ignoreseq 0x8044;  force call 0x8050;  ignore entry "tail";
+    library;  doinline "f";  noblock "g";  memory access 0x8010 0x20000 .. 0x20100;
 
 Integers are decimal, ``0`` octal, ``0x`` hex or ``0b`` binary and must fit
-OTAWA's C ``int``. Addresses are an integer, ``"label"``, ``"label" + N`` or
-``"label" - N``; forms that need the ELF's symbols (a label where an absolute
-address is needed, ``"label" - N``) are resolved with ``symbols`` if given and
-are otherwise an error. ``multicall`` is for calls only and ``multibranch`` for
-jumps only, as OTAWA applies them (``CALL_TARGET``, ``BRANCH_TARGET``).
-Contextual F4 bounds (``loop ... in "f" / "g";``) name
-calling *functions*, which ``FlowFacts`` cannot represent exactly (its
-contexts are call sites), so they are rejected; FFX ``<call>`` nesting gives
-call-site contexts. ``return``, ``preserve`` and OTAWA's other statements are
-rejected as outside the subset.
+OTAWA's C ``int``. An address is an integer, ``"label"``, ``"label" + N``,
+``"label" - N`` or ``"file":line`` in every statement; how it resolves is
+``wcet.fflocate``'s: labels through the ELF's symbols (``symbols`` or
+``locations``), source lines and call contexts through
+``wcet.fflocate.ElfLocations``. A loop at ``"label" + N`` needs no symbol
+table (the analyzer names loops that way). ``multicall`` is for calls only
+and ``multibranch`` for jumps only, as OTAWA applies them (``CALL_TARGET``,
+``BRANCH_TARGET``); several statements for one site add their targets.
 
-FFX: XML rooted at ``<flowfacts>``; ``<function label=...>`` holds ``<loop
-label=... offset=... maxcount=... totalcount=...>`` (loops may nest; nesting
-does not change a bound's meaning) and ``<call address=CALL_SITE>``, which
-holds the callee's ``<function>``: a loop inside calls is bounded only in that
-call context (``LoopBound.context``: the call sites from the outermost
-``<function>``, the analysis root, down). ``<noreturn label=...>``, ``<nocall
-label=...>``, ``<ignorecontrol address=...>`` and ``<multicall address=SITE>`` /
-``<multibranch address=SITE>`` holding ``<target address=.../>`` elements may
-appear at top level (OTAWA's ``FlowFactLoader::scanMultiCall`` and
-``scanMultiBranch``, statinf-otawa/otawa master).
+FFX: XML rooted at ``<flowfacts>``. Top level: ``<loop>``, ``<function>``,
+``<noreturn>``, ``<nocall>``, ``<return>``, ``<ignorecontrol>``,
+``<ignoreseq>``, ``<ignore-entry>``, ``<multicall>``/``<multibranch>``
+holding ``<target>`` elements, nested ``<flowfacts>``, and the elements read
+with no effect (``_FFX_NO_EFFECT``). Inside a ``<function>``, ``<loop>``
+or ``<call>``: ``<loop>``, ``<call>`` (holding ``<function>`` elements, or,
+the old form, the callee's content directly with ``name=``), ``<function>``,
+``<conditional>``/``<condition>``/``<case>``. A location is ``address``,
+``label`` [+ ``offset``], ``symbol``, a lone ``offset`` (from the enclosing
+function or call) or ``source`` + ``line``; a loop takes ``maxcount``,
+``totalcount`` (``NOCOMP``: none) and ``mincount``; other attributes (oRange's
+``executed``, ``loopId``, ...) are ignored, as OTAWA ignores them. The
+nesting of ``<function>`` and ``<call>`` elements is the loop's call context.
+
+A call context is mapped onto the analyzer's exact call-site contexts
+(``LoopBound.context``) with the ELF's call graph (``wcet.fflocate``).
+Without the ELF, a context is read only in the form the writers use: the
+analysed function (``root``; for FFX, else the outermost ``<function>``),
+then call sites by address.
 
 Per-execution target sequences (``FlowFacts.sequences``) and the facts of each
 execution (``FlowFacts.executions``: a V1 layer's own loop bounds) have no form
@@ -58,9 +71,13 @@ import xml.parsers.expat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wcet.errors import WcetError
 from wcet.facts import FlowFacts, LoopBound
+
+if TYPE_CHECKING:
+    from wcet.fflocate import ElfLocations
 
 INT_MAX = 2**31 - 1  # OTAWA's F4 lexer stores integers in a C int
 
@@ -173,7 +190,8 @@ def content(facts: FlowFacts) -> tuple:
     loops = frozenset((l.function, l.offset, l.max, l.total, l.context) for l in facts.loops)
     multicalls = frozenset((site, tuple(targets)) for site, targets in facts.multicalls.items())
     multibranches = frozenset((site, tuple(targets)) for site, targets in facts.multibranches.items())
-    return loops, multicalls, multibranches, facts.noreturn, facts.nocall, facts.ignorecontrol, facts.checksum
+    return (loops, multicalls, multibranches, facts.noreturn, facts.nocall, facts.ignorecontrol, facts.returns,
+            facts.preserve, facts.ignoreseq, frozenset(facts.forced.items()), facts.ignore_entry, facts.checksum)
 
 
 # ---------------------------------------------------------------- F4 writer
@@ -187,8 +205,10 @@ def write_f4(facts: FlowFacts, elf: Path | None = None, entry: str | None = None
     without a checksum in ``facts``, the ``checksum`` line is computed from
     ``elf``. Loops are grouped by function, in address order, each with a
     comment giving its source line, origin and justification when known.
-    ``header`` lines become more ``//`` comments. Contextual bounds cannot be
-    written in F4 (see the module docstring): they raise ``FlowFactFormatError``.
+    ``header`` lines become more ``//`` comments. A bound in a call context is
+    written ``in "ENTRY" / @SITE / ...`` (the analysed function, then each
+    call site, outermost first), which reads back as exactly that context;
+    without ``entry`` it raises ``FlowFactFormatError``.
     """
     header = [*_header(elf, entry), *header]
     if facts.checksum is None and elf is not None:
@@ -202,8 +222,12 @@ def write_f4(facts: FlowFacts, elf: Path | None = None, entry: str | None = None
         lines.append(f"noreturn {_f4_string(name, problems)};")
     for name in sorted(facts.nocall):
         lines.append(f"nocall {_f4_string(name, problems)};")
-    for address in sorted(facts.ignorecontrol):
-        lines.append(f"ignorecontrol {_f4_int(address, problems)};")
+    for name in sorted(facts.ignore_entry):
+        lines.append(f"ignore entry {_f4_string(name, problems)};")
+    for keyword, addresses in (("ignorecontrol", facts.ignorecontrol), ("return", facts.returns),
+                               ("preserve", facts.preserve), ("ignoreseq", facts.ignoreseq)):
+        lines += [f"{keyword} {_f4_int(address, problems)};" for address in sorted(addresses)]
+    lines += [f"force {facts.forced[address]} {_f4_int(address, problems)};" for address in sorted(facts.forced)]
     for keyword, table in (("multicall", facts.multicalls), ("multibranch", facts.multibranches)):
         for site in sorted(table):
             targets = table[site]
@@ -223,9 +247,13 @@ def write_f4(facts: FlowFacts, elf: Path | None = None, entry: str | None = None
                                         for a, ts in sorted(overlay.multicalls.items())]))
     current = object()
     for loop in sorted(facts.loops, key=lambda l: (l.function or "", l.offset)):
-        if loop.context:
-            problems.append(f"loop {loop.label()}: a call-context bound cannot be written in F4; write FFX")
-            continue
+        context = ""
+        if loop.context:  # OTAWA's ``in`` path: the analysed function, then each call site (``@ADDRESS``)
+            if entry is None:
+                problems.append(f"loop {loop.label()}: a call-context bound needs the analysed function (entry)")
+                continue
+            context = " in " + " / ".join([_f4_string(entry, problems),
+                                            *(f"@{_f4_int(site, problems)}" for site in loop.context)])
         if loop.function != current:
             current = loop.function
             lines.append("")
@@ -239,7 +267,7 @@ def write_f4(facts: FlowFacts, elf: Path | None = None, entry: str | None = None
                      f"total {_f4_int(loop.total, problems, hexadecimal=False)}")
         notes = [f"{loop.source[0]}:{loop.source[1]}" if loop.source else "", loop.origin, loop.justification]
         comment = "; ".join(_one_line(n) for n in notes if n)
-        lines.append(f"loop {where} {count};" + (f" // {comment}" if comment else ""))
+        lines.append(f"loop {where} {count}{context};" + (f" // {comment}" if comment else ""))
     if problems:
         raise FlowFactFormatError(problems, "cannot write F4")
     return "\n".join(lines).lstrip("\n") + "\n"
@@ -270,10 +298,11 @@ def _f4_int(value: int, problems: list[str], hexadecimal: bool = True) -> str:
 
 # ---------------------------------------------------------------- F4 lexer
 
-_KEYWORDS = ("access", "call", "checksum", "control", "doinline", "entry", "ignore", "ignorecontrol", "ignoreseq",
-             "in", "inlining-off", "inlining-on", "int8", "int16", "int32", "int64", "library", "loop", "max",
-             "memory", "multibranch", "multicall", "nocall", "noinline", "preserve", "no", "noreturn", "return",
-             "seq", "to", "total", "uint8", "uint16", "uint32", "uint64")
+_KEYWORDS = ("access", "branch", "call", "checksum", "control", "doinline", "entry", "force", "ignore",
+             "ignorecontrol", "ignoreseq", "in", "inlining-off", "inlining-on", "library", "loop", "max", "min",
+             "memory", "multibranch", "multicall", "nocall", "noblock", "noinline", "preserve", "no", "noreturn",
+             "register", "return", "seq", "to", "total")
+_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")  # the TYPE token
 # OTAWA's lexer rules (util_fft_lexer.ll) in their order: flex takes the longest
 # match and, among equally long ones, the first rule.
 _RULES = [
@@ -284,6 +313,7 @@ _RULES = [
     ("sym", re.compile(r"[?;,+\-./:@=\[\]()]")),  # flex's [?;,+-/:@=\[\]()]: '+-/' is the range + , - . /
     ("dotdot", re.compile(r"\.\.")),
     *(("kw", re.compile(re.escape(k))) for k in _KEYWORDS),
+    *(("type", re.compile(re.escape(t))) for t in _TYPES),
     ("string", re.compile(r'"')),
     ("int", re.compile(r"[1-9][0-9]*")),
     ("int", re.compile(r"0[0-7]*")),
@@ -377,12 +407,15 @@ def _integer(lexeme: str) -> int:
 
 @dataclass(frozen=True)
 class F4Address:
-    """An F4 address as written: an integer, or a label plus a signed offset."""
+    """An F4 address as written: an integer, ``"label"`` plus a signed offset, or ``"file":line``."""
 
-    label: str | None
+    label: str | None  # the label, or the source file of a "file":line address
     offset: int  # the integer itself when label is None
+    line: int | None = None  # the source line of a "file":line address
 
     def __str__(self) -> str:
+        if self.line is not None:
+            return f'"{self.label}":{self.line}'
         if self.label is None:
             return f"{self.offset:#x}"
         if self.offset == 0:
@@ -393,17 +426,30 @@ class F4Address:
 
 @dataclass(frozen=True)
 class F4Statement:
-    """One F4 statement: ``kind`` is loop, checksum, noreturn, nocall, ignorecontrol, multicall or multibranch."""
+    """One F4 statement.
+
+    ``kind``: loop, checksum, return, noreturn, nocall, ignorecontrol,
+    ignoreseq, force branch, force call, ignore entry, multicall, multibranch,
+    preserve, library, or no effect (statements that cannot change Assay's
+    bound, ``_NO_EFFECT``: ``words`` says which).
+    """
 
     kind: str
     line: int
     address: F4Address | None = None
-    max: int | None = None  # loop; None with total None: '?'
+    max: int | None = None  # loop; all three None and not unknown: no count given
     total: int | None = None
+    min: int | None = None
     unknown: bool = False  # loop ... ?  /  multicall ... to ?
     targets: tuple[F4Address, ...] = ()
     name: str | None = None  # checksum file name
     value: int | None = None  # checksum value
+    context: tuple[tuple[str, F4Address], ...] = ()  # 'in' steps, outermost first: ("function"|"call", address)
+    words: str = ""  # the statement's keywords, for messages
+
+
+_Steps = tuple[tuple[str, F4Address], ...]  # a call context as written: ("function" | "call", location), outermost first
+
 
 
 @dataclass
@@ -414,8 +460,8 @@ class _Parser:
     position: int = 0
     statements: list[F4Statement] = field(default_factory=list)
 
-    def peek(self) -> _Token:
-        return self.tokens[self.position]
+    def peek(self, ahead: int = 0) -> _Token:
+        return self.tokens[min(self.position + ahead, len(self.tokens) - 1)]
 
     def take(self) -> _Token:
         token = self.tokens[self.position]
@@ -423,8 +469,8 @@ class _Parser:
             self.position += 1
         return token
 
-    def is_(self, kind: str, value=None) -> bool:
-        token = self.peek()
+    def is_(self, kind: str, value=None, ahead: int = 0) -> bool:
+        token = self.peek(ahead)
         return token.kind == kind and (value is None or token.value == value)
 
     def expect(self, kind: str, value=None, what: str | None = None) -> _Token:
@@ -450,110 +496,169 @@ class _Parser:
                     self.take()
         return self.statements
 
+    def add(self, kind: str, line: int, **values) -> None:
+        self.expect("sym", ";", "';'")
+        self.statements.append(F4Statement(kind, line, **values))
+
     def statement(self) -> None:
         token = self.peek()
-        if token.kind != "kw" or token.value not in ("loop", "checksum", "noreturn", "nocall", "no",
-                                                          "ignorecontrol", "ignore", "multicall", "multibranch"):
-            expected = "a statement (loop, checksum, noreturn, nocall, ignorecontrol, multicall, multibranch)"
-            if token.kind == "kw":
-                raise _Syntax(token, expected + f"; '{token.value}' is OTAWA syntax outside Assay's subset")
-            raise _Syntax(token, expected)
+        if token.kind != "kw" or token.value not in _STATEMENTS:
+            raise _Syntax(token, "a statement (" + ", ".join(sorted(set(_STATEMENTS) - {"no", "ignore", "force"}))
+                          + ")")
         self.take()
-        keyword = token.value
-        if keyword == "loop":
-            self.loop(token.line)
-        elif keyword == "checksum":
-            name = self.expect("string", what="a file name string").value
-            value = self.integer(allow_unsigned=True)
-            self.expect("sym", ";", "';'")
-            self.statements.append(F4Statement("checksum", token.line, name=name, value=value))
-        elif keyword in ("noreturn", "nocall", "ignorecontrol"):
-            self.simple(keyword, token.line)
-        elif keyword == "no":
+        keyword, line = token.value, token.line
+        if keyword == "no":  # 'no return' / 'no call'
             second = self.expect("kw", what="'return' or 'call' after 'no'")
             if second.value not in ("return", "call"):
                 raise _Syntax(second, "'return' or 'call' after 'no'")
-            self.simple("noreturn" if second.value == "return" else "nocall", token.line)
-        elif keyword == "ignore":
-            second = self.expect("kw", "control", "'control' after 'ignore'")
-            self.simple("ignorecontrol", token.line)
-        else:
-            self.multicall(token.line, keyword)
-
-    def simple(self, kind: str, line: int) -> None:
-        address = self.address()
-        self.expect("sym", ";", "';'")
-        self.statements.append(F4Statement(kind, line, address=address))
+            keyword = "noreturn" if second.value == "return" else "nocall"
+        elif keyword == "ignore":  # 'ignore control' / 'ignore seq' / 'ignore entry'
+            second = self.expect("kw", what="'control', 'seq' or 'entry' after 'ignore'")
+            if second.value not in ("control", "seq", "entry"):
+                raise _Syntax(second, "'control', 'seq' or 'entry' after 'ignore'")
+            keyword = {"control": "ignorecontrol", "seq": "ignoreseq", "entry": "ignore entry"}[second.value]
+        elif keyword == "force":
+            second = self.expect("kw", what="'branch' or 'call' after 'force'")
+            if second.value not in ("branch", "call"):
+                raise _Syntax(second, "'branch' or 'call' after 'force'")
+            keyword = f"force {second.value}"
+        if keyword == "loop":
+            self.loop(line)
+        elif keyword == "checksum":
+            name = self.expect("string", what="a file name string").value
+            value = self.integer(allow_unsigned=True)
+            self.add("checksum", line, name=name, value=value)
+        elif keyword in ("return", "noreturn", "ignorecontrol", "preserve"):
+            self.add(keyword, line, address=self.address())
+        elif keyword == "nocall":
+            self.add(keyword, line, address=self.id_or_address())
+        elif keyword in ("doinline", "noinline", "inlining-on", "inlining-off"):
+            address = self.id_or_address()
+            self.add("no effect", line, address=address, context=self.opt_in(), words=keyword)
+        elif keyword in ("multicall", "multibranch"):
+            self.multicall(line, keyword)
+        elif keyword == "library":
+            self.add("library", line)
+        elif keyword == "memory":
+            self.memory(line)
+        elif keyword == "register":
+            self.expect("string", what="a register name string")
+            self.expect("sym", "=", "'='")
+            self.value()
+            self.add("no effect", line, words="register")
+        elif keyword == "ignore entry":
+            self.add(keyword, line, name=self.expect("string", what="a symbol name string").value)
+        elif keyword == "noblock":
+            self.add("no effect", line, address=self.id_or_address(), words=keyword)
+        else:  # ignoreseq, force branch, force call
+            self.add(keyword, line, address=self.address())
 
     def loop(self, line: int) -> None:
         address = self.address()
-        maximum = total = None
+        counts: dict[str, int] = {}
         unknown = False
         if self.is_("int"):
-            maximum = self.integer()
+            counts["max"] = self.integer()
         elif self.is_("sym", "?"):
             self.take()
             unknown = True
-        elif self.is_("kw", "max") or self.is_("kw", "total"):
-            while self.is_("kw", "max") or self.is_("kw", "total"):
+        elif any(self.is_("kw", word) for word in ("max", "total", "min")):
+            while any(self.is_("kw", word) for word in ("max", "total", "min")):
                 word = self.take()
                 value = self.integer()
-                if word.value == "max":
-                    if maximum is not None:
-                        raise _Syntax(word, "one 'max' per loop")
-                    maximum = value
-                else:
-                    if total is not None:
-                        raise _Syntax(word, "one 'total' per loop")
-                    total = value
+                if word.value in counts:
+                    raise _Syntax(word, f"one '{word.value}' per loop (OTAWA: several '{word.value}' specifications)")
+                counts[word.value] = value
         else:
-            raise _Syntax(self.peek(), "a bound (an integer, 'max N', 'total N' or '?')")
-        if self.is_("kw", "in"):
-            in_token = self.take()
-            steps = [self.context_step()]
-            while self.is_("sym", "/"):
-                self.take()
-                steps.append(self.context_step())
-            self.expect("sym", ";", "';'")
-            self.problems.append(
-                f"{self.name}:{in_token.line}: loop {address}: the call-context form 'in {' / '.join(steps)}' "
-                "names calling functions, which Assay's flow facts cannot hold; give contexts as FFX <call> "
-                "elements")
-            return
-        self.expect("sym", ";", "';'")
-        self.statements.append(F4Statement("loop", line, address=address, max=maximum, total=total,
-                                           unknown=unknown))
+            raise _Syntax(self.peek(), "a bound (an integer, 'max N', 'total N', 'min N' or '?')")
+        context = self.opt_in()
+        self.add("loop", line, address=address, unknown=unknown, context=context, **counts)
 
-    def context_step(self) -> str:
+    def opt_in(self) -> tuple[tuple[str, F4Address], ...]:
+        """OTAWA's ``opt_in``: ``in STEP / STEP ...``, a step being ADDRESS (a function), ``@ ADDRESS`` or
+        ``"label" @ ADDRESS`` (a call site)."""
+        if not self.is_("kw", "in"):
+            return ()
+        self.take()
+        steps = [self.step()]
+        while self.is_("sym", "/"):
+            self.take()
+            steps.append(self.step())
+        return tuple(steps)
+
+    def step(self) -> tuple[str, F4Address]:
         if self.is_("sym", "@"):
             self.take()
-            return "@" + str(self.address())
-        return str(self.address())
+            return "call", self.address()
+        if self.is_("string") and self.is_("sym", "@", ahead=1):
+            self.take()
+            self.take()
+            return "call", self.address()
+        return "function", self.address()
 
     def multicall(self, line: int, keyword: str) -> None:
         site = self.address()
         self.expect("kw", "to", "'to'")
         if self.is_("sym", "?"):
             self.take()
-            self.expect("sym", ";", "';'")
-            self.statements.append(F4Statement(keyword, line, address=site, unknown=True))
+            self.add(keyword, line, address=site, unknown=True)
             return
         targets = [self.address()]
         while self.is_("sym", ","):
             self.take()
             targets.append(self.address())
-        self.expect("sym", ";", "';'")
-        self.statements.append(F4Statement(keyword, line, address=site, targets=tuple(targets)))
+        self.add(keyword, line, address=site, targets=tuple(targets))
 
-    def address(self) -> F4Address:
+    def memory(self, line: int) -> None:
+        if self.is_("kw", "access"):  # memory access INST LOW .. HIGH [in ...];
+            self.take()
+            address = self.address()
+            self.address()
+            self.expect("dotdot", what="'..'")
+            self.address()
+            self.add("no effect", line, address=address, context=self.opt_in(), words="memory access")
+            return
+        self.expect("type", what="'access' or a type (int8 ... uint64) after 'memory'")
+        address = self.address()
+        self.expect("sym", "=", "'='")
+        self.value()
+        self.add("no effect", line, address=address, words="memory")
+
+    def value(self) -> None:
+        """OTAWA's ``value``: ADDRESS, ``[ ADDRESS .. ADDRESS ]`` or ``( ADDRESS , INT , INT )``."""
+        if self.is_("sym", "["):
+            self.take()
+            self.address()
+            self.expect("dotdot", what="'..'")
+            self.address()
+            self.expect("sym", "]", "']'")
+        elif self.is_("sym", "("):
+            self.take()
+            self.address()
+            for _ in range(2):
+                self.expect("sym", ",", "','")
+                self.integer()
+            self.expect("sym", ")", "')'")
+        else:
+            self.address()
+
+    def id_or_address(self) -> F4Address:
+        """OTAWA's ``id_or_address``: an integer or a label, no offset."""
         if self.is_("int"):
             return F4Address(None, self.integer(allow_unsigned=True))
-        label = self.expect("string", what="an address (integer or \"label\" [+|- offset])").value
+        return F4Address(self.expect("string", what="a function (integer or \"label\")").value, 0)
+
+    def address(self) -> F4Address:
+        """OTAWA's ``full_address``: INTEGER, "label", "label" + INTEGER, "label" - INTEGER, "file":INTEGER."""
+        if self.is_("int"):
+            return F4Address(None, self.integer(allow_unsigned=True))
+        label = self.expect("string", what="an address (integer, \"label\" [+|- offset] or \"file\":line)").value
         if self.is_("sym", "+") or self.is_("sym", "-"):
             sign = 1 if self.take().value == "+" else -1
             return F4Address(label, sign * self.integer())
         if self.is_("sym", ":"):
-            raise _Syntax(self.peek(), "not 'file:line' (source-line addresses do not work in OTAWA's F4)")
+            self.take()
+            return F4Address(label, 0, line=self.integer())
         return F4Address(label, 0)
 
     def integer(self, allow_unsigned: bool = False) -> int:
@@ -563,6 +668,11 @@ class _Parser:
         if token.value > limit:
             raise _Syntax(token, f"an integer OTAWA can hold (at most {limit:#x})")
         return token.value
+
+
+_STATEMENTS = ("loop", "checksum", "return", "noreturn", "no", "nocall", "noblock", "doinline", "noinline",
+               "inlining-on", "inlining-off", "force", "ignorecontrol", "ignore", "ignoreseq", "multibranch",
+               "multicall", "preserve", "memory", "register", "library")
 
 
 class _Syntax(Exception):
@@ -594,86 +704,263 @@ def parse_f4_statements(text: str | Path, source: str | None = None) -> list[F4S
     return statements
 
 
-def parse_f4(text: str | Path, source: str | None = None, symbols: Mapping[str, int] | None = None) -> FlowFacts:
+def parse_f4(text: str | Path, source: str | None = None, symbols: Mapping[str, int] | None = None,
+             locations: "ElfLocations | None" = None, root: str | None = None) -> FlowFacts:
     """Read F4 ``text`` (or the file, given a ``Path``) into ``FlowFacts``; ``source`` names it in messages.
 
-    ``symbols`` (function name -> address, Thumb bit clear) resolves the forms
-    that need them. Every problem is reported at once in one
-    ``FlowFactFormatError``: syntax outside the grammar, a loop left at ``?``
-    (listing every unbounded loop), an unresolved ``multicall ... to ?``, a
-    label that needs symbols.
+    Locations are resolved with ``locations`` (``wcet.fflocate.ElfLocations``:
+    symbols, DWARF lines, call contexts from its analysed function) or, without
+    it, with ``symbols`` (function name -> address, Thumb bit clear) alone;
+    a form that needs what is not given is a problem. ``root`` (the analysed
+    function) lets a context ``in "root" / @SITE / ...`` be read without the
+    ELF. Every problem is reported at once in one ``FlowFactFormatError``:
+    syntax outside the grammar, a loop left at ``?`` (listing every unbounded
+    loop), an unresolved ``multicall ... to ?``, a location that does not
+    resolve, a statement Assay's analyzer does not apply.
     """
     text, name = _read(text, source)
     statements = parse_f4_statements(text, name)
     problems: list[str] = []
-    loops: list[LoopBound] = []
-    multicalls: dict[int, tuple[int, ...]] = {}
-    multibranches: dict[int, tuple[int, ...]] = {}
-    noreturn, nocall, ignorecontrol = set(), set(), set()
+    resolve = _Resolver(name, problems, symbols, locations, root)
+    library_from = next((i for i, s in enumerate(statements) if s.kind == "library"), len(statements))
+    facts = _Collected()
     checksum = None
-    origin = f"user:{name}"
-
-    def absolute(address: F4Address, line: int) -> int | None:
-        if address.label is None:
-            return address.offset
-        if symbols is None or address.label not in symbols:
-            problems.append(f"{name}:{line}: label \"{address.label}\" needs the ELF's symbols to resolve")
-            return None
-        return symbols[address.label] + address.offset
-
-    def function_name(address: F4Address, line: int) -> str | None:
-        if address.label is not None and address.offset == 0:
-            return address.label
-        if symbols is None:
-            problems.append(f"{name}:{line}: {address} names a function by address, which needs the ELF's symbols")
-            return None
-        wanted = absolute(address, line)
-        names = sorted(n for n, a in (symbols or {}).items() if a == wanted)
-        if wanted is not None and not names:
-            problems.append(f"{name}:{line}: no function starts at {wanted:#x}")
-        return names[0] if names else None
-
-    for statement in statements:
+    for index, statement in enumerate(statements):  # everything but loops: loops by line need the CFGs
+        resolve.library = index > library_from
         line, address = statement.line, statement.address
         if statement.kind == "checksum":
             checksum = (statement.name, statement.value)
-        elif statement.kind == "loop":
-            if statement.unknown:
-                problems.append(f"{name}:{line}: loop {address} has no bound ('?')")
-                continue
-            if statement.max is None:
-                problems.append(f"{name}:{line}: loop {address} has only a 'total' bound; Assay needs 'max'")
-                continue
-            if address.label is not None and address.offset >= 0:
-                function, offset = address.label, address.offset
-            else:
-                function, offset = None, absolute(address, line)
-                if offset is None:
-                    continue
-            loops.append(LoopBound(function=function, offset=offset, max=statement.max, total=statement.total,
-                                   origin=origin))
         elif statement.kind in ("multicall", "multibranch"):
-            site = absolute(address, line)
-            what = "indirect call" if statement.kind == "multicall" else "indirect jump"
             if statement.unknown:
-                problems.append(f"{name}:{line}: {what} at {address} has unknown targets ('to ?')")
+                what = "indirect call" if statement.kind == "multicall" else "indirect jump"
+                resolve.note(line, f"{what} at {address} has unknown targets ('to ?')")
                 continue
-            targets = tuple(absolute(t, line) for t in statement.targets)
-            if site is not None and None not in targets:
-                (multicalls if statement.kind == "multicall" else multibranches)[site] = targets
-        elif statement.kind == "ignorecontrol":
-            value = absolute(address, line)
+            facts.multi(statement.kind, resolve.address(address, line, statement.kind),
+                        [resolve.address(t, line) for t in statement.targets])
+        elif statement.kind in ("ignorecontrol", "return", "preserve", "ignoreseq", "force branch", "force call"):
+            value = resolve.address(address, line, "control" if statement.kind != "preserve" else "address")
             if value is not None:
-                ignorecontrol.add(value)
-        else:
-            function = function_name(address, line)
+                facts.at_address(statement.kind, value)
+        elif statement.kind == "ignore entry":
+            facts.ignore_entry.add(statement.name)
+        # "no effect" (the inlining policy, noblock, memory access, register, memory TYPE): each only removes
+        # paths or narrows values, so without it the bound covers more executions, never fewer
+        elif statement.kind in ("noreturn", "nocall"):
+            function = resolve.function_name(address, line)
             if function is not None:
-                (noreturn if statement.kind == "noreturn" else nocall).add(function)
+                getattr(facts, statement.kind).add(function)
+    base = facts.flow_facts()
+    for index, statement in enumerate(statements):
+        resolve.library = index > library_from
+        if statement.kind != "loop":
+            continue
+        line, address = statement.line, statement.address
+        if statement.unknown:
+            resolve.note(line, f"loop {address} has no bound ('?')")
+            continue
+        maximum = statement.max if statement.max is not None else statement.total  # per entry <= per run
+        if maximum is None:  # 'min' alone: OTAWA records no bound, and the loop stays unbounded
+            continue
+        where = resolve.loop(address, line, base)
+        if where is None:
+            continue
+        for context in resolve.contexts(statement.context, where, line, base):
+            facts.loops.append(LoopBound(function=where[0], offset=where[1], max=maximum, total=statement.total,
+                                         context=context, source=where[2], origin=f"user:{name}"))
     if problems:
         raise FlowFactFormatError(problems, f"{name}: unusable flow facts")
-    return FlowFacts(loops=tuple(loops), multicalls=multicalls, multibranches=multibranches,
-                     noreturn=frozenset(noreturn), nocall=frozenset(nocall), ignorecontrol=frozenset(ignorecontrol),
-                     checksum=checksum)
+    return dataclasses.replace(facts.flow_facts(), checksum=checksum)
+
+
+@dataclass
+class _Collected:
+    """The facts of one file as they are read."""
+
+    loops: list[LoopBound] = field(default_factory=list)
+    multicall: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    multibranch: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    noreturn: set[str] = field(default_factory=set)
+    nocall: set[str] = field(default_factory=set)
+    ignorecontrol: set[int] = field(default_factory=set)
+    preserve: set[int] = field(default_factory=set)
+    returns: set[int] = field(default_factory=set)
+    ignoreseq: set[int] = field(default_factory=set)
+    forced: dict[int, str] = field(default_factory=dict)
+    ignore_entry: set[str] = field(default_factory=set)
+
+    def at_address(self, kind: str, address: int) -> None:
+        """A fact about the instruction at ``address``: ``kind`` is the statement (F4 words, FFX tag)."""
+        if kind.startswith("force "):
+            self.forced[address] = kind.split()[1]
+        else:
+            {"ignorecontrol": self.ignorecontrol, "return": self.returns, "preserve": self.preserve,
+             "ignoreseq": self.ignoreseq}[kind].add(address)
+
+    def multi(self, kind: str, site: int | None, targets: list[int | None]) -> None:
+        """Targets of an indirect call or jump; OTAWA adds to those already given for the site."""
+        targets = [t for t in targets if t is not None]
+        if site is not None and targets:
+            table = getattr(self, kind)
+            table[site] = tuple(dict.fromkeys([*table.get(site, ()), *targets]))
+
+    def flow_facts(self) -> FlowFacts:
+        return FlowFacts(loops=tuple(self.loops), multicalls=dict(self.multicall),
+                         multibranches=dict(self.multibranch), noreturn=frozenset(self.noreturn),
+                         nocall=frozenset(self.nocall), ignorecontrol=frozenset(self.ignorecontrol),
+                         returns=frozenset(self.returns), preserve=frozenset(self.preserve),
+                         ignoreseq=frozenset(self.ignoreseq), forced=dict(self.forced),
+                         ignore_entry=frozenset(self.ignore_entry))
+
+
+class _Resolver:
+    """Turns the locations of one file into addresses and contexts; each failure is one problem with the
+    file and line. ``library`` (after F4 ``library;``): a label the ELF does not have drops its fact
+    silently, as in OTAWA."""
+
+    def __init__(self, name: str, problems: list[str], symbols: Mapping[str, int] | None,
+                 locations: "ElfLocations | None", root: str | None):
+        self.name, self.problems, self.locations = name, problems, locations
+        self.symbols = locations.symbols if locations is not None else symbols
+        self.root = root if root is not None else (locations.root if locations is not None else None)
+        self.library = False
+        self.outermost_is_root = False  # FFX read without the analysed function: its outermost <function>
+
+    def note(self, line: int, message: str) -> None:
+        self.problems.append(f"{self.name}:{line}: {message}")
+
+    def _elf(self, where: F4Address, line: int) -> "ElfLocations | None":
+        if self.locations is None:
+            self.note(line, f"{where} needs the ELF's DWARF line table to resolve (give the ELF: python -m wcet, "
+                            "assay wcet --elf)")
+        return self.locations
+
+    def address(self, where: F4Address, line: int, use: str = "address") -> int | None:
+        """The absolute address of ``where``; for a source line, the one instruction of kind ``use``
+        (``wcet.fflocate.INSTRUCTIONS``) on it, or its first address."""
+        from wcet.fflocate import INSTRUCTIONS, LocationError
+
+        if where.line is not None:
+            locations = self._elf(where, line)
+            if locations is None:
+                return None
+            try:
+                if use in INSTRUCTIONS:
+                    return locations.instruction_on_line(where.label, where.line, use)
+                return locations.line_start(where.label, where.line)
+            except LocationError as exc:
+                self.note(line, str(exc))
+                return None
+        if where.label is None:
+            return where.offset
+        if self.symbols is None:
+            self.note(line, f"label \"{where.label}\" needs the ELF's symbols to resolve")
+            return None
+        if where.label not in self.symbols:
+            if not self.library:
+                self.note(line, f"label \"{where.label}\" is not a function symbol of the ELF")
+            return None
+        return self.symbols[where.label] + where.offset
+
+    def function_name(self, where: F4Address, line: int) -> str | None:
+        """The function ``where`` starts (a label alone needs no symbols)."""
+        if where.label is not None and where.offset == 0 and where.line is None:
+            if self.symbols is not None and where.label not in self.symbols:
+                if not self.library:
+                    self.note(line, f"label \"{where.label}\" is not a function symbol of the ELF")
+                return None
+            return where.label
+        if self.symbols is None and where.line is None:
+            self.note(line, f"{where} names a function by address, which needs the ELF's symbols")
+            return None
+        wanted = self.address(where, line)
+        if wanted is None:
+            return None
+        names = sorted(n for n, a in (self.symbols or {}).items() if a == wanted)
+        if not names:
+            self.note(line, f"no function starts at {wanted:#x}")
+        return names[0] if names else None
+
+    def loop(self, where: F4Address, line: int, facts: FlowFacts) -> tuple[str | None, int, tuple | None] | None:
+        """(function or None, offset or absolute header, source line or None) of a loop header."""
+        from wcet.fflocate import LocationError
+
+        if where.line is not None:
+            locations = self._elf(where, line)
+            if locations is None:
+                return None
+            try:
+                return (*locations.loop_on_line(where.label, where.line, facts), (where.label, where.line))
+            except LocationError as exc:
+                self.note(line, str(exc))
+                return None
+        if where.label is not None and where.offset >= 0:  # "fn" + N: the analyzer needs no symbol table
+            if self.symbols is not None and where.label not in self.symbols:
+                if not self.library:
+                    self.note(line, f"label \"{where.label}\" is not a function symbol of the ELF")
+                return None
+            return where.label, where.offset, None
+        value = self.address(where, line)
+        return None if value is None else (None, value, None)
+
+    def contexts(self, steps: tuple[tuple[str, F4Address], ...], loop: tuple, line: int,
+                 facts: FlowFacts) -> list[tuple[int, ...]]:
+        """The exact call-site contexts (``LoopBound.context``) a fact given in context ``steps`` applies in
+        (``wcet.fflocate``); [()] for every context; without the ELF, ``_contexts_without_elf``."""
+        from wcet.fflocate import CALL, FUNCTION, LocationError, Step
+
+        if not steps:
+            return [()]
+        function = loop[0]
+        if function is None and self.locations is not None:
+            owner = self.locations.function_of(loop[1])
+            function = owner[0] if owner else None
+        on_every_chain = {F4Address(name, 0) for name in (self.root, function) if name is not None}
+        if all(kind == "function" and where in on_every_chain for kind, where in steps):
+            return [()]  # the analysed function and the loop's own function are on every chain to the loop
+        if self.locations is None or self.root is None:
+            return self._contexts_without_elf(steps, function, line)
+        resolved = []
+        for kind, where in steps:
+            value = self.address(where, line, "call" if kind == "call" else "address")
+            if value is None:
+                return []
+            resolved.append(Step(CALL if kind == "call" else FUNCTION, value))
+        if function is None:
+            self.note(line, "the loop is in no function symbol: its call context cannot be resolved")
+            return []
+        try:
+            return self.locations.contexts(tuple(resolved), function, facts)
+        except (LocationError, WcetError) as exc:
+            self.note(line, str(exc))
+            return []
+
+    def _contexts_without_elf(self, steps: tuple[tuple[str, F4Address], ...], function: str | None,
+                              line: int) -> list[tuple[int, ...]]:
+        """A context read without the call graph: FUNCTION root, then CALL sites by address, each optionally
+        followed by its callee (taken as written), the last step possibly the loop's own function. The
+        root is the analysed function if known, else the first step when call sites follow it (a wrong
+        guess only makes the exact chain one the analysis never meets) or, in FFX, the outermost
+        <function> (the form Assay writes)."""
+        (kind, first), rest = steps[0], steps[1:]
+        calls = any(kind == "call" for kind, _ in rest)
+        root = self.root if self.root is not None or not (self.outermost_is_root or calls) else first.label
+        if root is None or kind != "function" or first != F4Address(root, 0):
+            self.note(line, f"a call context from {first} needs the ELF to resolve"
+                      + (f" (the analysed function is {self.root})" if self.root else ""))
+            return []
+        sites, previous = [], "function"
+        for index, (kind, where) in enumerate(rest):
+            plain = where.line is None and (where.label is None if kind == "call" else not where.offset)
+            callee = kind == "function" and (previous == "call" or (index == len(rest) - 1 and
+                                                                    where.label == function))
+            if not plain or (kind == "function" and not callee):
+                self.note(line, f"the call context step {where} needs the ELF and the analysed function to "
+                                "resolve (python -m wcet, assay wcet --elf)")
+                return []
+            if kind == "call":
+                sites.append(where.offset)
+            previous = kind
+        return [tuple(sites)]
 
 
 def _read(source: Path | str, name: str | None) -> tuple[str, str]:
@@ -721,8 +1008,14 @@ def write_ffx(facts: FlowFacts, elf: Path | None = None, entry: str | None = Non
         out.append(f"\t<noreturn label={quoteattr(name)}/>")
     for name in sorted(facts.nocall):
         out.append(f"\t<nocall label={quoteattr(name)}/>")
-    for address in sorted(facts.ignorecontrol):
-        out.append(f'\t<ignorecontrol address="{address:#x}"/>')
+    out += [f"\t<ignore-entry name={quoteattr(name)}/>" for name in sorted(facts.ignore_entry)]
+    for tag, addresses in (("ignorecontrol", facts.ignorecontrol), ("return", facts.returns),
+                           ("ignoreseq", facts.ignoreseq)):
+        out += [f'\t<{tag} address="{address:#x}"/>' for address in sorted(addresses)]
+    for what, addresses in (("preserve", facts.preserve), ("force", facts.forced)):
+        if addresses:
+            problems.append(f"{what} (" + ", ".join(f"{a:#x}" for a in sorted(addresses)) + ") has no FFX form; "
+                            "write F4")
     for tag, table in (("multicall", facts.multicalls), ("multibranch", facts.multibranches)):
         for site in sorted(table):
             if not table[site]:
@@ -864,164 +1157,181 @@ def _xml_tree(text: str, name: str) -> _Element:
     return top[0]
 
 
-def parse_ffx(text: str | Path, source: str | None = None, root: str | None = None) -> FlowFacts:
-    """Read FFX ``text`` (or the file, given a ``Path``) into ``FlowFacts``, strictly; ``source`` names it.
+def parse_ffx(text: str | Path, source: str | None = None, root: str | None = None,
+              locations: "ElfLocations | None" = None, symbols: Mapping[str, int] | None = None) -> FlowFacts:
+    """Read FFX ``text`` (or the file, given a ``Path``) into ``FlowFacts``; ``source`` names it.
 
-    Accepted: ``<flowfacts>`` holding ``<function>``, ``<loop>``, ``<noreturn>``,
-    ``<nocall>``, ``<ignorecontrol address>`` and ``<multicall address>`` /
-    ``<multibranch address>`` holding ``<target address>`` elements; a ``<function>`` or ``<loop>`` holding ``<loop>`` and
-    ``<call address=...>``; a ``<call>`` holding exactly one ``<function>``.
-    Locations are ``label`` (or ``name``) with an optional ``offset``, or
-    ``address``; a loop needs ``maxcount`` (``totalcount`` optional). If
-    ``root`` is given, every ``<function>`` holding calls must be it.
+    The elements and locations of OTAWA's ``FlowFactLoader`` (module
+    docstring); attributes it does not read (oRange's ``executed``,
+    ``loopId``, ``exact``, ...) are ignored as it ignores them. Locations are
+    resolved with ``locations`` (``wcet.fflocate.ElfLocations``) or, without
+    it, with ``symbols`` (function name -> address) if given: labels with
+    offsets, addresses, and call contexts from the outermost ``<function>``,
+    taken to be the analysed function (``root``, if given, must be it).
     """
     text, name = _read(text, source)
     document = _xml_tree(text, name)
-    problems: list[str] = []
-    loops: list[LoopBound] = []
-    noreturn, nocall, ignorecontrol = set(), set(), set()
-    multi: dict[str, dict[int, tuple[int, ...]]] = {"multicall": {}, "multibranch": {}}
-    origin = f"user:{name}"
     if document.tag != "flowfacts":
         raise FlowFactFormatError([f"{name}:{document.line}: the root element is <{document.tag}>, not <flowfacts>"],
                                   f"{name}: not FFX")
+    problems: list[str] = []
+    resolve = _Resolver(name, problems, symbols, locations, root)
+    resolve.outermost_is_root = True
+    facts = _Collected()
+    loops: list[tuple[_Element, tuple]] = []  # (element, context steps): read once the other facts are known
 
-    def check_attributes(element: _Element, allowed: set[str]) -> None:
-        extra = sorted(set(element.attributes) - allowed)
-        if extra:
-            problems.append(f"{name}:{element.line}: <{element.tag}> does not take {', '.join(extra)}")
-
-    def integer(element: _Element, key: str, signed: bool = False) -> int | None:
+    def integer(element: _Element, key: str, signed: bool = True) -> int | None:
         raw = element.attributes.get(key)
         if raw is None:
             return None
         value = _ffx_integer(raw.strip(), signed)
         if value is None:
-            problems.append(f"{name}:{element.line}: {key}={raw!r} is not an integer")
+            resolve.note(element.line, f"{key}={raw!r} is not an integer")
         return value
 
-    def location(element: _Element) -> tuple[str | None, int] | None:
-        label = element.attributes.get("label", element.attributes.get("name"))
-        if "label" in element.attributes and "name" in element.attributes:
-            problems.append(f"{name}:{element.line}: both label and name")
-        if "source" in element.attributes or "line" in element.attributes:
-            problems.append(f"{name}:{element.line}: source/line locations need the ELF's line table; "
-                            "Assay reads label/offset or address")
-            return None
-        if "address" in element.attributes:
-            if label is not None or "offset" in element.attributes:
-                problems.append(f"{name}:{element.line}: address together with label/offset")
+    def location(element: _Element, path: _Steps) -> F4Address | None:
+        """OTAWA's ``scanAddress``: symbol, address, label [+ offset], offset (from the enclosing function or
+        call), source + line; None after noting why not."""
+        attributes = element.attributes
+        if "symbol" in attributes:
+            return F4Address(attributes["symbol"], 0)
+        if "address" in attributes:
+            value = integer(element, "address", signed=False)
+            return None if value is None else F4Address(None, value)
+        if "label" in attributes:
+            offset = integer(element, "offset") if "offset" in attributes else 0
+            return None if offset is None else F4Address(attributes["label"], offset)
+        if "offset" in attributes:
+            offset = integer(element, "offset")
+            if offset is None:
                 return None
-            value = integer(element, "address")
-            return None if value is None else (None, value)
-        if label is None:
-            problems.append(f"{name}:{element.line}: <{element.tag}> without a location (label or address)")
-            return None
-        offset = integer(element, "offset", signed=True) if "offset" in element.attributes else 0
-        if offset is None:
-            return None
-        if offset < 0:
-            problems.append(f"{name}:{element.line}: negative offset")
-            return None
-        return label, offset
+            if not path:
+                resolve.note(element.line, "'offset' outside any addressed element")
+                return None
+            enclosing = path[-1][1]
+            if enclosing.line is not None:
+                base = resolve.address(enclosing, element.line)
+                return None if base is None else F4Address(None, base + offset)
+            return dataclasses.replace(enclosing, offset=enclosing.offset + offset)
+        if "source" in attributes:
+            line = integer(element, "line")
+            if "line" not in attributes:
+                resolve.note(element.line, "a 'source' without a 'line'")
+            return None if line is None else F4Address(attributes["source"], 0, line=line)
+        resolve.note(element.line, f"<{element.tag}> without a location (address, label [offset], symbol, offset "
+                                   "or source and line)")
+        return None
 
-    def function_body(element: _Element, function: str, context: tuple[int, ...], top: bool) -> None:
+    def body(element: _Element, path: _Steps) -> None:
+        """OTAWA's ``scanXBody``: the top level (and a nested <flowfacts>)."""
         for child in element.children:
-            if child.tag == "loop":
-                loop(child, function, context)
-            elif child.tag == "call":
-                call(child, context, top)
-            else:
-                problems.append(f"{name}:{child.line}: <{child.tag}> inside <{element.tag}>")
-
-    def loop(element: _Element, function: str | None, context: tuple[int, ...]) -> None:
-        check_attributes(element, {"label", "name", "offset", "address", "maxcount", "totalcount"})
-        where = location(element)
-        maximum, total = integer(element, "maxcount"), integer(element, "totalcount")
-        if "maxcount" not in element.attributes:
-            problems.append(f"{name}:{element.line}: loop without maxcount")
-        if where is not None and maximum is not None and (total is not None or "totalcount" not in element.attributes):
-            label, offset = where
-            if context and label is not None and label != function:
-                problems.append(f"{name}:{element.line}: loop in {label} inside the context of {function}")
-            loops.append(LoopBound(function=label, offset=offset, max=maximum, total=total, context=context,
-                                   origin=origin))
-        if element.children:
-            function_body(element, function, context, top=False)
-
-    def function_label(element: _Element, unnamed: str) -> str | None:
-        """The label of a <function> element, or None after noting why it cannot be used."""
-        check_attributes(element, {"label", "name", "address", "offset"})
-        where = location(element)
-        if where is None:
-            return None
-        if where[0] is None or where[1] != 0:
-            problems.append(f"{name}:{element.line}: {unnamed}")
-            return None
-        return where[0]
-
-    def call(element: _Element, context: tuple[int, ...], top: bool) -> None:
-        check_attributes(element, {"address"})
-        site = integer(element, "address")
-        if site is None:
-            problems.append(f"{name}:{element.line}: <call> needs address= (the call site)")
-            return
-        functions = [c for c in element.children if c.tag == "function"]
-        if len(functions) != 1 or len(element.children) != 1:
-            problems.append(f"{name}:{element.line}: <call> must hold exactly one <function>")
-            return
-        callee = functions[0]
-        label = function_label(callee, "a called <function> is named by its label")
-        if label is not None:
-            function_body(callee, label, (*context, site), top=False)
-
-    for child in document.children:
-        if child.tag == "function":
-            label = function_label(child, "a <function> is named by its label")
-            if label is None:
-                continue
-            if root is not None and label != root and any(c.tag == "call" for c in child.children):
-                problems.append(f"{name}:{child.line}: call contexts from {label}, but the root is {root}")
-            function_body(child, label, (), top=True)
-        elif child.tag == "loop":
-            loop(child, None, ())
-        elif child.tag == "ignorecontrol":
-            check_attributes(child, {"address"})
-            address = integer(child, "address")
-            if address is None or child.children:
-                problems.append(f"{name}:{child.line}: <ignorecontrol> takes an address and no content")
-            else:
-                ignorecontrol.add(address)
-        elif child.tag in multi:
-            check_attributes(child, {"address"})
-            site = integer(child, "address")
-            targets = []
-            for target in child.children:
-                check_attributes(target, {"address"})
-                value = integer(target, "address") if target.tag == "target" else None
-                if target.tag != "target" or value is None or target.children:
-                    problems.append(f"{name}:{target.line}: <{child.tag}> holds only <target address=.../>")
+            tag = child.tag
+            if tag in ("loop", "function"):
+                content_element(child, path)
+            elif tag == "flowfacts":
+                body(child, path)
+            elif tag in ("noreturn", "nocall", "return", "ignorecontrol"):
+                where = location(child, path)
+                if where is None:
+                    continue
+                if tag in ("noreturn", "nocall"):
+                    function = resolve.function_name(where, child.line)
+                    if function is not None:
+                        (facts.noreturn if tag == "noreturn" else facts.nocall).add(function)
                 else:
-                    targets.append(value)
-            if site is None:
-                problems.append(f"{name}:{child.line}: <{child.tag}> needs address= (the branch)")
-            elif not targets:
-                problems.append(f"{name}:{child.line}: <{child.tag}> at {site:#x} has no target")
+                    value = resolve.address(where, child.line, "control")
+                    if value is not None:
+                        (facts.returns if tag == "return" else facts.ignorecontrol).add(value)
+            elif tag in ("multicall", "multibranch"):
+                where = location(child, path)
+                targets = []
+                for target in child.children:
+                    if target.tag != "target":
+                        resolve.note(target.line, f"<{tag}> holds <target> elements, not <{target.tag}>")
+                        continue
+                    at = location(target, path)
+                    targets.append(None if at is None else resolve.address(at, target.line))
+                if where is not None:
+                    if not child.children:
+                        resolve.note(child.line, f"<{tag}> at {where} has no target")
+                    facts.multi(tag, resolve.address(where, child.line, tag), targets)
+            elif tag == "ignoreseq":
+                where = location(child, path)
+                value = None if where is None else resolve.address(where, child.line, "control")
+                if value is not None:
+                    facts.at_address(tag, value)
+            elif tag == "ignore-entry":
+                if not child.attributes.get("name"):
+                    resolve.note(child.line, "<ignore-entry> without a name")
+                else:
+                    facts.ignore_entry.add(child.attributes["name"])
+            elif tag not in _FFX_NO_EFFECT:
+                resolve.note(child.line, f"<{tag}> is not an FFX element OTAWA reads at the top level")
+
+
+    def content_element(element: _Element, path: _Steps) -> None:
+        """One element of a function's, loop's or call's content (OTAWA's ``scanXContent``)."""
+        tag = element.tag
+        if tag == "loop":
+            loops.append((element, path))
+            content(element, path)
+        elif tag == "function":
+            if "name" in element.attributes:
+                where = F4Address(element.attributes["name"], 0)
             else:
-                multi[child.tag][site] = tuple(targets)
-        elif child.tag in ("noreturn", "nocall"):
-            check_attributes(child, {"label", "name"})
-            label = child.attributes.get("label", child.attributes.get("name"))
-            if label is None or child.children:
-                problems.append(f"{name}:{child.line}: <{child.tag}> takes a label and no content")
-            else:
-                (noreturn if child.tag == "noreturn" else nocall).add(label)
-        else:
-            problems.append(f"{name}:{child.line}: <{child.tag}> is outside Assay's FFX subset")
+                where = location(element, path)
+            if where is not None:
+                content(element, (*path, ("function", where)))
+        elif tag == "call":
+            where = location(element, path)
+            if where is None:
+                return
+            inner = (*path, ("call", where))
+            functions = [child for child in element.children if child.tag == "function"]
+            if functions:  # <call LOCATION><function .../>...</call>
+                for child in element.children:
+                    if child.tag != "function":
+                        resolve.note(child.line, f"<{child.tag}> inside a <call> that holds <function> elements")
+                    else:
+                        content_element(child, inner)
+                return
+            if "name" in element.attributes:  # the old form: the call's content, its callee named
+                inner = (*inner, ("function", F4Address(element.attributes["name"], 0)))
+            content(element, inner)
+        elif tag in ("conditional", "condition", "case", "iteration"):
+            content(element, path)
+        elif tag not in _FFX_NO_EFFECT:
+            resolve.note(element.line, f"<{tag}> is not an FFX element OTAWA reads inside a function, loop or call")
+
+    def content(element: _Element, path: _Steps) -> None:
+        for child in element.children:
+            content_element(child, path)
+
+    body(document, ())
+    base = facts.flow_facts()
+    for element, path in loops:
+        bounds = {key: integer(element, key) if element.attributes.get(key, "").strip() != "NOCOMP" else None
+                  for key in ("maxcount", "totalcount", "mincount")}
+        where = location(element, path)
+        maximum = bounds["maxcount"] if bounds["maxcount"] is not None else bounds["totalcount"]
+        if where is None or maximum is None:  # no bound: OTAWA warns and goes on; the loop stays unbounded
+            continue
+        loop = resolve.loop(where, element.line, base)
+        if loop is None:
+            continue
+        for context in resolve.contexts(path, loop, element.line, base):
+            facts.loops.append(LoopBound(function=loop[0], offset=loop[1], max=maximum, total=bounds["totalcount"],
+                                         context=context, source=loop[2], origin=f"user:{name}"))
     if problems:
         raise FlowFactFormatError(problems, f"{name}: not FFX as Assay reads it")
-    return FlowFacts(loops=tuple(loops), multicalls=multi["multicall"], multibranches=multi["multibranch"],
-                     noreturn=frozenset(noreturn), nocall=frozenset(nocall), ignorecontrol=frozenset(ignorecontrol))
+    return facts.flow_facts()
+
+
+# FFX elements read and given no effect: the inlining policy, noblock, value and memory hints (Assay has no value
+# or data-cache analysis) and infeasible paths; each only removes paths or narrows values, so without it the
+# bound covers more executions, never fewer
+_FFX_NO_EFFECT = ("doinline", "noinline", "inlining-on", "inlining-off", "noblock", "mem-access", "mem-set",
+                  "reg-set", "state", "not-all", "edge")
 
 
 def _ffx_integer(raw: str, signed: bool) -> int | None:

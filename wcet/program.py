@@ -120,4 +120,5 @@ def _facts_key(facts: FlowFacts | None) -> tuple:
         return ()
     return (tuple(sorted((k, tuple(v)) for k, v in facts.multicalls.items())),
             tuple(sorted((k, tuple(v)) for k, v in facts.multibranches.items())), tuple(sorted(facts.noreturn)),
-            tuple(sorted(facts.nocall)), tuple(sorted(facts.ignorecontrol)))
+            tuple(sorted(facts.nocall)), tuple(sorted(facts.ignorecontrol)), tuple(sorted(facts.returns)),
+            tuple(sorted(facts.forced.items())), tuple(sorted(facts.ignoreseq)), tuple(sorted(facts.ignore_entry)))
