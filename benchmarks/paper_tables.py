@@ -39,20 +39,24 @@ from harness.stages.wcet.spec import SPEC as WCET
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "acas-reg50,acas-reg100,acas-reg200,acas-decr128,acas-decr256,lenet5"
 STRATEGIES = ("assay-v1", "assay-v2", "assay-v3")
+# Other tools' generators beside the strategies (docs/peers.md): emmtrix's emx-onnx-cgen (both modes) and ACETONE
+# (its reference convolution, 6loops, and its one variant of a dense net).
+PEERS = "emx-onnx-cgen,acetone-nnet:6loops:default"
 ARM = "arm7tdmi-ext,cortex-m4f"
 
 
 def commands(out: Path, models: str, inputs: int, v3: str, v3_wcet: str,
-             stages: list[str]) -> list[tuple[str, list[str]]]:
-    """(stage, argv) of every run: V1 and V2 on every model, V3 on ``v3`` (``v3_wcet`` for its WCET). Table 1
-    has every transformation variant (the oracle checks each one preserves the semantics); the other tables
-    the keras variant."""
+             stages: list[str], peers: str = PEERS) -> list[tuple[str, list[str]]]:
+    """(stage, argv) of every run: V1 and V2 on every model, V3 on ``v3`` (``v3_wcet`` for its WCET), the
+    ``peers`` (generators with their variants) on every model. Table 1 has every transformation variant (the
+    oracle checks each one preserves the semantics); the other tables the keras variant."""
     cli = [sys.executable, "-m", "harness.cli"]
 
     def both(stage: str, argv: list[str], every: bool, v3_models: str) -> list[tuple[str, list[str]]]:
         pick = ":all" if every else ":keras"
         return [(stage, [*cli, *argv, "--models", models, "--generators", f"assay-v1{pick},assay-v2{pick}"]),
-                (stage, [*cli, *argv, "--models", v3_models, "--generators", f"assay-v3{pick}"])]
+                (stage, [*cli, *argv, "--models", v3_models, "--generators", f"assay-v3{pick}"]),
+                *([(stage, [*cli, *argv, "--models", models, "--generators", peers])] if peers else [])]
 
     runs = {
         "semantic": both("semantic", ["semantic", "--targets", "host", "--inputs", str(inputs), "--out",
@@ -60,7 +64,7 @@ def commands(out: Path, models: str, inputs: int, v3: str, v3_wcet: str,
         "memory": both("memory", ["memory", "--targets", ARM, "--out", str(out / "memory")], False, v3),
         "met": both("met", ["met", "--targets", ARM, "--inputs", "20", "--out", str(out / "met-O0")], False, v3),
         "met-O3": both("met-O3", ["met", "--targets", ARM, "--opt=-O3", "--inputs", "20", "--out",
-                                  str(out / "met-O3")], False, v3)[:1],
+                                  str(out / "met-O3")], False, v3)[:1],  # V1 and V2 only
         "wcet": both("wcet", ["wcet", "--targets", ARM, "--inputs", "20", "--out", str(out / "wcet")], False,
                      v3_wcet),
     }
@@ -220,6 +224,43 @@ def _semantic_findings(rows: list[dict]) -> list[str]:
     return out
 
 
+def _peer_findings(semantic: list[dict], wcet: list[dict], memory: list[dict]) -> list[str]:
+    """Other tools' generators beside the strategies (Tables 1, 4 and 5): each peer variant's largest error
+    and verdicts, its WCET or the count of loops Assay cannot bound from its C, and its memory and heap use."""
+    strategies = set(STRATEGIES)
+    out = ["## 6. Other generators under the same oracle (paper Tables 1, 4 and 5; docs/peers.md)", "",
+           "Table 1: largest error over both references and the verdicts; Table 4: WCET (the target's timing "
+           "model, builtin engine) or the loops Assay cannot bound from the C; Table 5: inference `.text` / "
+           "`.rodata`, static stack bound and the allocators the entry reaches.", "",
+           "| generator (variant) | model | target | Table 1 max error (verdicts) | Table 4 WCET (measured max) | "
+           "Table 5 .text / .rodata | stack | heap |", "|---|---|---|---:|---:|---:|---:|---|"]
+    keys = sorted({(r["generator"], r["variant"], r["model"]) for r in semantic + wcet + memory
+                   if r["generator"] not in strategies})
+    for gen, variant, model in keys:
+        sem = [r for r in semantic if (r["generator"], r["variant"], r["model"]) == (gen, variant, model)]
+        errors = [r["max_abs_error"] for r in sem if r.get("max_abs_error") is not None]
+        verdicts = sorted({r["verdict"] for r in sem})
+        table1 = (f"{max(errors):.4e} ({', '.join(verdicts)})" if errors else ", ".join(verdicts) or "–")
+        targets = sorted({r["target"] for r in wcet + memory if (r["generator"], r["variant"], r["model"]) ==
+                          (gen, variant, model)}) or ["host"]
+        for target in targets:
+            w = next((r for r in wcet if (r["generator"], r["variant"], r["model"], r["target"]) ==
+                      (gen, variant, model, target) and r["engine"] == "builtin" and r["timing"] != "trivial"), {})
+            table4 = ("–" if not w else f"{_group(w['wcet_cycles'])} ({_group(w.get('max_measured_cycles'))})"
+                      if w.get("wcet_cycles") else
+                      f"{w['verdict']}: {len(w.get('unbounded_loops') or [])} loops "
+                      f"({_group(w.get('max_measured_cycles'))})")
+            m = next((r for r in memory if (r["generator"], r["variant"], r["model"], r["target"]) ==
+                      (gen, variant, model, target)), {})
+            inference = m.get("inference") or {}
+            static = ((m.get("stack") or {}).get("static") or {}).get("bytes")
+            heap = ", ".join((m.get("heap") or {}).get("allocators") or []) or ("none" if m else "–")
+            out.append(f"| {gen} ({variant}) | {model} | {target} | {table1} | {table4} | "
+                       f"{_group(inference.get('text'))} / {_group(inference.get('rodata'))} | {_group(static)} | "
+                       f"{heap} |")
+    return out
+
+
 def findings(out: Path, when: str, runs: list[list[str]]) -> str:
     """``findings.md``: the paper's claims checked against the result files of ``out`` (made by ``runs``)."""
     text = ["# Findings: the paper's claims against Assay's figures", "",
@@ -232,7 +273,9 @@ def findings(out: Path, when: str, runs: list[list[str]]) -> str:
     text += pessimism + [""] + _memory_findings(records(out / "memory", MEMORY)) + [""] + tractable + [""]
     for opt, folder in (("-O0", "met-O0"), ("-O3", "met-O3")):
         text += _met_findings(records(out / folder, MET), opt) + [""]
-    text += _semantic_findings(records(out / "semantic", SEMANTIC))
+    text += _semantic_findings(records(out / "semantic", SEMANTIC)) + [""]
+    text += _peer_findings(records(out / "semantic", SEMANTIC), records(out / "wcet", WCET),
+                           records(out / "memory", MEMORY))
     return "\n".join(text) + "\n"
 
 
@@ -243,18 +286,21 @@ def main() -> int:
     parser.add_argument("--v3-models", default="acas-reg50,acas-decr128,lenet5")
     parser.add_argument("--v3-wcet-models", default="acas-reg50,acas-decr128")
     parser.add_argument("--stages", default="wcet,memory,semantic,met,met-O3")
+    parser.add_argument("--peers", default=PEERS, help=f"other generators run beside the strategies (default "
+                                                       f"{PEERS}; '' for none)")
     parser.add_argument("--inputs", type=int, default=1000)
     parser.add_argument("--report-only", action="store_true", help="only read the result files and write findings")
     args = parser.parse_args()
     stages = args.stages.split(",")
     times = []
     if not args.report_only:
-        for stage, argv in commands(args.out, args.models, args.inputs, args.v3_models, args.v3_wcet_models, stages):
+        for stage, argv in commands(args.out, args.models, args.inputs, args.v3_models, args.v3_wcet_models, stages,
+                                    args.peers):
             status, seconds = run(argv)
             times.append({"stage": stage, "command": argv[3:], "status": status, "seconds": round(seconds, 1)})
             print(f"  {stage}: exit {status}, {seconds:.0f} s", flush=True)
     every = commands(args.out, args.models, args.inputs, args.v3_models, args.v3_wcet_models,
-                     ["semantic", "memory", "met", "met-O3", "wcet"])
+                     ["semantic", "memory", "met", "met-O3", "wcet"], args.peers)
     text = findings(args.out, f"{date.today().isoformat()}, {platform.platform()}, load average "
                               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end",
                     [argv for _, argv in every])

@@ -8,6 +8,9 @@ reference and float64 outputs cached, as in any campaign after its first run):
 - ``in-process``: no workers, no shards (what ``assay semantic`` does by default);
 - ``1 worker``: ``--workers 1 --shard-size S`` (the xdist machinery, one worker);
 - ``2 workers``: ``--workers 2 --shard-size S``;
+- with ``--tx SPEC`` (repeatable, issue 30): ``1 local + tx``: ``--workers 1 --shard-size S --tx SPEC...``, one
+  local worker and the given xdist gateways (e.g. two ``ssh=`` workers, docs/sharding.md; an absolute work
+  folder, so SSH workers on the same machine find it warm too);
 
 the speedup of 2 workers over 1 worker and over in-process, and the time in C
 summed over the shards. Then VGG-16 at ``--vgg-inputs`` inputs sharded over 2
@@ -20,6 +23,7 @@ writes JSON (schema ``assay-benchmark-sharding/1``) to
 reports/benchmarks/sharding.json. Not a test: it asserts nothing.
 
     PYTHONPATH=. python benchmarks/sharding.py [--inputs 1000] [--shard-size 100] [--vgg-inputs 20] [--no-vgg]
+        [--models lenet5,cifarnet] [--tx ssh=HOST//python=/abs/.venv/bin/python ...]
 """
 
 from __future__ import annotations
@@ -58,11 +62,16 @@ def stable(records: list[dict]) -> list[dict]:
                   key=lambda r: (r["variant"], r["reference"]))
 
 
+def computed(records: list[dict]) -> list[dict]:
+    """``stable`` but for the provenance's ``assay`` (which copy of Assay ran: an rsynced one has no git commit)."""
+    return [{**r, "provenance": {k: v for k, v in r["provenance"].items() if k != "assay"}} for r in stable(records)]
+
+
 def load() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
-def compare_workers(model: str, n_inputs: int, shard_size: int, tmp: Path) -> dict:
+def compare_workers(model: str, n_inputs: int, shard_size: int, tmp: Path, tx: list[str]) -> dict:
     work = tmp / "work"
     semantic(model, n_inputs, tmp / f"{model}-warm", work)  # zoo, builds, reference and float64 outputs cached
     semantic(model, n_inputs, tmp / f"{model}-warm-shards", work, "--shard-size", str(shard_size))  # code stamp
@@ -75,6 +84,11 @@ def compare_workers(model: str, n_inputs: int, shard_size: int, tmp: Path) -> di
         row[f"workers_{workers}_s"] = seconds
         row[f"workers_{workers}_same_records"] = stable(sharded) == stable(records)
         row["c_seconds"] = sum(r["timings"].get("c_run_s", 0.0) for r in sharded if r["reference"] == "keras")
+    if tx:
+        seconds, sharded = semantic(model, n_inputs, tmp / f"{model}-tx", work, "--workers", "1", "--shard-size",
+                                    str(shard_size), *(arg for spec in tx for arg in ("--tx", spec)))
+        row.update(tx=tx, local_1_plus_tx_s=seconds, speedup_1_plus_tx_over_1_worker=row["workers_1_s"] / seconds,
+                   local_1_plus_tx_same_records=computed(sharded) == computed(records))
     row["speedup_2_over_1_worker"] = row["workers_1_s"] / row["workers_2_s"]
     row["speedup_2_workers_over_in_process"] = row["in_process_s"] / row["workers_2_s"]
     row["load_after"] = load()
@@ -103,6 +117,8 @@ def main() -> None:
     parser.add_argument("--vgg-inputs", type=int, default=20)
     parser.add_argument("--no-vgg", action="store_true")
     parser.add_argument("--models", default="lenet5,cifarnet")
+    parser.add_argument("--tx", action="append", default=[], metavar="SPEC",
+                        help="also run with one local worker and these xdist gateways (repeatable)")
     args = parser.parse_args()
     rows: list[dict] = []
     out = CHECKOUT / "reports" / "benchmarks" / "sharding.json"
@@ -116,13 +132,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         for model in args.models.split(","):
-            rows.append(compare_workers(model, args.inputs, args.shard_size, tmp))
+            rows.append(compare_workers(model, args.inputs, args.shard_size, tmp, args.tx))
             row = rows[-1]
             print(f"{model}: in-process {row['in_process_s']:.1f} s, 1 worker {row['workers_1_s']:.1f} s, 2 workers "
                   f"{row['workers_2_s']:.1f} s; speedup {row['speedup_2_over_1_worker']:.2f}x over 1 worker, "
                   f"{row['speedup_2_workers_over_in_process']:.2f}x over in-process; C {row['c_seconds']:.1f} s; "
                   f"same records {row['workers_1_same_records'] and row['workers_2_same_records']}; "
                   f"load {row['load_before']} -> {row['load_after']}", flush=True)
+            if args.tx:
+                print(f"{model}: 1 local + {len(args.tx)} gateways {row['local_1_plus_tx_s']:.1f} s, "
+                      f"{row['speedup_1_plus_tx_over_1_worker']:.2f}x over 1 worker; same records "
+                      f"{row['local_1_plus_tx_same_records']}", flush=True)
             write()
         if not args.no_vgg:
             rows.append(vgg(args.vgg_inputs, tmp))

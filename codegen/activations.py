@@ -20,8 +20,25 @@ def _leaky_relu(v, p):
 
 
 def _clip(v, p):
-    low, high = c_float(p[0]), c_float(p[1])
-    return f"({v} < {low} ? {low} : ({v} > {high} ? {high} : {v}))"
+    """ONNX Clip: ``Min(max, Max(x, min))``, so a lower bound above the upper one gives the upper one."""
+    low, high, below = c_float(p[0]), c_float(p[1]), c_float(min(p[0], p[1]))
+    return f"({v} < {low} ? {below} : ({v} > {high} ? {high} : {v}))"
+
+
+def hard_sigmoid(v: str, alpha: str, beta: str) -> str:
+    """ONNX HardSigmoid ``max(0, min(1, alpha * x + beta))`` with C texts for alpha and beta (V1 reads fields)."""
+    line = f"{alpha} * {v} + {beta}"
+    return f"({line} > 1.0f ? 1.0f : ({line} < 0.0f ? 0.0f : {line}))"
+
+
+def _hard_sigmoid(v, p):
+    return hard_sigmoid(v, c_float(p[0]), c_float(p[1]))
+
+
+def _keras_hard_sigmoid(v, p):
+    """Keras 3 (TensorFlow backend) hard_sigmoid: ``relu6(x + 3) / 6``, its own rounding."""
+    shifted = f"({v} + 3.0f)"
+    return f"(({shifted} > 6.0f ? 6.0f : ({shifted} > 0.0f ? {shifted} : 0.0f)) / 6.0f)"
 
 
 def _keras_relu(v, p):
@@ -64,10 +81,19 @@ EXPRESSIONS = {
     "softsign": lambda v, p: f"{v} / (1.0f + fabsf({v}))",
     "silu": lambda v, p: f"{v} * (1.0f / (1.0f + expf(-{v})))",
     "exponential": lambda v, p: f"expf({v})",
+    "hard_sigmoid": _hard_sigmoid,
+    "hard_swish": lambda v, p: f"{v} * {_hard_sigmoid(v, p)}",
+    "keras_hard_sigmoid": _keras_hard_sigmoid,
+    "keras_hard_silu": lambda v, p: f"{v} * {_keras_hard_sigmoid(v, p)}",
+    "log": lambda v, p: f"logf({v})",
+    "sqrt": lambda v, p: f"sqrtf({v})",
+    "neg": lambda v, p: f"(-{v})",
+    "abs": lambda v, p: f"fabsf({v})",
+    "reciprocal": lambda v, p: f"(1.0f / {v})",
 }
 
 # Math functions the generated code may call (the only calls it contains).
-MATH_FUNCTIONS = ("expf", "expm1f", "tanhf", "log1pf", "fabsf")
+MATH_FUNCTIONS = ("expf", "expm1f", "tanhf", "log1pf", "fabsf", "logf", "sqrtf", "powf")
 
 
 def expression(kind: str, params: tuple, var: str) -> str:

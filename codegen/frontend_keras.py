@@ -4,6 +4,13 @@ Keras is imported lazily, only here. The functional graph (a Sequential
 model's inner functional graph) is walked from its output back to its input,
 so branching models (Add, Concatenate) are handled. Each layer class maps to a
 handler in ``HANDLERS``; any other class is reported as unsupported.
+
+Keras 3 also records operations that are not layers (``x + 3.0``, ``x * c``,
+``keras.ops.maximum(x, 0.5)``, ``keras.ops.exp(x)``: ``keras.ops`` classes such
+as ``Add`` or ``Exp``) as graph nodes whose constant operands live in the
+node's arguments, not in a layer's weights. They map to ``OP_HANDLERS``
+(element-wise arithmetic with their constants, element-wise functions); an
+operation without a translation is refused by name, never approximated.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from codegen.errors import UnsupportedModel
-from codegen.ir import Activation, Graph, Node, default_layout, dense_axes
+from codegen.ir import Activation, Graph, Node, default_layout, dense_axes, resize_params, resize_taps
 
 SELU = (1.6732632423543772, 1.0507009873554805)
 
@@ -34,6 +41,10 @@ ACTIVATIONS = {
     "exponential": Activation("exponential"),
     "leaky_relu": Activation("leaky_relu", (0.2,)),
     "softmax": Activation("softmax"),
+    # Keras 3 (TensorFlow) computes these as relu6(x + 3) / 6: the keras_* kinds repeat its float32 steps.
+    "hard_sigmoid": Activation("keras_hard_sigmoid"),
+    "hard_silu": Activation("keras_hard_silu"),
+    "hard_swish": Activation("keras_hard_silu"),
 }
 
 IDENTITY_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
@@ -118,19 +129,129 @@ def _dense(b, layer, cfg, ins, out):
     b.add(layer, "Dense", ins, out, attrs, params, b.activation(layer, cfg.get("activation")))
 
 
+def _conv_node(b, layer, cfg, ins, out, kernel: np.ndarray, group: int, bias: bool, act, name=None) -> Node:
+    """A ``Conv2D`` node (HWIO kernel whose I axis holds ``C_in / group`` channels) with Keras's padding."""
+    x, y = b.tensor(ins[0]), b.tensor(out)
+    size, strides, dilations = tuple(kernel.shape[:2]), tuple(cfg["strides"]), tuple(cfg["dilation_rate"])
+    attrs = {"kernel": size, "strides": strides, "dilations": dilations, "kernel_layout": "HWIO", "group": group,
+             "pads": _window_pads(b, layer, cfg, x, y, size, strides, dilations)}
+    params = {"kernel": kernel}
+    if bias:
+        params["bias"] = b.array(layer.bias)
+    node = b.add(layer, "Conv2D", ins, out, attrs, params, act)
+    node.name = name or node.name
+    return node
+
+
 @handles("Conv2D")
 def _conv2d(b, layer, cfg, ins, out):
     _channels_last(b, layer, cfg)
-    if cfg.get("groups", 1) != 1:
-        raise b.reject(layer, f"has groups={cfg['groups']}; only groups=1 is supported")
+    _conv_node(b, layer, cfg, ins, out, b.array(layer.kernel), int(cfg.get("groups", 1)), cfg.get("use_bias", True),
+               b.activation(layer, cfg.get("activation")))
+
+
+def _depthwise_kernel(b, variable) -> np.ndarray:
+    """Keras's depthwise kernel ``(kh, kw, C, M)`` as a grouped HWIO kernel ``(kh, kw, 1, C * M)``: output
+    channel ``c * M + m`` reads input channel ``c``, Keras's order."""
+    kernel = b.array(variable)
+    return kernel.reshape(kernel.shape[0], kernel.shape[1], 1, -1)
+
+
+@handles("DepthwiseConv2D")
+def _depthwise(b, layer, cfg, ins, out):
+    _channels_last(b, layer, cfg)
+    _conv_node(b, layer, cfg, ins, out, _depthwise_kernel(b, layer.kernel), b.tensor(ins[0]).shape[-1],
+               cfg.get("use_bias", True), b.activation(layer, cfg.get("activation")))
+
+
+@handles("SeparableConv2D")
+def _separable(b, layer, cfg, ins, out):
+    """The depthwise convolution (Keras's strides, padding and dilation), then the 1x1 pointwise one with the
+    layer's bias and activation."""
+    _channels_last(b, layer, cfg)
     x, y = b.tensor(ins[0]), b.tensor(out)
-    kernel, strides, dilations = tuple(cfg["kernel_size"]), tuple(cfg["strides"]), tuple(cfg["dilation_rate"])
-    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "kernel_layout": "HWIO",
-             "pads": _window_pads(b, layer, cfg, x, y, kernel, strides, dilations)}
-    params = {"kernel": b.array(layer.kernel)}
+    middle = f"{out}/depthwise"
+    b.graph.add_tensor(middle, (*y.shape[:2], x.shape[-1] * int(cfg["depth_multiplier"])), "HWC")
+    _conv_node(b, layer, cfg, ins, middle, _depthwise_kernel(b, layer.depthwise_kernel), x.shape[-1], False, None,
+               name=f"{layer.name}_depthwise")
+    pointwise = {**cfg, "strides": (1, 1), "dilation_rate": (1, 1), "padding": "valid"}
+    _conv_node(b, layer, pointwise, [middle], out, b.array(layer.pointwise_kernel), 1, cfg.get("use_bias", True),
+               b.activation(layer, cfg.get("activation")))
+
+
+@handles("Conv2DTranspose")
+def _conv2d_transpose(b, layer, cfg, ins, out):
+    """Keras's kernel ``(kh, kw, C_out, C_in)`` (``HWOI``); the pads are what the output size leaves over,
+    the smaller half before (TensorFlow's ``conv2d_transpose``)."""
+    _channels_last(b, layer, cfg)
+    if cfg.get("output_padding") is not None:
+        raise b.reject(layer, f"has output_padding={cfg['output_padding']}, which is not supported")
+    x, y = b.tensor(ins[0]), b.tensor(out)
+    kernel = b.array(layer.kernel)
+    size, strides, dilations = tuple(kernel.shape[:2]), tuple(cfg["strides"]), tuple(cfg["dilation_rate"])
+    totals = [(n - 1) * s + (k - 1) * d + 1 - o
+              for n, s, k, d, o in zip(x.shape[:2], strides, size, dilations, y.shape[:2])]
+    if min(totals) < 0:
+        raise b.reject(layer, f"has an output {list(y.shape[:2])} larger than its kernel covers (stride above the "
+                              "kernel size), which is not supported")
+    attrs = {"kernel": size, "strides": strides, "dilations": dilations, "kernel_layout": "HWOI", "group": 1,
+             "pads": (totals[0] // 2, totals[1] // 2, totals[0] - totals[0] // 2, totals[1] - totals[1] // 2)}
+    params = {"kernel": kernel}
     if cfg.get("use_bias", True):
         params["bias"] = b.array(layer.bias)
-    b.add(layer, "Conv2D", ins, out, attrs, params, b.activation(layer, cfg.get("activation")))
+    b.add(layer, "ConvTranspose2D", ins, out, attrs, params, b.activation(layer, cfg.get("activation")))
+
+
+@handles("UpSampling2D")
+def _upsampling(b, layer, cfg, ins, out):
+    """``nearest`` repeats each pixel (asymmetric coordinates, floor); ``bilinear`` is ``tf.image.resize``
+    (half-pixel centres, no antialiasing)."""
+    _channels_last(b, layer, cfg)
+    modes = {"nearest": ("nearest", "asymmetric", "floor"), "bilinear": ("linear", "half_pixel", "floor")}
+    if cfg.get("interpolation", "nearest") not in modes:
+        raise b.reject(layer, f"uses interpolation={cfg['interpolation']!r}; nearest and bilinear are supported")
+    mode, coordinate, nearest = modes[cfg.get("interpolation", "nearest")]
+    x, y = b.tensor(ins[0]), b.tensor(out)
+    taps = [resize_taps(x.shape[k], y.shape[k], mode, coordinate, nearest, float(cfg["size"][k])) for k in (0, 1)]
+    attrs, params = resize_params([*taps, None])
+    b.add(layer, "Resize", ins, out, attrs, params)
+
+
+def _constant_steps(b, layer, ins, out, steps: list[tuple[str, np.ndarray]]) -> None:
+    """``x (op) c1 (op) c2 ...``: one Elementwise node per constant (float32, broadcast to the tensor), the
+    last writing ``out``; the others are named ``<layer>_<k>``."""
+    shape = b.tensor(out).shape
+    source = ins[0]
+    for k, (operator, value) in enumerate(steps):
+        value = np.asarray(value, dtype=np.float32)
+        if value.ndim == len(shape) + 1 and value.shape[0] == 1:
+            value = value[0]
+        if value.ndim > len(shape) or np.broadcast_shapes(value.shape, shape) != shape:
+            raise b.reject(layer, f"has a constant of shape {list(value.shape)} that does not broadcast to "
+                                  f"{list(shape)}")
+        last = k == len(steps) - 1
+        target = out if last else f"{out}/{k}"
+        if not last:
+            b.graph.add_tensor(target, shape, b.tensor(out).layout)
+        node = b.add(layer, "Elementwise", [source], target, {"operator": operator, "operands": [
+            {"tensor": source}, {"param": "operand", "shape": value.shape}]}, {"operand": np.ascontiguousarray(value)})
+        node.name = layer.name if last else f"{layer.name}_{k}"
+        source = target
+
+
+@handles("Rescaling")
+def _rescaling(b, layer, cfg, ins, out):
+    """``x * scale + offset``, both rounded to float32 first, as Keras computes it."""
+    _constant_steps(b, layer, ins, out, [("*", np.asarray(layer.scale)), ("+", np.asarray(layer.offset))])
+
+
+@handles("Normalization")
+def _normalization(b, layer, cfg, ins, out):
+    """``(x - mean) / max(sqrt(variance), epsilon)``, the divisor computed in float32 as Keras computes it."""
+    if cfg.get("invert"):
+        raise b.reject(layer, "has invert=True, which is not supported")
+    divisor = np.maximum(np.sqrt(np.asarray(layer.variance, np.float32)), np.float32(b.keras.backend.epsilon()))
+    _constant_steps(b, layer, ins, out, [("-", np.asarray(layer.mean)), ("/", divisor)])
 
 
 @handles("MaxPooling2D", "AveragePooling2D")
@@ -253,6 +374,108 @@ def _permute(b, layer, cfg, ins, out):
     b.add(layer, "Transpose", ins, out, {"perm": [d - 1 for d in cfg["dims"]]})
 
 
+# --- Keras 3 operation nodes (keras.ops; ``x + 3.0`` is an ``Add`` operation, not a layer) ------------
+
+OP_HANDLERS = {}
+
+# Element-wise arithmetic between tensors and constants: keras.ops class -> Elementwise operator.
+ARITHMETIC = {"Add": "+", "Subtract": "-", "Multiply": "*", "Divide": "/", "TrueDivide": "/",
+              "Maximum": "max", "Minimum": "min"}
+# Element-wise functions of one tensor: keras.ops class -> (IR activation kind, attributes read as params).
+FUNCTIONS = {"Relu": ("relu", ()), "Relu6": ("relu6", ()), "Sigmoid": ("sigmoid", ()), "Tanh": ("tanh", ()),
+             "Softplus": ("softplus", ()), "Softsign": ("softsign", ()), "Silu": ("silu", ()),
+             "HardSigmoid": ("keras_hard_sigmoid", ()), "HardSilu": ("keras_hard_silu", ()),
+             "Elu": ("elu", ("alpha",)), "Selu": ("selu", ()), "LeakyRelu": ("leaky_relu", ("negative_slope",)),
+             "Exp": ("exponential", ()), "Log": ("log", ()), "Sqrt": ("sqrt", ()), "Negative": ("neg", ()),
+             "Absolute": ("abs", ()), "Abs": ("abs", ()), "Reciprocal": ("reciprocal", ())}
+
+
+def handles_op(*classes):
+    def register(function):
+        for cls in classes:
+            OP_HANDLERS[cls] = function
+        return function
+    return register
+
+
+def _operation_name(op) -> str:
+    return f"operation '{op.name}' (keras.ops {type(op).__name__})"
+
+
+def _reject_op(b: _Builder, op, why: str = "is not supported") -> UnsupportedModel:
+    return UnsupportedModel(f"{b.graph.source}: {_operation_name(op)} {why}")
+
+
+def _arguments(b: _Builder, op, node) -> list:
+    """The operation's positional arguments: a tensor's IR name, or a float32 constant (no keyword ones)."""
+    if node.arguments.kwargs:
+        raise _reject_op(b, op, f"has keyword arguments {sorted(node.arguments.kwargs)}, which are not supported")
+    values = []
+    for argument in node.arguments.args:
+        history = getattr(argument, "_keras_history", None)
+        if history is not None:
+            values.append(f"{history[0].name}:{history[1]}")
+            continue
+        try:
+            values.append(np.asarray(argument, dtype=np.float32))
+        except (TypeError, ValueError):
+            raise _reject_op(b, op, f"has an argument of type {type(argument).__name__}, neither a tensor "
+                                    "nor a number") from None
+    return values
+
+
+def _constant_operand(b: _Builder, op, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A constant as it broadcasts against an IR tensor of ``shape`` (no batch axis); a leading batch axis of
+    1 is dropped, any other shape that does not broadcast is refused."""
+    if value.ndim == len(shape) + 1:
+        if value.shape[0] != 1:
+            raise _reject_op(b, op, f"has a constant of shape {list(value.shape)} that varies along the batch axis")
+        value = value[0]
+    if value.ndim > len(shape) or np.broadcast_shapes(value.shape, shape) != shape:
+        raise _reject_op(b, op, f"has a constant of shape {list(value.shape)} that does not broadcast to "
+                                f"{list(shape)}")
+    return np.ascontiguousarray(value)
+
+
+@handles_op(*ARITHMETIC)
+def _arithmetic_op(b, op, node, out):
+    values = _arguments(b, op, node)
+    shape = b.tensor(out).shape
+    operands, params, tensors = [], {}, []
+    for k, value in enumerate(values):
+        if isinstance(value, str):
+            operands.append({"tensor": value})
+            tensors.append(value)
+        else:
+            key = f"operand{k}"
+            params[key] = _constant_operand(b, op, value, shape)
+            operands.append({"param": key, "shape": params[key].shape})
+    if not tensors:
+        raise _reject_op(b, op, "has no tensor operand")
+    b.add(op, "Elementwise", tensors, out, {"operator": ARITHMETIC[type(op).__name__], "operands": operands}, params)
+
+
+@handles_op(*FUNCTIONS)
+def _function_op(b, op, node, out):
+    values = _arguments(b, op, node)
+    if len(values) != 1 or not isinstance(values[0], str):
+        raise _reject_op(b, op, f"has {len(values)} arguments; one tensor is supported")
+    kind, attributes = FUNCTIONS[type(op).__name__]
+    _activation_node(b, op, values, out, Activation(kind, tuple(float(getattr(op, a)) for a in attributes)))
+
+
+@handles_op("Softmax")
+def _softmax_op(b, op, node, out):
+    values = _arguments(b, op, node)
+    axis = getattr(op, "axis", -1)
+    rank = len(b.tensor(out).shape) + 1
+    if len(values) != 1 or not isinstance(values[0], str):
+        raise _reject_op(b, op, f"has {len(values)} arguments; one tensor is supported")
+    if not isinstance(axis, int) or axis % rank != rank - 1:
+        raise _reject_op(b, op, f"has axis={axis}; only the last axis is supported")
+    _activation_node(b, op, values, out, Activation("softmax"))
+
+
 def _shape(b: _Builder, layer, tensor) -> tuple[int, ...]:
     shape = tuple(tensor.shape)[1:]
     if any(not isinstance(d, int) for d in shape):
@@ -316,15 +539,20 @@ def load(path: Path) -> Graph:
             continue
         if isinstance(layer, keras.Model):
             raise b.reject(layer, "is a nested model; flatten it into one functional model")
-        handler = HANDLERS.get(cls)
-        if handler is None:
-            raise b.reject(layer)
-        if getattr(layer, "compute_dtype", "float32") != "float32":
-            raise b.reject(layer, f"computes in {layer.compute_dtype}; only float32 is supported")
-        ins = [f"{t._keras_history[0].name}:{t._keras_history[1]}" for t in node.input_tensors]
         count = seen[id(layer)] = seen.get(id(layer), 0) + 1
         before = len(graph.nodes)
-        handler(b, layer, layer.get_config(), ins, out)
+        if not isinstance(layer, keras.layers.Layer):  # a keras.ops operation: its constants are arguments
+            if cls not in OP_HANDLERS:
+                raise _reject_op(b, layer)
+            OP_HANDLERS[cls](b, layer, node, out)
+        else:
+            handler = HANDLERS.get(cls)
+            if handler is None:
+                raise b.reject(layer)
+            if getattr(layer, "compute_dtype", "float32") != "float32":
+                raise b.reject(layer, f"computes in {layer.compute_dtype}; only float32 is supported")
+            ins = [f"{t._keras_history[0].name}:{t._keras_history[1]}" for t in node.input_tensors]
+            handler(b, layer, layer.get_config(), ins, out)
         if uses[id(layer)] > 1:  # a shared layer: one IR node per call
             for added in graph.nodes[before:]:
                 added.name = f"{layer.name}_call{count}"

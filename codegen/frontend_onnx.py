@@ -25,9 +25,13 @@ import onnx
 from onnx import helper, numpy_helper
 
 from codegen.errors import UnsupportedModel
-from codegen.ir import CONTRACTED, Activation, Graph, Node, default_layout
+from codegen.ir import (CONTRACTED, RESIZE_COORDINATES, Activation, Graph, Node, default_layout, resize_params,
+                        resize_taps)
 
 SELU = (1.67326319217681884765625, 1.05070102214813232421875)
+# Graph inputs and outputs have at most this many axes besides a batch axis; rank 4 has no axis letters
+# (``ir.default_layout``), so only the ops that index by position (element-wise, reductions, Slice...) read it.
+MAX_RANK = 4
 
 
 def batch_axis(dims: list) -> bool:
@@ -110,15 +114,16 @@ class _Builder:
         self.graph.add_tensor(tensor, shape, default_layout(len(shape), channels_last=False))
         return tensor
 
-    def out_lead(self, node, name: str, full: tuple[int, ...], lead: bool | None = None) -> bool:
-        """Whether the IR drops the leading 1 of output shape ``full``.
+    def out_lead(self, node, name: str, full: tuple[int, ...], lead: bool | None = None,
+                 output: str | None = None) -> bool:
+        """Whether the IR drops the leading 1 of output shape ``full`` (of ``output``, default the node's first).
 
         ``lead`` is the op's requirement; None leaves the choice here (for ops
         whose emitter reads any IR shape): the graph output's declared rule,
         else drop it when the rank is at least 2.
         """
         free = len(full) >= 2 and full[0] == 1
-        if node.output[0] == self.output and self.output_lead is not None:
+        if (output or node.output[0]) == self.output and self.output_lead is not None:
             if lead is not None and lead != self.output_lead or self.output_lead and not free:
                 raise self.reject(node, name, f"computes the graph output with shape {list(full)}, which does not "
                                               "match its declared batch axis (docs/zoo.md)")
@@ -126,19 +131,34 @@ class _Builder:
         return free if lead is None else lead
 
     def add(self, node, name: str, op: str, inputs: list[str], full, attrs=None, params=None, act=None,
-            lead: bool | None = None) -> Node:
-        """Add a node whose output has ONNX shape ``full`` (``lead``: see ``out_lead``)."""
-        for extra in node.output[1:]:
-            if extra and self.uses.get(extra, 0):
-                raise self.reject(node, name, f"has its output '{extra}' used; only the first output is supported")
+            lead: bool | None = None, output: str | None = None) -> Node:
+        """Add a node whose output has ONNX shape ``full`` (``lead``: see ``out_lead``).
+
+        ``output`` names the tensor written (default: the node's first output,
+        the only one it may have used; Split passes each of its own).
+        """
+        if output is None:
+            for extra in node.output[1:]:
+                if extra and self.uses.get(extra, 0):
+                    raise self.reject(node, name, f"has its output '{extra}' used; only the first output is "
+                                                  "supported")
         full = tuple(int(d) for d in full)
         if not full:
             raise self.reject(node, name, "produces a scalar; tensors of rank 1 or more are supported")
         if 0 in full:
             raise self.reject(node, name, f"produces an empty tensor of shape {list(full)}")
-        output = self.new(node.output[0], full, self.out_lead(node, name, full, lead))
+        output = output or node.output[0]
+        output = self.new(output, full, self.out_lead(node, name, full, lead, output))
         return self.graph.add_node(Node(name=name, kind=node.op_type, op=op, inputs=list(inputs), output=output,
                                         attrs=attrs or {}, params=params or {}, act=act))
+
+    def internal(self, node, name: str, op: str, inputs: list[str], shape, attrs=None, params=None) -> str:
+        """A node of the IR alone (no ONNX tensor), writing a new tensor of IR ``shape``; returns its name."""
+        tensor = f"{node.output[0]}:{name}"
+        self.new(tensor, shape, False)
+        self.graph.add_node(Node(name=name, kind=node.op_type, op=op, inputs=list(inputs), output=tensor,
+                                 attrs=attrs or {}, params=params or {}))
+        return tensor
 
     def axis(self, node, name: str, axis: int, tensor: str) -> int:
         """An ONNX axis of ``tensor`` as an IR axis."""
@@ -169,23 +189,60 @@ def handles(*op_types):
     return register
 
 
-def _spatial(b: _Builder, node, name: str, tensor: str) -> tuple[int, int, int]:
-    full = b.batched(node, name, tensor, node.op_type)
-    if len(full) != 4:
-        raise b.reject(node, name, f"has a rank-{len(full)} input; only 2-D (NCHW) is supported")
-    return b.shape(tensor)
+def _image(b: _Builder, node, name: str, tensor: str) -> tuple[str, bool]:
+    """The input of a Conv or pooling node as an IR image ``[C, H, W]``, and whether the node is 1-D.
+
+    ONNX gives ``[1, C, H, W]`` or, for 1-D, ``[1, C, L]``; a 1-D input (or
+    one whose leading 1 the IR keeps) is read through a ``View`` of shape
+    ``[C, 1, L]`` (the same memory, no code), so the 2-D emitters serve both.
+    """
+    full = b.full(tensor)
+    if len(full) not in (3, 4):
+        raise b.reject(node, name, f"has a rank-{len(full)} input {list(full)}; 1-D ([N, C, L]) and 2-D "
+                                   "([N, C, H, W]) are supported")
+    if full[0] != 1:
+        raise b.reject(node, name, f"reads '{tensor}' of shape {list(full)}, a batch of {full[0]}; "
+                                   f"{node.op_type} is generated for one sample (N = 1)")
+    image = (full[1], 1 if len(full) == 3 else full[2], full[-1])
+    if b.shape(tensor) != image:
+        tensor = b.internal(node, f"{name}:2d", "View", [tensor], image)
+    return tensor, len(full) == 3
 
 
-def _window(b: _Builder, node, name: str, size: tuple[int, int], kernel, ceil_mode: bool = False):
-    """(strides, dilations, pads [t, l, b, r], output size) of a Conv or pooling node."""
-    strides = tuple(b.attr(node, "strides", [1, 1]))
-    dilations = tuple(b.attr(node, "dilations", [1, 1]))
+def _image_out(b: _Builder, node, name: str, op: str, x: str, shape: tuple[int, int, int], one_d: bool,
+               attrs: dict, params: dict | None = None) -> None:
+    """The node writing IR image ``shape``; a 1-D node's output is viewed back as ``[1, C, L]``."""
+    if not one_d:
+        b.add(node, name, op, [x], (1, *shape), attrs, params, lead=True)
+        return
+    image = b.internal(node, name, op, [x], shape, attrs, params)
+    b.add(node, f"{name}:1d", "View", [image], (1, shape[0], shape[2]))
+
+
+def _window_attrs(b: _Builder, node, name: str, kernel, one_d: bool) -> tuple[tuple, tuple, tuple, list]:
+    """(kernel, strides, dilations, explicit pads [t, l, b, r] or None) as 2-D values; 1-D gets H = 1."""
+    rank = 1 if one_d else 2
+    kernel = tuple(kernel)
+    strides = tuple(b.attr(node, "strides", [1] * rank))
+    dilations = tuple(b.attr(node, "dilations", [1] * rank))
+    pads = b.attr(node, "pads")
+    if len(kernel) != rank or len(strides) != rank or len(dilations) != rank or (pads and len(pads) != 2 * rank):
+        raise b.reject(node, name, f"has kernel_shape, strides, dilations or pads of another rank than its "
+                                   f"{rank}-D input")
+    if one_d:
+        kernel, strides, dilations = (1, *kernel), (1, *strides), (1, *dilations)
+        pads = [0, pads[0], 0, pads[1]] if pads else None
+    return kernel, strides, dilations, list(pads) if pads else None
+
+
+def _window(b: _Builder, node, name: str, size: tuple[int, int], kernel, ceil_mode: bool = False,
+            one_d: bool = False):
+    """(kernel, strides, dilations, pads [t, l, b, r], output size) of a Conv or pooling node."""
+    kernel, strides, dilations, explicit = _window_attrs(b, node, name, kernel, one_d)
     auto_pad = b.attr(node, "auto_pad", "NOTSET")
-    if len(kernel) != 2 or len(strides) != 2 or len(dilations) != 2:
-        raise b.reject(node, name, "is not 2-D")
     reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     if auto_pad == "NOTSET":
-        pads = tuple(b.attr(node, "pads", [0, 0, 0, 0]))
+        pads = tuple(explicit or (0, 0, 0, 0))
     elif auto_pad == "VALID":
         pads = (0, 0, 0, 0)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -198,8 +255,8 @@ def _window(b: _Builder, node, name: str, size: tuple[int, int], kernel, ceil_mo
         pads = (begin[0], begin[1], end[0], end[1])
     else:
         raise b.reject(node, name, f"has auto_pad={auto_pad!r}")
-    if len(pads) != 4 or min(pads) < 0:
-        raise b.reject(node, name, f"has pads {list(pads)}; four non-negative values are supported")
+    if min(pads) < 0:
+        raise b.reject(node, name, f"has pads {list(pads)}; non-negative values are supported")
     out = []
     for k, (n, s, r) in enumerate(zip(size, strides, reach)):
         span = n + pads[k] + pads[k + 2] - r
@@ -209,38 +266,96 @@ def _window(b: _Builder, node, name: str, size: tuple[int, int], kernel, ceil_mo
         if ceil_mode and (count - 1) * s >= n + pads[k]:
             count -= 1  # the last window must start inside the input or its leading padding
         out.append(count)
-    return strides, dilations, pads, tuple(out)
+    return kernel, strides, dilations, pads, tuple(out)
+
+
+def _group(b: _Builder, node, name: str, c_in: int, c_out: int, per_group: int) -> int:
+    """A Conv's ``group``: it divides both channel counts and the weights hold C_in / group input channels."""
+    group = int(b.attr(node, "group", 1))
+    if group < 1 or c_in % group or c_out % group or per_group * group != c_in:
+        raise b.reject(node, name, f"has group={group} with weights of {per_group} input channels per group for "
+                                   f"{c_in} input and {c_out} output channels")
+    return group
 
 
 @handles("Conv")
 def _conv(b, node, name):
-    x = b.tensor(node, name)
-    c, h, w = _spatial(b, node, name, x)
+    x, one_d = _image(b, node, name, b.tensor(node, name))
+    c, h, w = b.shape(x)
     weight = b.const(node, name, 1, "weight")
-    if b.attr(node, "group", 1) != 1:
-        raise b.reject(node, name, f"has group={b.attr(node, 'group')}; only group=1 is supported")
-    if weight.ndim != 4 or weight.shape[1] != c:
-        raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for {c} input channels")
-    kernel = tuple(b.attr(node, "kernel_shape", weight.shape[2:]))
-    if kernel != tuple(weight.shape[2:]):
+    if weight.ndim != (3 if one_d else 4):
+        raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for a {2 - one_d}-D input")
+    group = _group(b, node, name, c, weight.shape[0], weight.shape[1])
+    if one_d:
+        weight = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
+    kernel = b.attr(node, "kernel_shape", None)
+    if kernel is not None and tuple(kernel) != tuple(weight.shape[2 + one_d:]):
         raise b.reject(node, name, f"has kernel_shape {list(kernel)} but weights {list(weight.shape)}")
-    strides, dilations, pads, (oh, ow) = _window(b, node, name, (h, w), kernel)
+    kernel, strides, dilations, pads, (oh, ow) = _window(b, node, name, (h, w), weight.shape[2 + one_d:],
+                                                          one_d=one_d)
     params = {"kernel": weight}
     if b.has_input(node, 2):
         params["bias"] = b.const(node, name, 2, "bias")
-    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads, "kernel_layout": "OIHW"}
-    b.add(node, name, "Conv2D", [x], (1, weight.shape[0], oh, ow), attrs, params, lead=True)
+    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads, "kernel_layout": "OIHW",
+             "group": group}
+    _image_out(b, node, name, "Conv2D", x, (weight.shape[0], oh, ow), one_d, attrs, params)
+
+
+@handles("ConvTranspose")
+def _conv_transpose(b, node, name):
+    """y[oc, ih * s + kh * d - pad] += x[ic, ih] * w[ic, oc, kh]: the output size from ONNX's formula."""
+    x, one_d = _image(b, node, name, b.tensor(node, name))
+    c, h, w = b.shape(x)
+    weight = b.const(node, name, 1, "weight")
+    if weight.ndim != (3 if one_d else 4):
+        raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for a {2 - one_d}-D input")
+    group = int(b.attr(node, "group", 1))
+    if weight.shape[0] != c or c % group:
+        raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for {c} input channels and "
+                                   f"group={group}")
+    c_out = weight.shape[1] * group
+    if one_d:
+        weight = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
+    kernel, strides, dilations, explicit = _window_attrs(b, node, name, weight.shape[2 + one_d:], one_d)
+    rank = 1 if one_d else 2
+    extra = list(b.attr(node, "output_padding", [0] * rank))
+    shape = b.attr(node, "output_shape")
+    auto_pad = b.attr(node, "auto_pad", "NOTSET")
+    if one_d:
+        extra = [0, *extra]
+        shape = [1, *shape] if shape else shape
+    size = (h, w)
+    full = [s * (n - 1) + o + (k - 1) * d + 1 for n, s, o, k, d in zip(size, strides, extra, kernel, dilations)]
+    if shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = list(shape[-2:]) if shape else [n * s for n, s in zip(size, strides)]
+        total = [f - t for f, t in zip(full, target)]
+        upper = auto_pad == "SAME_UPPER"  # the spec: the smaller half first for SAME_UPPER, else the larger
+        # an output_shape beyond the full output extends it at the end (a negative end pad: bias only there)
+        begin = [0 if t < 0 else t // 2 if upper else t - t // 2 for t in total]
+        pads = (begin[0], begin[1], total[0] - begin[0], total[1] - begin[1])
+    elif auto_pad in ("NOTSET", "VALID"):
+        pads = tuple(explicit or (0, 0, 0, 0)) if auto_pad == "NOTSET" else (0, 0, 0, 0)
+    else:
+        raise b.reject(node, name, f"has auto_pad={auto_pad!r}")
+    out = [f - pads[k] - pads[k + 2] for k, f in enumerate(full)]
+    if min(pads[:2]) < 0 or min(out) < 1:
+        raise b.reject(node, name, f"has pads {list(pads)} for an output of {full}")
+    params = {"kernel": weight}
+    if b.has_input(node, 2):
+        params["bias"] = b.const(node, name, 2, "bias")
+    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads, "kernel_layout": "IOHW",
+             "group": group}
+    _image_out(b, node, name, "ConvTranspose2D", x, (c_out, *out), one_d, attrs, params)
 
 
 @handles("MaxPool", "AveragePool")
 def _pool(b, node, name):
-    x = b.tensor(node, name)
-    c, h, w = _spatial(b, node, name, x)
-    kernel = tuple(b.attr(node, "kernel_shape", []))
-    if b.attr(node, "storage_order", 0) != 0:
-        raise b.reject(node, name, "has storage_order=1")
+    x, one_d = _image(b, node, name, b.tensor(node, name))
+    c, h, w = b.shape(x)
+    # storage_order only orders MaxPool's Indices output, which ``add`` refuses when it is used.
     ceil_mode = bool(b.attr(node, "ceil_mode", 0))
-    strides, dilations, pads, (oh, ow) = _window(b, node, name, (h, w), kernel, ceil_mode)
+    kernel, strides, dilations, pads, (oh, ow) = _window(b, node, name, (h, w), b.attr(node, "kernel_shape", []),
+                                                         ceil_mode, one_d)
     include = bool(b.attr(node, "count_include_pad", 0))
     if node.op_type == "AveragePool" and include:
         for k, (n, o) in enumerate(zip((h, w), (oh, ow))):
@@ -248,15 +363,18 @@ def _pool(b, node, name):
                 raise b.reject(node, name, "has windows past the padding (ceil_mode with count_include_pad=1)")
     attrs = {"kind": "max" if node.op_type == "MaxPool" else "avg", "kernel": kernel, "strides": strides,
              "dilations": dilations, "pads": pads, "count_include_pad": include}
-    b.add(node, name, "Pool2D", [x], (1, c, oh, ow), attrs, lead=True)
+    _image_out(b, node, name, "Pool2D", x, (c, oh, ow), one_d, attrs)
 
 
 @handles("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(b, node, name):
-    x = b.tensor(node, name)
-    c, _, _ = _spatial(b, node, name, x)
-    b.add(node, name, "GlobalPool2D", [x], (1, c, 1, 1), {"kind": "max" if "Max" in node.op_type else "avg"},
-          lead=True)
+    x, one_d = _image(b, node, name, b.tensor(node, name))
+    c = b.shape(x)[0]
+    attrs = {"kind": "max" if "Max" in node.op_type else "avg"}
+    if one_d:
+        b.add(node, name, "GlobalPool2D", [x], (1, c, 1), attrs)
+    else:
+        b.add(node, name, "GlobalPool2D", [x], (1, c, 1, 1), attrs, lead=True)
 
 
 @handles("BatchNormalization")
@@ -278,15 +396,15 @@ def _dense(b: _Builder, node, name: str, x: str, x_axes, weight: np.ndarray, w_a
     """A Dense node from index maps over ONNX axes (input ``x``, constant ``weight``, output ``full``).
 
     ``x_axes``/``w_axes`` name, per ONNX axis, the ONNX output axis it runs
-    along or ``CONTRACTED``; the axes the IR drops (leading 1s) are removed
-    here, giving the maps of ``ir.dense_axes``.
+    along, ``CONTRACTED``, or None (size 1, read at 0); the axes the IR drops
+    (leading 1s) are removed here, giving the maps of ``ir.dense_axes``.
     """
     node_ = b.add(node, name, "Dense", [x], full, attrs, {"kernel": weight, **(params or {})})
     out_lead = b.lead[node_.output]
 
     def ir(axis):
-        if axis == CONTRACTED:
-            return CONTRACTED
+        if axis == CONTRACTED or axis is None:
+            return axis
         return None if axis < out_lead else axis - out_lead
 
     node_.attrs.update(x_axes=tuple(ir(a) for a in x_axes[b.lead[x]:]), w_axes=tuple(ir(a) for a in w_axes))
@@ -337,6 +455,8 @@ def _matmul(b, node, name):
     x = b.tensor(node, name, side)
     weight = b.const(node, name, 1 - side, "matrix")
     x_full = b.full(x)
+    if weight.ndim > 2 and side == 0 and len(x_full) >= 2:
+        return _batched_matmul(b, node, name, x, x_full, weight)
     if weight.ndim != 2:
         raise b.reject(node, name, f"multiplies by a constant of shape {list(weight.shape)}; a matrix is supported")
     rank = len(x_full)
@@ -358,14 +478,39 @@ def _matmul(b, node, name):
     _dense(b, node, name, x, x_axes, weight, w_axes, full)
 
 
+def _batched_matmul(b: _Builder, node, name: str, x: str, x_full: tuple[int, ...], weight: np.ndarray) -> None:
+    """X [..., M, K] @ W [..., K, N], the leading axes broadcast (numpy matmul): a Dense node whose index maps
+    send each leading axis to its output axis, or to index 0 where it has size 1 against a larger one."""
+    try:
+        lead_axes = tuple(np.broadcast_shapes(x_full[:-2], weight.shape[:-2]))
+    except ValueError:
+        lead_axes = None
+    if lead_axes is None or x_full[-1] != weight.shape[-2]:
+        raise b.reject(node, name, f"multiplies {list(x_full)} by {list(weight.shape)}")
+    full = lead_axes + (x_full[-2], weight.shape[-1])
+    rank = len(full)
+
+    def axes(shape: tuple[int, ...], last: tuple) -> tuple:
+        offset = rank - len(shape)
+        leading = tuple(k + offset if d == full[k + offset] else None for k, d in enumerate(shape[:-2]))
+        return leading + last
+
+    _dense(b, node, name, x, axes(x_full, (rank - 2, CONTRACTED)), weight, axes(weight.shape, (CONTRACTED, rank - 1)),
+           full)
+
+
 def _const_operand(value: np.ndarray, rank: int) -> np.ndarray:
     """A constant operand with at most ``rank`` axes: leading axes beyond it have size 1 (numpy broadcasting)."""
     return value.reshape(value.shape[value.ndim - rank:]) if value.ndim > rank else value
 
 
-@handles("Add", "Sub", "Mul", "Div")
+OPERATORS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Sum": "+", "Mean": "+", "Max": "max", "Min": "min"}
+
+
+@handles(*OPERATORS)
 def _binary(b, node, name):
-    operator = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}[node.op_type]
+    """Add, Sub, Mul, Div and the variadic Sum, Mean, Max, Min: numpy broadcasting, constants as params."""
+    operator = OPERATORS[node.op_type]
     tensors = [t for t in node.input if t in b.graph.tensors]
     if not tensors:
         raise b.reject(node, name, "has no tensor input")
@@ -391,12 +536,15 @@ def _binary(b, node, name):
             operands.append({"tensor": source})
         else:
             value = _const_operand(b.consts[source], rank)
-            key = "bias" if operator == "+" else f"operand{k}"
+            key = "bias" if operator == "+" and len(node.input) == 2 else f"operand{k}"
             operands.append({"param": key, "shape": value.shape})
             params[key] = value
-    if _fold_bias(b, node, name, operator, operands, params, full, lead):
+    if node.op_type != "Mean" and _fold_bias(b, node, name, operator, operands, params, full, lead):
         return
-    b.add(node, name, "Elementwise", tensors, full, {"operator": operator, "operands": operands}, params, lead=lead)
+    attrs = {"operator": operator, "operands": operands}
+    if node.op_type == "Mean":
+        attrs["mean"] = True
+    b.add(node, name, "Elementwise", tensors, full, attrs, params, lead=lead)
 
 
 def _fold_bias(b, node, name, operator, operands, params, full, lead) -> bool:
@@ -422,14 +570,39 @@ def _fold_bias(b, node, name, operator, operands, params, full, lead) -> bool:
 
 @handles("Concat")
 def _concat(b, node, name):
-    inputs = [b.tensor(node, name, k) for k in range(len(node.input))]
+    """Tensors (and constants, as params) joined along any axis but the batch axis."""
+    inputs = [t for t in node.input if t in b.graph.tensors]
+    if not inputs:
+        raise b.reject(node, name, "has no tensor input")
+    for k, source in enumerate(node.input):
+        if source not in b.graph.tensors and source not in b.consts:
+            b.tensor(node, name, k)
     if len({b.lead[t] for t in inputs}) != 1:
         raise b.reject(node, name, f"joins tensors of shapes {[list(b.full(t)) for t in inputs]} with and without "
                                    "a batch axis")
+    lead = b.lead[inputs[0]]
     axis = b.axis(node, name, b.attr(node, "axis"), inputs[0])
+    shapes, parts, params = [], [], {}
+    for k, source in enumerate(node.input):
+        if source in b.graph.tensors:
+            shapes.append(b.shape(source))
+            parts.append({"tensor": source})
+        else:
+            value = np.asarray(b.consts[source], dtype=np.float32)
+            if value.ndim != len(b.full(inputs[0])) or lead and value.shape[0] != 1:
+                raise b.reject(node, name, f"joins a constant of shape {list(value.shape)} to tensors of shape "
+                                           f"{list(b.full(inputs[0]))}")
+            value = value.reshape(value.shape[lead:])
+            shapes.append(value.shape)
+            parts.append({"param": f"part{k}"})
+            params[f"part{k}"] = value
+    if any(len(s) != len(shapes[0]) or any(d != e for j, (d, e) in enumerate(zip(s, shapes[0])) if j != axis)
+           for s in shapes):
+        raise b.reject(node, name, f"joins shapes {[list(s) for s in shapes]} along axis {axis}")
     full = list(b.full(inputs[0]))
-    full[axis + b.lead[inputs[0]]] = sum(b.shape(t)[axis] for t in inputs)
-    b.add(node, name, "Concat", inputs, full, {"axis": axis}, lead=b.lead[inputs[0]])
+    full[axis + lead] = sum(s[axis] for s in shapes)
+    attrs = {"axis": axis, **({"parts": parts} if params else {})}
+    b.add(node, name, "Concat", inputs, full, attrs, params, lead=lead)
 
 
 def _view(b, node, name, full):
@@ -480,6 +653,27 @@ def _squeeze(b, node, name):
         for a in sorted(a % rank for a in axes):
             shape.insert(a, 1)
     _view(b, node, name, tuple(shape))
+
+
+@handles("Cast", "CastLike")
+def _cast(b, node, name):
+    """A cast to float32 of a float32 tensor changes nothing (expanded function bodies write them).
+
+    CastLike of a constant to the type of a tensor (float32) is folded here.
+    """
+    if node.op_type == "CastLike" and node.input[0] in b.consts and node.input[1] in b.graph.tensors:
+        b.consts[node.output[0]] = np.asarray(b.consts[node.input[0]], dtype=np.float32)
+        return
+    x = b.tensor(node, name)
+    if node.op_type == "Cast":
+        target = b.attr(node, "to")
+    else:
+        like = b.consts.get(node.input[1]) if b.has_input(node, 1) else None
+        target = onnx.TensorProto.FLOAT if node.input[1] in b.graph.tensors or (
+            like is not None and like.dtype == np.float32) else None
+    if target != onnx.TensorProto.FLOAT:
+        raise b.reject(node, name, "casts to another type than float32")
+    _view(b, node, name, b.full(x))
 
 
 @handles("Identity", "Dropout")
@@ -563,7 +757,30 @@ HANDLERS.update({
     "Selu": _activation("selu", lambda b, node, name: (float(b.attr(node, "alpha", SELU[0])),
                                                        float(b.attr(node, "gamma", SELU[1])))),
     "Clip": _activation("clip", lambda b, node, name: _clip_bounds(b, node, name)),
+    "HardSigmoid": _activation("hard_sigmoid", lambda b, node, name: (float(b.attr(node, "alpha", 0.2)),
+                                                                     float(b.attr(node, "beta", 0.5)))),
+    "HardSwish": _activation("hard_swish", (1.0 / 6.0, 0.5)),
+    "Exp": _activation("exponential"),
+    "Log": _activation("log"),
+    "Sqrt": _activation("sqrt"),
+    "Neg": _activation("neg"),
+    "Abs": _activation("abs"),
+    "Reciprocal": _activation("reciprocal"),
 })
+
+
+@handles("PRelu")
+def _prelu(b, node, name):
+    """x < 0 ? slope * x : x, the constant slope broadcast to x (ONNX's unidirectional broadcasting)."""
+    x = b.tensor(node, name)
+    slope = np.asarray(b.const(node, name, 1, "slope"), dtype=np.float32)
+    full, lead = b.full(x), b.lead[x]
+    try:
+        if np.broadcast_shapes(slope.shape, full) != full:
+            raise ValueError
+    except ValueError:
+        raise b.reject(node, name, f"has a slope of shape {list(slope.shape)} for an input of {list(full)}") from None
+    b.add(node, name, "PRelu", [x], full, {}, {"slope": _const_operand(slope, len(full) - lead)}, lead=lead)
 
 
 def _clip_bounds(b, node, name) -> tuple[float, float]:
@@ -582,18 +799,172 @@ def _one_value(b, node, name, k: int, what: str) -> float:
     return float(value.reshape(()))
 
 
-@handles("Softmax")
+@handles("Softmax", "LogSoftmax")
 def _softmax(b, node, name):
+    """Over one axis (opset 13 on), or over all axes from ``axis`` on (before: the input coerced to 2-D)."""
     x = b.tensor(node, name)
     full = b.full(x)
     rank = len(full)
-    axis = b.attr(node, "axis", 1 if b.opset < 13 else -1) % rank
+    axis = b.attr(node, "axis", 1 if b.opset < 13 else -1)
+    if not -rank <= axis < rank:
+        raise b.reject(node, name, f"has axis={axis} for a rank-{rank} input")
+    axis %= rank
     if b.lead[x] and axis == 0:
         raise b.reject(node, name, "normalises over the batch axis")
-    if b.opset >= 13 and axis != rank - 1:
-        raise b.reject(node, name, f"has axis={axis}; only the last axis is supported")
-    inner = int(np.prod(full[axis:], dtype=np.int64))  # before opset 13: all axes from `axis` on
-    b.add(node, name, "Softmax", [x], full, {"inner": inner}, lead=b.lead[x])
+    if b.opset >= 13:
+        inner, stride = full[axis], int(np.prod(full[axis + 1:], dtype=np.int64))
+    else:
+        inner, stride = int(np.prod(full[axis:], dtype=np.int64)), 1
+    attrs = {"inner": inner, "stride": stride, "log": node.op_type == "LogSoftmax"}
+    b.add(node, name, "Softmax", [x], full, attrs, lead=b.lead[x])
+
+
+def _axes(b: _Builder, node, name: str, k: int, attr_until: int) -> list[int] | None:
+    """The ``axes`` of a node: an attribute before opset ``attr_until``, else the optional input ``k``."""
+    if b.opset < attr_until:
+        axes = b.attr(node, "axes")
+    else:
+        axes = [int(a) for a in b.const(node, name, k, "axes").reshape(-1)] if b.has_input(node, k) else None
+    return None if axes is None else [int(a) for a in axes]
+
+
+REDUCE_OPS = {"ReduceSum": ("sum", 13), "ReduceMean": ("mean", 18), "ReduceMax": ("max", 18),
+              "ReduceMin": ("min", 18), "ReduceProd": ("prod", 18), "ReduceL1": ("l1", 18), "ReduceL2": ("l2", 18),
+              "ReduceSumSquare": ("sumsquare", 18), "ReduceLogSum": ("logsum", 18),
+              "ReduceLogSumExp": ("logsumexp", 18)}
+
+
+@handles(*REDUCE_OPS)
+def _reduce(b, node, name):
+    """A reduction over some axes; over the batch axis (size 1) it reduces a single value."""
+    x = b.tensor(node, name)
+    kind, attr_until = REDUCE_OPS[node.op_type]
+    full, lead = b.full(x), b.lead[x]
+    rank = len(full)
+    axes = _axes(b, node, name, 1, attr_until)
+    if not axes:
+        if b.attr(node, "noop_with_empty_axes", 0):
+            return _view(b, node, name, full)  # the spec: the output is the input
+        axes = list(range(rank))
+    if any(not -rank <= a < rank for a in axes):
+        raise b.reject(node, name, f"has axes {axes} for a rank-{rank} input")
+    axes = sorted({a % rank for a in axes})
+    keep = b.attr(node, "keepdims", 1)
+    out = tuple(1 if k in axes else d for k, d in enumerate(full)) if keep else \
+        tuple(d for k, d in enumerate(full) if k not in axes)
+    if not out:
+        raise b.reject(node, name, "reduces to a scalar (keepdims=0 over every axis); tensors of rank 1 or more "
+                                   "are supported")
+    ir_axes = tuple(a - lead for a in axes if a >= lead)
+    # keepdims keeps the rank, so the output keeps the input's batch axis rule; else any IR shape will do
+    b.add(node, name, "Reduce", [x], out, {"kind": kind, "axes": ir_axes}, lead=lead if keep else None)
+
+
+@handles("Slice")
+def _slice(b, node, name):
+    x = b.tensor(node, name)
+    full, lead = b.full(x), b.lead[x]
+    rank = len(full)
+    if b.opset < 10:
+        starts, ends = b.attr(node, "starts"), b.attr(node, "ends")
+        axes, steps = b.attr(node, "axes", list(range(len(starts)))), [1] * len(starts)
+    else:
+        starts, ends = (list(b.const(node, name, k, what).reshape(-1)) for k, what in ((1, "starts"), (2, "ends")))
+        axes = list(b.const(node, name, 3, "axes").reshape(-1)) if b.has_input(node, 3) else list(range(len(starts)))
+        steps = list(b.const(node, name, 4, "steps").reshape(-1)) if b.has_input(node, 4) else [1] * len(starts)
+    begin, step, out = [0] * rank, [1] * rank, list(full)
+    for start, end, axis, stride in zip(starts, ends, axes, steps):
+        axis = int(axis) % rank
+        if int(stride) == 0:
+            raise b.reject(node, name, "has a step of 0")
+        first, stop, stride = slice(int(start), int(end), int(stride)).indices(full[axis])
+        begin[axis], step[axis], out[axis] = first, stride, len(range(first, stop, stride))
+    if lead and (out[0], begin[0]) != (1, 0):
+        raise b.reject(node, name, "slices the batch axis")
+    b.add(node, name, "Slice", [x], out, {"starts": tuple(begin[lead:]), "steps": tuple(step[lead:])}, lead=lead)
+
+
+@handles("Split")
+def _split(b, node, name):
+    """One Slice node per output along ``axis``."""
+    x = b.tensor(node, name)
+    full, lead = b.full(x), b.lead[x]
+    axis = b.axis(node, name, b.attr(node, "axis", 0), x)
+    size, count = b.shape(x)[axis], len(node.output)
+    if b.opset < 13:
+        sizes = b.attr(node, "split")
+    else:
+        sizes = [int(v) for v in b.const(node, name, 1, "split")] if b.has_input(node, 1) else None
+    if sizes is None:
+        count = int(b.attr(node, "num_outputs", count))
+        part = -(-size // count)
+        sizes = [min(part, size - k * part) for k in range(count)]
+    if sum(sizes) != size or len(sizes) != len(node.output) or min(sizes) < 0:
+        raise b.reject(node, name, f"splits an axis of {size} into {list(sizes)}")
+    offset = 0
+    for k, (output, length) in enumerate(zip(node.output, sizes)):
+        starts = [0] * len(b.shape(x))
+        starts[axis] = offset
+        out = list(full)
+        out[axis + lead] = length
+        offset += length
+        if output and (length or b.uses.get(output, 0)):  # an empty part nothing reads is left out
+            b.add(node, f"{name}:{k}", "Slice", [x], out, {"starts": tuple(starts), "steps": (1,) * len(starts)},
+                  lead=lead, output=output)
+
+
+@handles("Resize", "Upsample")
+def _resize(b, node, name):
+    """Nearest or linear interpolation per axis, as tables of source indices and weights (``ir.resize_taps``)."""
+    x = b.tensor(node, name)
+    full, lead = b.full(x), b.lead[x]
+    rank = len(full)
+    mode = b.attr(node, "mode", "nearest")
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise b.reject(node, name, f"has mode={mode!r}; 'nearest' and 'linear' are supported")
+    mode = "linear" if mode == "bilinear" else mode
+    old = node.op_type == "Upsample" or b.opset < 11
+    coordinate = "asymmetric" if old else b.attr(node, "coordinate_transformation_mode", "half_pixel")
+    nearest = "floor" if old else b.attr(node, "nearest_mode", "round_prefer_floor")
+    if coordinate not in RESIZE_COORDINATES:
+        raise b.reject(node, name, f"has coordinate_transformation_mode={coordinate!r}")
+    if b.attr(node, "antialias", 0) or b.attr(node, "keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise b.reject(node, name, "has antialias or keep_aspect_ratio_policy, which are not supported")
+    axes = [int(a) % rank for a in b.attr(node, "axes", range(rank))]
+    if node.op_type == "Upsample" and b.opset < 9:
+        scales, sizes = list(b.attr(node, "scales")), None
+    else:
+        k = 1 if old else 2
+        scales = b.const(node, name, k, "scales") if b.has_input(node, k) else None
+        scales = [float(v) for v in scales.reshape(-1)] if scales is not None and scales.size else None
+        sizes = [int(v) for v in b.const(node, name, 3, "sizes")] if not old and b.has_input(node, 3) else None
+    per_axis_scale, out = [1.0] * rank, list(full)
+    for k, axis in enumerate(axes):
+        if sizes is not None:
+            out[axis] = sizes[k]
+            per_axis_scale[axis] = sizes[k] / full[axis]
+        elif scales is not None:
+            per_axis_scale[axis] = scales[k]
+            out[axis] = int(math.floor(full[axis] * scales[k]))
+        else:
+            raise b.reject(node, name, "has neither scales nor sizes")
+    taps = []
+    for axis in range(rank):
+        tap = resize_taps(full[axis], out[axis], mode, coordinate, nearest, per_axis_scale[axis])
+        if tap is not None and axis < lead:
+            raise b.reject(node, name, "resizes the batch axis")
+        taps.append(tap)
+    attrs, params = resize_params(taps[lead:])
+    b.add(node, name, "Resize", [x], out, attrs, params, lead=lead)
+
+
+@handles("LRN")
+def _lrn(b, node, name):
+    x = b.tensor(node, name)
+    axis = b.axis(node, name, 1, x)
+    attrs = {"size": int(b.attr(node, "size")), "alpha": float(b.attr(node, "alpha", 1e-4)),
+             "beta": float(b.attr(node, "beta", 0.75)), "bias": float(b.attr(node, "bias", 1.0)), "axis": axis}
+    b.add(node, name, "LRN", [x], b.full(x), attrs, lead=b.lead[x])
 
 
 def _fold(b: _Builder, node) -> bool:
@@ -645,9 +1016,9 @@ def _input_shape(source: str, value_info) -> tuple[tuple[int, ...], bool]:
         if dim == 0:
             raise UnsupportedModel(f"{where}: dimension {k} is 0 (declared shape {text})")
     shape = tuple(dims[lead:])
-    if not 1 <= len(shape) <= 3:
+    if not 1 <= len(shape) <= MAX_RANK:
         raise UnsupportedModel(f"{where} has declared shape {text}: {'with' if lead else 'without'} a batch axis "
-                               f"(docs/zoo.md), its rank is {len(shape)}; ranks 1 to 3 are supported")
+                               f"(docs/zoo.md), its rank is {len(shape)}; ranks 1 to {MAX_RANK} are supported")
     return (1,) * lead + shape, lead
 
 
@@ -701,7 +1072,7 @@ def load(path: Path) -> Graph:
     graph.output = graph.output_name = g.output[0].name
     if graph.output not in graph.tensors:
         raise UnsupportedModel(f"{source}: the output '{graph.output}' is a constant, not computed from the input")
-    if graph.tensors[graph.output].layout is None:
+    if len(graph.tensors[graph.output].shape) > MAX_RANK:
         raise UnsupportedModel(f"{source}: the output '{graph.output}' has shape {list(b.full(graph.output))}; "
-                               "ranks 1 to 3 (without a batch axis) are supported")
+                               f"ranks 1 to {MAX_RANK} (without a batch axis) are supported")
     return graph

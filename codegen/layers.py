@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from codegen.activations import expression
 from codegen.cwriter import CWriter, c_float
 from codegen.ir import CONTRACTED, Graph, Node, Tensor, row_major_strides
@@ -83,31 +85,40 @@ def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> tup
     return tuple(0 if dim == 1 and out > 1 else stride for dim, out, stride in zip(shape, out_shape, own))
 
 
-def softmax_in_place(ctx: Context, tensor: Tensor, buffer: Buffer, inner: int, source: Buffer | None = None) -> None:
-    """Numerically stable softmax over consecutive blocks of ``inner`` values."""
+def softmax_in_place(ctx: Context, tensor: Tensor, buffer: Buffer, inner: int, source: Buffer | None = None,
+                     stride: int = 1, log: bool = False) -> None:
+    """Numerically stable (log-)softmax over groups of ``inner`` values ``stride`` apart.
+
+    Softmax stores ``e = exp(x - max)`` then divides by their sum; LogSoftmax
+    writes ``(x - max) - log(sum)``, as ONNX Runtime orders it.
+    """
     w, source = ctx.w, source or buffer
-    outer = tensor.size // inner
+    outer = tensor.size // (inner * stride)
+    step = "k" if stride == 1 else f"k * {stride}"
 
     def body(base: str) -> None:
-        at_in = lambda i: source.at(f"{base}{i}")  # noqa: E731
-        at_out = lambda i: buffer.at(f"{base}{i}")  # noqa: E731
+        at_in = lambda: source.at(f"{base}{step}")  # noqa: E731
+        at_out = lambda: buffer.at(f"{base}{step}")  # noqa: E731
         w.line("float m = -INFINITY;")
         w.line("float s = 0.0f;")
         with w.loop("k", inner):
-            w.line(f"m = {at_in('k')} > m ? {at_in('k')} : m;")
+            w.line(f"m = {at_in()} > m ? {at_in()} : m;")
         with w.loop("k", inner):
-            w.line(f"const float e = expf({at_in('k')} - m);")
-            w.line(f"{at_out('k')} = e;")
+            w.line(f"const float e = expf({at_in()} - m);")
+            if not log:
+                w.line(f"{at_out()} = e;")
             w.line("s += e;")
         with w.loop("k", inner):
-            w.line(f"{at_out('k')} = {at_out('k')} / s;")
+            w.line(f"{at_out()} = ({at_in()} - m) - logf(s);" if log else f"{at_out()} = {at_out()} / s;")
 
-    if outer == 1:
-        with w.block(""):
-            body("")
-    else:
-        with w.loop("r", outer):
-            body(f"r * {inner} + ")
+    bases = ([("r", outer)] if outer > 1 else []) + ([("q", stride)] if stride > 1 else [])
+    base = " + ".join(([f"r * {inner * stride}"] if outer > 1 else []) + (["q"] if stride > 1 else []))
+    with w.nest(bases):
+        if not bases:
+            with w.block(""):
+                body("")
+        else:
+            body(f"{base} + ")
 
 
 # --------------------------------------------------------------------- dense
@@ -183,8 +194,8 @@ def _spatial_window(ctx: Context, node: Node, x: Tensor, y: Tensor, order: str, 
             return
         letter = order[level]
         if letter == "I":
-            with w.loop("ic", x.dim("C")):
-                coords["C"] = "ic"
+            with w.loop("ic", x.dim("C") // a.get("group", 1)):
+                coords["C"] = "ic" if a.get("group", 1) == 1 else "gc + ic"
                 nest(level + 1)
             return
         k_var, in_var, out_var, k, pad = spatial[letter]
@@ -207,12 +218,22 @@ def _spatial_window(ctx: Context, node: Node, x: Tensor, y: Tensor, order: str, 
     nest(0)
 
 
+def group_base(ctx: Context, node: Node, x: Tensor, y: Tensor) -> None:
+    """``gc``, the first input channel of output channel ``oc``'s group (grouped convolution only)."""
+    group = node.attrs.get("group", 1)
+    if group > 1:
+        per_out, per_in = y.dim("C") // group, x.dim("C") // group
+        first = "oc" if per_out == 1 else f"oc / {per_out}"  # a constant divisor: no library call on ARMv4
+        ctx.w.line(f"const int gc = {first if per_in == 1 else f'{first} * {per_in}'};")
+
+
 @emitter("Conv2D")
 def emit_conv(ctx: Context, node: Node) -> None:
-    """Definition 14: activation(bias + convolution(padding(I))), padding as guards."""
+    """Definition 14: activation(bias + convolution(padding(I))), padding as guards; grouped: ONNX's groups."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     layout = node.attrs["kernel_layout"]  # "HWIO" (Keras) or "OIHW" (ONNX)
-    dims = {"H": node.attrs["kernel"][0], "W": node.attrs["kernel"][1], "I": x.dim("C"), "O": y.dim("C")}
+    group = node.attrs.get("group", 1)
+    dims = {"H": node.attrs["kernel"][0], "W": node.attrs["kernel"][1], "I": x.dim("C") // group, "O": y.dim("C")}
     k_strides = row_major_strides(tuple(dims[letter] for letter in layout))
     k_vars = [{"H": "kh", "W": "kw", "I": "ic", "O": "oc"}[letter] for letter in layout]
     kernel, w = ctx.param(node, "kernel"), ctx.w
@@ -223,7 +244,63 @@ def emit_conv(ctx: Context, node: Node) -> None:
 
     with w.nest([(OUT_VARS[letter], dim) for letter, dim in zip(y.layout, y.shape)]):
         w.line("float acc = 0.0f;")
+        group_base(ctx, node, x, y)
         _spatial_window(ctx, node, x, y, layout.replace("O", ""), {}, body)
+        value = f"acc + {ctx.param(node, 'bias')}[oc]" if "bias" in node.params else "acc"
+        ctx.store(node, ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout])), value)
+
+
+def transposed_taps(node: Node, x: Tensor, letter: str, out: int, tap: int) -> int | None:
+    """The input index that output index ``out`` reads at kernel tap ``tap`` of a transposed convolution."""
+    k = "HW".index(letter)
+    a = node.attrs
+    shifted = out + a["pads"][k] - tap * a["dilations"][k]
+    if shifted < 0 or shifted % a["strides"][k] or shifted // a["strides"][k] >= x.dim(letter):
+        return None
+    return shifted // a["strides"][k]
+
+
+@emitter("ConvTranspose2D")
+def emit_conv_transpose(ctx: Context, node: Node) -> None:
+    """ONNX ConvTranspose as a gather: output (oh, ow) sums x[ic, ih, iw] * w where oh = ih * s + kh * d - pad.
+
+    Each output loops over its group's input channels and the kernel taps;
+    ``if`` guards keep the taps whose input index is whole and inside the input.
+    """
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
+    a, w = node.attrs, ctx.w
+    layout, group = a["kernel_layout"], a.get("group", 1)  # "IOHW" (ONNX) or "HWOI" (Keras)
+    dims = {"H": a["kernel"][0], "W": a["kernel"][1], "I": x.dim("C"), "O": y.dim("C") // group}
+    k_strides = row_major_strides(tuple(dims[letter] for letter in layout))
+    k_vars = [{"H": "kh", "W": "kw", "I": "ic" if group == 1 else "gc + ic",
+               "O": "oc" if group == 1 else "oc % " + str(dims["O"])}[letter] for letter in layout]
+    kernel = ctx.param(node, "kernel")
+    spatial = {}
+    for k, letter in enumerate("HW"):
+        stride, dilation, pad = a["strides"][k], a["dilations"][k], a["pads"][k]
+        out_var, k_var, in_var = OUT_VARS[letter], f"k{letter.lower()}", f"i{letter.lower()}"
+        term = out_var + (f" + {pad}" if pad else "") + (f" - {k_var}" if dilation == 1 else f" - {k_var} * {dilation}")
+        spatial[letter] = (k_var, in_var, term, stride, a["kernel"][k])
+
+    with w.nest([(OUT_VARS[letter], dim) for letter, dim in zip(y.layout, y.shape)]):
+        w.line("float acc = 0.0f;")
+        group_base(ctx, node, x, y)
+        with w.loop("ic", x.dim("C") // group):
+            def nest(letters: str) -> None:
+                if not letters:
+                    coords = {"H": "ih", "W": "iw", "C": "ic" if group == 1 else "gc + ic"}
+                    x_index = index(x.strides, [coords[letter] for letter in x.layout])
+                    w.line(f"acc += {ctx.at(x.name, x_index)} * {kernel}[{index(k_strides, k_vars)}];")
+                    return
+                k_var, in_var, term, stride, taps = spatial[letters[0]]
+                with w.loop(k_var, taps):
+                    w.line(f"const int t{in_var} = {term};")
+                    guards = [f"t{in_var} >= 0"] + ([f"t{in_var} % {stride} == 0"] if stride > 1 else [])
+                    guards.append(f"t{in_var} < {x.dim(letters[0]) * stride}")
+                    with w.block(f"if ({' && '.join(guards)})"):
+                        w.line(f"const int {in_var} = t{in_var}" + (f" / {stride};" if stride > 1 else ";"))
+                        nest(letters[1:])
+            nest("HW")
         value = f"acc + {ctx.param(node, 'bias')}[oc]" if "bias" in node.params else "acc"
         ctx.store(node, ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout])), value)
 
@@ -292,6 +369,15 @@ def emit_activation(ctx: Context, node: Node) -> None:
         ctx.w.line(f"{ctx.at(y.name, 'i')} = {expression(act.kind, act.params, 'v')};")
 
 
+def combine(operator: str, reads: list[str], mean: bool = False) -> tuple[list[str], str]:
+    """Statements and the value of ``a op b op ...`` (left to right; ``max``/``min`` through ``acc``)."""
+    if operator in ("max", "min"):
+        sign = ">" if operator == "max" else "<"
+        return [f"float acc = {reads[0]};"] + [f"acc = {r} {sign} acc ? {r} : acc;" for r in reads[1:]], "acc"
+    value = f" {operator} ".join(reads)
+    return [], f"({value}) / {c_float(len(reads))}" if mean else value
+
+
 @emitter("Elementwise")
 def emit_elementwise(ctx: Context, node: Node) -> None:
     """out = a (op) b (op) ..., numpy broadcasting; operands are tensors or constant parameters."""
@@ -305,14 +391,100 @@ def emit_elementwise(ctx: Context, node: Node) -> None:
         else:
             strides = broadcast_strides(operand["shape"], y.shape)
             reads.append(f"{ctx.param(node, operand['param'])}[{index(strides, variables)}]")
+    statements, value = combine(node.attrs["operator"], reads, node.attrs.get("mean", False))
     with ctx.w.nest(zip(variables, y.shape)):
-        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), f" {node.attrs['operator']} ".join(reads))
+        for line in statements:
+            ctx.w.line(line)
+        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), value)
+
+
+@emitter("PRelu")
+def emit_prelu(ctx: Context, node: Node) -> None:
+    """x < 0 ? slope * x : x, the slope broadcast (numpy rules)."""
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
+    variables = [f"e{k}" for k in range(len(y.shape))]
+    slope = f"{ctx.param(node, 'slope')}[{index(broadcast_strides(node.params['slope'].shape, y.shape), variables)}]"
+    with ctx.w.nest(zip(variables, y.shape)):
+        ctx.w.line(f"const float v = {ctx.at(x.name, index(x.strides, variables))};")
+        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), f"(v < 0.0f ? {slope} * v : v)")
 
 
 @emitter("Softmax")
 def emit_softmax(ctx: Context, node: Node) -> None:
     y = ctx.tensor(node.output)
-    softmax_in_place(ctx, y, ctx.buffers[y.name], node.attrs["inner"], source=ctx.buffers[node.inputs[0]])
+    softmax_in_place(ctx, y, ctx.buffers[y.name], node.attrs["inner"], source=ctx.buffers[node.inputs[0]],
+                     stride=node.attrs.get("stride", 1), log=node.attrs.get("log", False))
+
+
+# Per reduction: the accumulator's start, its update with value {v}, its final value over {n} values
+# (``m``: logsumexp's maximum, from a first pass).
+REDUCE = {
+    "sum": ("0.0f", "acc += {v};", "acc"),
+    "mean": ("0.0f", "acc += {v};", "acc / {n}"),
+    "max": ("-INFINITY", "acc = {v} > acc ? {v} : acc;", "acc"),
+    "min": ("INFINITY", "acc = {v} < acc ? {v} : acc;", "acc"),
+    "prod": ("1.0f", "acc *= {v};", "acc"),
+    "l1": ("0.0f", "acc += fabsf({v});", "acc"),
+    "l2": ("0.0f", "acc += {v} * {v};", "sqrtf(acc)"),
+    "sumsquare": ("0.0f", "acc += {v} * {v};", "acc"),
+    "logsum": ("0.0f", "acc += {v};", "logf(acc)"),
+    "logsumexp": ("0.0f", "acc += expf({v} - m);", "logf(acc) + m"),
+}
+
+
+def reduce_parts(node: Node, x: Tensor) -> tuple[list[int], list[int], tuple[int, ...]]:
+    """(kept axes, reduced axes, row-major strides of the output over the kept axes) of a Reduce node."""
+    reduced = list(node.attrs["axes"])
+    kept = [k for k in range(len(x.shape)) if k not in reduced]
+    return kept, reduced, row_major_strides(tuple(x.shape[k] for k in kept))
+
+
+@emitter("Reduce")
+def emit_reduce(ctx: Context, node: Node) -> None:
+    """One accumulator per output value over the reduced axes (logsumexp: a first pass for the max)."""
+    x, y, w = ctx.tensor(node.inputs[0]), ctx.tensor(node.output), ctx.w
+    kind = node.attrs["kind"]
+    kept, reduced, y_strides = reduce_parts(node, x)
+    variables = [f"e{k}" for k in range(len(x.shape))]
+    read = ctx.at(x.name, index(x.strides, variables))
+    start, update, final = REDUCE[kind]
+    count = 1
+    for k in reduced:
+        count *= x.shape[k]
+    outer = [(variables[k], x.shape[k]) for k in kept]
+    with w.nest(outer) if outer else w.block(""):
+        if kind == "logsumexp":
+            w.line("float m = -INFINITY;")
+            with w.nest((variables[k], x.shape[k]) for k in reduced):
+                w.line(f"m = {read} > m ? {read} : m;")
+        w.line(f"float acc = {start};")
+        with w.nest((variables[k], x.shape[k]) for k in reduced):
+            w.line(f"const float v = {read};")
+            w.line(update.format(v="v"))
+        ctx.store(node, ctx.at(y.name, index(y_strides, [variables[k] for k in kept])),
+                  final.format(n=c_float(count)))
+
+
+@emitter("LRN")
+def emit_lrn(ctx: Context, node: Node) -> None:
+    """ONNX LRN: x * (bias + alpha / size * sum of squares over nearby channels) ** -beta."""
+    x, y, w, a = ctx.tensor(node.inputs[0]), ctx.tensor(node.output), ctx.w, node.attrs
+    axis, size = a["axis"], a["size"]
+    variables = [f"e{k}" for k in range(len(y.shape))]
+    near = list(variables)
+    near[axis] = "c"
+    before = (size - 1) // 2
+    scale = c_float(np.float32(a["alpha"]) / np.float32(size))
+    with w.nest(zip(variables, y.shape)):
+        w.line("float acc = 0.0f;")
+        with w.loop("j", size):
+            w.line(f"const int c = {variables[axis]} + j" + (f" - {before};" if before else ";"))
+            with w.block(f"if (c >= 0 && c < {x.shape[axis]})"):
+                w.line(f"const float v = {ctx.at(x.name, index(x.strides, near))};")
+                w.line("acc += v * v;")
+        value = (f"{ctx.at(x.name, index(x.strides, variables))} * powf({c_float(a['bias'])} + {scale} * acc, "
+                 f"{c_float(-a['beta'])})")
+        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), value)
 
 
 # ----------------------------------------------------------- data movement
@@ -321,13 +493,68 @@ def emit_softmax(ctx: Context, node: Node) -> None:
 def emit_concat(ctx: Context, node: Node) -> None:
     """Each input copied to its slice of the output along ``axis``."""
     y, axis, offset = ctx.tensor(node.output), node.attrs["axis"], 0
-    for name in node.inputs:
-        x = ctx.tensor(name)
-        variables = [f"e{k}" for k in range(len(x.shape))]
+    for part in concat_parts(node):
+        shape = ctx.tensor(part["tensor"]).shape if "tensor" in part else node.params[part["param"]].shape
+        variables = [f"e{k}" for k in range(len(shape))]
         placed = [f"{v} + {offset}" if k == axis and offset else v for k, v in enumerate(variables)]
-        with ctx.w.nest(zip(variables, x.shape)):
-            ctx.store(node, ctx.at(y.name, index(y.strides, placed)), ctx.at(x.name, index(x.strides, variables)))
-        offset += x.shape[axis]
+        flat = index(row_major_strides(shape), variables)
+        read = ctx.at(part["tensor"], flat) if "tensor" in part else f"{ctx.param(node, part['param'])}[{flat}]"
+        with ctx.w.nest(zip(variables, shape)):
+            ctx.store(node, ctx.at(y.name, index(y.strides, placed)), read)
+        offset += shape[axis]
+
+
+def concat_parts(node: Node) -> list[dict]:
+    """A Concat node's operands in order: ``{"tensor": name}`` or ``{"param": key}`` (a constant)."""
+    return node.attrs.get("parts") or [{"tensor": name} for name in node.inputs]
+
+
+def slice_sources(node: Node, variables: list[str]) -> list[str]:
+    """The input index of each axis of a Slice node's output index ``variables``: start + e * step."""
+    sources = []
+    for var, start, step in zip(variables, node.attrs["starts"], node.attrs["steps"]):
+        term = var if step == 1 else f"{var} * {abs(step)}"
+        if step > 0:
+            sources.append(f"{term} + {start}" if start else term)
+        else:
+            sources.append(f"{start} - {term}")
+    return sources
+
+
+@emitter("Slice")
+def emit_slice(ctx: Context, node: Node) -> None:
+    """Output index e reads input index starts + e * steps on every axis (Slice, Split, cropping)."""
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
+    variables = [f"e{k}" for k in range(len(y.shape))]
+    with ctx.w.nest(zip(variables, y.shape)):
+        ctx.store(node, ctx.at(y.name, index(y.strides, variables)),
+                  ctx.at(x.name, index(x.strides, slice_sources(node, variables))))
+
+
+def resize_terms(node: Node, variables: list[str], table) -> list[tuple[list[str], list[str]]]:
+    """Per corner of a Resize: (weight factors, source index per axis); ``table(key, var)`` reads a table."""
+    axes, linear = node.attrs["axes"], node.attrs["linear"]
+    corners = [([], [])]
+    for k, var in enumerate(variables):
+        if k not in axes:
+            corners = [(f, s + [var]) for f, s in corners]
+        elif not linear:
+            corners = [(f, s + [table(f"lo{k}", var)]) for f, s in corners]
+        else:
+            corners = [(f + [table(f"{w}{k}", var)], s + [table(f"{side}{k}", var)]) for f, s in corners
+                       for side, w in (("lo", "wlo"), ("hi", "whi"))]
+    return corners
+
+
+@emitter("Resize")
+def emit_resize(ctx: Context, node: Node) -> None:
+    """Nearest: one read through the index tables; linear: the weighted corners (2 per resized axis)."""
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
+    variables = [f"e{k}" for k in range(len(y.shape))]
+    terms = [" * ".join(factors + [ctx.at(x.name, index(x.strides, sources))])
+             for factors, sources in resize_terms(node, variables, lambda key, var: f"{ctx.param(node, key)}[{var}]")]
+    with ctx.w.nest(zip(variables, y.shape)):
+        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), " + ".join(terms))
 
 
 @emitter("Pad")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from codegen.activations import EXPRESSIONS
+from codegen.activations import EXPRESSIONS, hard_sigmoid
 from codegen.cwriter import CWriter, Loop, c_float
 from codegen.errors import UnsupportedModel
 from codegen.ir import CONTRACTED, FUSED_OP, VIEW_OPS, Graph, Node, Tensor, row_major_strides
@@ -52,10 +52,14 @@ INT_FIELDS = (
     ("in_h", "input axes (Conv2D, pooling: the spatial guards; Pad: the source)"),
     ("in_w", None), ("in_c", None),
     ("k_h", "window (Conv2D, pooling)"), ("k_w", None),
-    ("k_n", "dot-product length (Dense), input channels (Conv2D)"),
+    ("k_n", "dot-product length (Dense), input channels per group (Conv2D)"),
+    ("groups", "Conv2D: channel groups (1 without groups)"),
+    ("group_out", "Conv2D: output channels per group (out_c without groups)"),
     ("stride_h", "window stride and dilation"), ("stride_w", None), ("dilation_h", None), ("dilation_w", None),
     ("count_pad", "average pooling: 1 divides by the window size, 0 by the cells inside the input"),
-    ("softmax_outer", "softmax: blocks of softmax_inner values normalised together"), ("softmax_inner", None),
+    ("softmax_outer", "softmax: blocks of softmax_stride groups of softmax_inner values softmax_stride apart, "
+                      "each group normalised together"),
+    ("softmax_inner", None), ("softmax_stride", None),
     ("x_k_stride", "Dense: input stride of the summed axis"),
 )
 ARRAY_FIELDS = (
@@ -137,9 +141,13 @@ def _layer_functions() -> dict[str, callable]:
             w.line("output_cur[(a * layer->out_w + b) * layer->out_c + c] = acc;")
 
     def conv2d(w: CWriter) -> None:
-        with _spatial_nest(w):
+        # output channel oc = g * group_out + j reads input channels g * k_n + ic: no division (a call on ARMv4)
+        with w.nest([("oh", "layer->out_h"), ("ow", "layer->out_w"), ("g", "layer->groups"),
+                     ("j", "layer->group_out")]):
+            w.line("const int oc = g * layer->group_out + j;")
+            w.line("const int gc = g * layer->k_n;")
             w.line("float acc = 0.0f;")
-            _window(w, [f"acc += {X_SPATIAL.format(c='ic')} * layer->weights[kh * layer->w_stride[0] + "
+            _window(w, [f"acc += {X_SPATIAL.format(c='(gc + ic)')} * layer->weights[kh * layer->w_stride[0] + "
                         "kw * layer->w_stride[1] + ic * layer->w_stride[2] + oc * layer->w_stride[3]];"],
                     inner=lambda: w.loop("ic", "layer->k_n"))
             with w.block("if (layer->biases)"):
@@ -205,7 +213,9 @@ def _layer_functions() -> dict[str, callable]:
 P0, P1, P2 = "layer->act_params[0]", "layer->act_params[1]", "layer->act_params[2]"
 # Activations whose expression reads parameters: the library reads them from act_params.
 PARAMETRISED = {
-    "clip": f"(v < {P0} ? {P0} : (v > {P1} ? {P1} : v))",
+    "clip": f"(v < {P0} ? ({P0} > {P1} ? {P1} : {P0}) : (v > {P1} ? {P1} : v))",
+    "hard_sigmoid": hard_sigmoid("v", P0, P1),
+    "hard_swish": f"v * {hard_sigmoid('v', P0, P1)}",
     "leaky_relu": f"(v > 0.0f ? v : {P0} * v)",
     "keras_relu": f"(v > {P2} ? (v > {P1} ? {P1} : (v > 0.0f ? v : 0.0f)) : {P0} * (v - {P2}))",
     "elu": f"(v > 0.0f ? v : {P0} * expm1f(v))",
@@ -213,7 +223,8 @@ PARAMETRISED = {
 }
 # Activations served by another library function with fixed parameters.
 ALIASES = {"relu6": ("clip", (0.0, 6.0))}
-PLAIN = ("relu", "tanh", "sigmoid", "softplus", "softsign", "silu", "exponential")
+PLAIN = ("relu", "tanh", "sigmoid", "softplus", "softsign", "silu", "exponential", "keras_hard_sigmoid",
+         "keras_hard_silu", "log", "sqrt", "neg", "abs", "reciprocal")
 
 
 def activation_function(kind: str) -> str:
@@ -254,21 +265,26 @@ def library() -> Library:
         w.line("(void)layer;")
         w.line("(void)values;")
 
-    def softmax(w: CWriter) -> None:
-        with w.loop("r", "layer->softmax_outer"):
-            w.line("float *block = values + r * layer->softmax_inner;")
-            w.line("float m = -INFINITY;")
-            w.line("float s = 0.0f;")
-            with w.loop("k", "layer->softmax_inner"):
-                w.line("m = block[k] > m ? block[k] : m;")
-            with w.loop("k", "layer->softmax_inner"):
-                w.line("const float e = expf(block[k] - m);")
-                w.line("block[k] = e;")
-                w.line("s += e;")
-            with w.loop("k", "layer->softmax_inner"):
-                w.line("block[k] = block[k] / s;")
+    def softmax(log: bool):
+        def body(w: CWriter) -> None:
+            with w.nest([("r", "layer->softmax_outer"), ("q", "layer->softmax_stride")]):
+                w.line("float *block = values + r * layer->softmax_inner * layer->softmax_stride + q;")
+                w.line("float m = -INFINITY;")
+                w.line("float s = 0.0f;")
+                at = "block[k * layer->softmax_stride]"
+                with w.loop("k", "layer->softmax_inner"):
+                    w.line(f"m = {at} > m ? {at} : m;")
+                with w.loop("k", "layer->softmax_inner"):
+                    w.line(f"const float e = expf({at} - m);")
+                    if not log:
+                        w.line(f"{at} = e;")
+                    w.line("s += e;")
+                with w.loop("k", "layer->softmax_inner"):
+                    w.line(f"{at} = ({at} - m) - logf(s);" if log else f"{at} = {at} / s;")
+        return body
 
-    activations = {"assay_v1_linear": linear, "assay_v1_softmax": softmax}
+    activations = {"assay_v1_linear": linear, "assay_v1_softmax": softmax(False),
+                   "assay_v1_log_softmax": softmax(True)}
     activations.update({f"assay_v1_{kind}": elementwise(EXPRESSIONS[kind]("v", ())) for kind in PLAIN})
     activations.update({f"assay_v1_{kind}": elementwise(expr) for kind, expr in PARAMETRISED.items()})
     for name, body in activations.items():
@@ -300,7 +316,8 @@ def _header(functions: dict[str, LibFunction]) -> str:
 
 
 def _activation_names() -> set[str]:
-    return {"assay_v1_linear", "assay_v1_softmax", *(f"assay_v1_{k}" for k in (*PLAIN, *PARAMETRISED))}
+    return {"assay_v1_linear", "assay_v1_softmax", "assay_v1_log_softmax",
+            *(f"assay_v1_{k}" for k in (*PLAIN, *PARAMETRISED))}
 
 
 # ---------------------------------------------------------------- the model
@@ -325,10 +342,11 @@ def _fields(graph: Graph, node: Node) -> tuple[str, dict]:
                       dilation_h=a["dilations"][0], dilation_w=a["dilations"][1], pad=[a["pads"][0], a["pads"][1], 0],
                       x_stride=[x.strides[x.axis(k)] for k in "HWC"], y_stride=[y.strides[y.axis(k)] for k in "HWC"])
         if node.op == "Conv2D":
-            layout = a["kernel_layout"]
-            dims = {"H": a["kernel"][0], "W": a["kernel"][1], "I": x.dim("C"), "O": y.dim("C")}
+            layout, group = a["kernel_layout"], a.get("group", 1)
+            dims = {"H": a["kernel"][0], "W": a["kernel"][1], "I": x.dim("C") // group, "O": y.dim("C")}
             strides = row_major_strides(tuple(dims[k] for k in layout))
-            fields.update(k_n=x.dim("C"), w_stride=[strides[layout.index(k)] for k in "HWIO"],
+            fields.update(k_n=dims["I"], groups=group, group_out=y.dim("C") // group,
+                          w_stride=[strides[layout.index(k)] for k in "HWIO"],
                           weights=("kernel",), biases=("bias",) if "bias" in node.params else None)
             return "assay_v1_conv2d", fields
         if a["kind"] == "max":
@@ -391,13 +409,14 @@ def _activation_fields(node: Node, y: Tensor) -> tuple[str, dict]:
     """The ``actv_function`` of ``node`` and its parameters (softmax: over the last axis, or ``inner``)."""
     act = node.attrs["act"] if node.op == "Activation" else node.act
     if node.op == "Softmax":
-        inner = node.attrs["inner"]
-        return "assay_v1_softmax", {"softmax_inner": inner, "softmax_outer": y.size // inner}
+        inner, stride = node.attrs["inner"], node.attrs.get("stride", 1)
+        function = "assay_v1_log_softmax" if node.attrs.get("log") else "assay_v1_softmax"
+        return function, {"softmax_inner": inner, "softmax_outer": y.size // (inner * stride), "softmax_stride": stride}
     if act is None or act.kind == "linear":
         return "assay_v1_linear", {}
     if act.kind == "softmax":
         inner = y.shape[-1]
-        return "assay_v1_softmax", {"softmax_inner": inner, "softmax_outer": y.size // inner}
+        return "assay_v1_softmax", {"softmax_inner": inner, "softmax_outer": y.size // inner, "softmax_stride": 1}
     kind, params = ALIASES.get(act.kind, (act.kind, act.params))
     if act.kind == "keras_relu":
         slope, high, threshold = act.params
@@ -432,6 +451,9 @@ def sequence(graph: Graph) -> list[V1Layer]:
         if node.op not in supported:
             raise UnsupportedModel(f"{graph.source}: layer '{node.name}' ({node.kind}) is not supported by "
                                    "assay-v1; use assay-v2 or assay-v3")
+        if max(len(graph.tensors[t].shape) for t in [*node.inputs, node.output]) > 3:
+            raise UnsupportedModel(f"{graph.source}: layer '{node.name}' ({node.kind}) has a tensor of rank above 3; "
+                                   "assay-v1's layer struct describes at most 3 axes; use assay-v2 or assay-v3")
         if len(node.inputs) != 1 or root(node.inputs[0]) != current:
             raise UnsupportedModel(f"{graph.source}: layer '{node.name}' ({node.kind}) does not read the previous "
                                    "layer's output; assay-v1's inference loop (Listing 2) passes one tensor from "

@@ -25,7 +25,8 @@ from codegen.activations import expression
 from codegen.cwriter import INDENT, c_float
 from codegen.errors import UnsupportedModel
 from codegen.ir import CONTRACTED, Graph, Node, Tensor, row_major_strides
-from codegen.layers import _reach, broadcast_strides
+from codegen.layers import (REDUCE, _reach, broadcast_strides, combine, concat_parts, reduce_parts, resize_terms,
+                            transposed_taps)
 from codegen.memory import MemoryPlan
 
 DEFAULT_MAX_MACS = 2_000_000
@@ -98,9 +99,10 @@ def macs(graph: Graph) -> int:
         if node.op == "Dense":
             kernel = node.params["kernel"]
             total += graph.tensors[node.output].size * kernel.shape[node.attrs["w_axes"].index(CONTRACTED)]
-        elif node.op == "Conv2D":
+        elif node.op in ("Conv2D", "ConvTranspose2D"):
             x = graph.tensors[node.inputs[0]]
-            total += graph.tensors[node.output].size * node.attrs["kernel"][0] * node.attrs["kernel"][1] * x.dim("C")
+            per_group = x.dim("C") // node.attrs.get("group", 1)
+            total += graph.tensors[node.output].size * node.attrs["kernel"][0] * node.attrs["kernel"][1] * per_group
     return total
 
 
@@ -183,9 +185,12 @@ def _dense(ctx: _Ctx, node: Node) -> None:
 
 
 def _window_cells(node: Node, x: Tensor, oh: int, ow: int, order: str) -> list[dict[str, int]]:
-    """The input cells of output (oh, ow) inside the input, in ``order`` (letters H, W, I) like V2's loops."""
+    """The input cells of output (oh, ow) inside the input, in ``order`` (letters H, W, I) like V2's loops.
+
+    ``I`` runs over one group's input channels (all of them without groups).
+    """
     a = node.attrs
-    ranges = {"H": range(a["kernel"][0]), "W": range(a["kernel"][1]), "I": range(x.dim("C"))}
+    ranges = {"H": range(a["kernel"][0]), "W": range(a["kernel"][1]), "I": range(x.dim("C") // a.get("group", 1))}
     cells = []
     for combo in np.ndindex(*(len(ranges[letter]) for letter in order)):
         cell = dict(zip(order, combo))
@@ -206,8 +211,8 @@ def _y_index(y: Tensor, oh: int, ow: int, oc: int) -> int:
 
 def _conv(ctx: _Ctx, node: Node) -> None:
     x, y = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.output]
-    layout = node.attrs["kernel_layout"]
-    dims = {"H": node.attrs["kernel"][0], "W": node.attrs["kernel"][1], "I": x.dim("C"), "O": y.dim("C")}
+    layout, group = node.attrs["kernel_layout"], node.attrs.get("group", 1)
+    dims = {"H": node.attrs["kernel"][0], "W": node.attrs["kernel"][1], "I": x.dim("C") // group, "O": y.dim("C")}
     k_strides = dict(zip(layout, row_major_strides(tuple(dims[letter] for letter in layout))))
     weights = literals(node.params["kernel"])
     bias = literals(node.params["bias"]) if "bias" in node.params else None
@@ -215,11 +220,44 @@ def _conv(ctx: _Ctx, node: Node) -> None:
     for oh in range(y.dim("H")):
         for ow in range(y.dim("W")):
             cells = _window_cells(node, x, oh, ow, layout.replace("O", ""))
-            reads = [read(_x_index(x, c["ih"], c["iw"], c["I"])) for c in cells]
             k_base = [c["H"] * k_strides["H"] + c["W"] * k_strides["W"] + c["I"] * k_strides["I"] for c in cells]
             for oc in range(y.dim("C")):
+                gc = oc // (y.dim("C") // group) * dims["I"]
+                reads = [read(_x_index(x, c["ih"], c["iw"], gc + c["I"])) for c in cells]
                 k_off = oc * k_strides["O"]
                 lines = ["acc = 0.0f;"] + [f"acc += {r} * {weights[b + k_off]};" for r, b in zip(reads, k_base)]
+                if bias is not None:
+                    lines.append(f"acc = acc + {bias[oc]};")
+                lines += ctx.store(node, write(_y_index(y, oh, ow, oc)), "acc")
+                ctx.out.lines(lines)
+
+
+def _conv_transpose(ctx: _Ctx, node: Node) -> None:
+    """V2's gather order: per output, the group's input channels, then the kernel taps that reach it."""
+    x, y = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.output]
+    a = node.attrs
+    layout, group = a["kernel_layout"], a.get("group", 1)
+    dims = {"H": a["kernel"][0], "W": a["kernel"][1], "I": x.dim("C"), "O": y.dim("C") // group}
+    k_strides = dict(zip(layout, row_major_strides(tuple(dims[letter] for letter in layout))))
+    weights = literals(node.params["kernel"])
+    bias = literals(node.params["bias"]) if "bias" in node.params else None
+    read, write = ctx.ref(x.name), ctx.ref(y.name)
+    per_group = x.dim("C") // group
+    for oh in range(y.dim("H")):
+        rows = [(kh, ih) for kh in range(a["kernel"][0])
+                if (ih := transposed_taps(node, x, "H", oh, kh)) is not None]
+        for ow in range(y.dim("W")):
+            cols = [(kw, iw) for kw in range(a["kernel"][1])
+                    if (iw := transposed_taps(node, x, "W", ow, kw)) is not None]
+            for oc in range(y.dim("C")):
+                gc = oc // dims["O"] * per_group
+                lines = ["acc = 0.0f;"]
+                for ic in range(gc, gc + per_group):
+                    for kh, ih in rows:
+                        for kw, iw in cols:
+                            k = (ic * k_strides["I"] + oc % dims["O"] * k_strides["O"] + kh * k_strides["H"]
+                                 + kw * k_strides["W"])
+                            lines.append(f"acc += {read(_x_index(x, ih, iw, ic))} * {weights[k]};")
                 if bias is not None:
                     lines.append(f"acc = acc + {bias[oc]};")
                 lines += ctx.store(node, write(_y_index(y, oh, ow, oc)), "acc")
@@ -281,21 +319,29 @@ def _activation(ctx: _Ctx, node: Node) -> None:
         ctx.out.line(f"{{ const float v = {read(flat)}; {write(flat)} = {expression(act.kind, act.params, 'v')}; }}")
 
 
-def softmax(ctx: _Ctx, tensor: str, inner: int, source: str | None = None) -> None:
-    """Numerically stable softmax over consecutive blocks of ``inner`` values, unrolled (V2's order)."""
+def softmax(ctx: _Ctx, tensor: str, inner: int, source: str | None = None, stride: int = 1,
+            log: bool = False) -> None:
+    """Numerically stable (log-)softmax over groups of ``inner`` values ``stride`` apart, unrolled (V2's order)."""
     read, write = ctx.ref(source or tensor), ctx.ref(tensor)
-    for start in range(0, ctx.graph.tensors[tensor].size, inner):
-        block = range(start, start + inner)
-        lines = ["{", f"{INDENT}float m = -INFINITY;", f"{INDENT}float s = 0.0f;", f"{INDENT}float e;"]
-        lines += [f"{INDENT}m = {read(k)} > m ? {read(k)} : m;" for k in block]
-        for k in block:
-            lines += [f"{INDENT}e = expf({read(k)} - m);", f"{INDENT}{write(k)} = e;", f"{INDENT}s += e;"]
-        lines += [f"{INDENT}{write(k)} = {write(k)} / s;" for k in block] + ["}"]
-        ctx.out.lines(lines)
+    size = ctx.graph.tensors[tensor].size
+    for first in range(0, size, inner * stride):
+        for offset in range(stride):
+            block = range(first + offset, first + offset + inner * stride, stride)
+            lines = ["{", f"{INDENT}float m = -INFINITY;", f"{INDENT}float s = 0.0f;", f"{INDENT}float e;"]
+            lines += [f"{INDENT}m = {read(k)} > m ? {read(k)} : m;" for k in block]
+            for k in block:
+                lines += [f"{INDENT}e = expf({read(k)} - m);"] + ([] if log else [f"{INDENT}{write(k)} = e;"])
+                lines.append(f"{INDENT}s += e;")
+            if log:
+                lines += [f"{INDENT}{write(k)} = ({read(k)} - m) - logf(s);" for k in block] + ["}"]
+            else:
+                lines += [f"{INDENT}{write(k)} = {write(k)} / s;" for k in block] + ["}"]
+            ctx.out.lines(lines)
 
 
 def _softmax(ctx: _Ctx, node: Node) -> None:
-    softmax(ctx, node.output, node.attrs["inner"], source=node.inputs[0])
+    softmax(ctx, node.output, node.attrs["inner"], source=node.inputs[0], stride=node.attrs.get("stride", 1),
+            log=node.attrs.get("log", False))
 
 
 def _copy_map(ctx: _Ctx, node: Node, sources) -> None:
@@ -352,21 +398,92 @@ def _elementwise(ctx: _Ctx, node: Node) -> None:
             values = literals(node.params[operand["param"]])
             strides = np.array(broadcast_strides(operand["shape"], y.shape))
             operands.append((lambda i, values=values: values[int(i)], strides))
-    joiner = f" {node.attrs['operator']} "
-    _copy_map(ctx, node, lambda index: joiner.join(get(index @ strides) for get, strides in operands))
+    write = ctx.ref(y.name)
+    for flat, index in enumerate(_grid(y.shape)):
+        reads = [get(index @ strides) for get, strides in operands]
+        statements, value = combine(node.attrs["operator"], reads, node.attrs.get("mean", False))
+        lines = ctx.store(node, write(flat), value)
+        ctx.out.lines(["{", *(INDENT + line for line in statements + lines), "}"] if statements else lines)
+
+
+def _prelu(ctx: _Ctx, node: Node) -> None:
+    y, read = ctx.graph.tensors[node.output], ctx.ref(node.inputs[0])
+    slope = literals(node.params["slope"])
+    strides = np.array(broadcast_strides(node.params["slope"].shape, y.shape))
+    write = ctx.ref(y.name)
+    for flat, index in enumerate(_grid(y.shape)):
+        value = f"({read(flat)} < 0.0f ? {slope[int(index @ strides)]} * {read(flat)} : {read(flat)})"
+        ctx.out.lines(ctx.store(node, write(flat), value))
+
+
+def _reduce(ctx: _Ctx, node: Node) -> None:
+    x = ctx.graph.tensors[node.inputs[0]]
+    kind = node.attrs["kind"]
+    kept, reduced, _ = reduce_parts(node, x)
+    start, update, final = REDUCE[kind]
+    read, write = ctx.ref(x.name), ctx.ref(node.output)
+    strides = np.array(x.strides)
+    inner = _grid(tuple(x.shape[k] for k in reduced)) @ strides[reduced] if reduced else np.zeros(1, dtype=int)
+    outer = _grid(tuple(x.shape[k] for k in kept)) @ strides[kept] if kept else np.zeros(1, dtype=int)
+    for flat, base in enumerate(outer):
+        cells = [read(base + offset) for offset in inner]
+        lines = []
+        if kind == "logsumexp":
+            lines += ["float m = -INFINITY;"] + [f"m = {c} > m ? {c} : m;" for c in cells]
+        lines.append(f"acc = {start};")
+        lines += [update.format(v=c) for c in cells]
+        lines += ctx.store(node, write(flat), final.format(n=c_float(len(inner))))
+        ctx.out.lines(["{", *(INDENT + line for line in lines), "}"] if kind == "logsumexp" else lines)
+
+
+def _lrn(ctx: _Ctx, node: Node) -> None:
+    x, a = ctx.graph.tensors[node.inputs[0]], node.attrs
+    axis, size = a["axis"], a["size"]
+    read, write = ctx.ref(x.name), ctx.ref(node.output)
+    before, stride = (size - 1) // 2, x.strides[axis]
+    scale = c_float(np.float32(a["alpha"]) / np.float32(size))
+    for flat, index in enumerate(_grid(x.shape)):
+        near = [flat + (j - before) * stride for j in range(size) if 0 <= index[axis] + j - before < x.shape[axis]]
+        lines = ["acc = 0.0f;"] + [f"acc += {read(c)} * {read(c)};" for c in near]
+        value = f"{read(flat)} * powf({c_float(a['bias'])} + {scale} * acc, {c_float(-a['beta'])})"
+        ctx.out.lines(lines + ctx.store(node, write(flat), value))
+
+
+def _slice(ctx: _Ctx, node: Node) -> None:
+    x = ctx.graph.tensors[node.inputs[0]]
+    read, strides = ctx.ref(x.name), np.array(x.strides)
+    starts, steps = np.array(node.attrs["starts"]), np.array(node.attrs["steps"])
+    _copy_map(ctx, node, lambda index: read((starts + index * steps) @ strides))
+
+
+def _resize(ctx: _Ctx, node: Node) -> None:
+    x = ctx.graph.tensors[node.inputs[0]]
+    read, strides = ctx.ref(x.name), np.array(x.strides)
+    tables = {key: (literals(value) if value.dtype == np.float32 else value) for key, value in node.params.items()}
+
+    def source(index: np.ndarray) -> str:
+        terms = []
+        for factors, sources in resize_terms(node, [int(i) for i in index], lambda key, i: tables[key][i]):
+            terms.append(" * ".join([str(f) for f in factors] + [read(np.array(sources, dtype=np.int64) @ strides)]))
+        return " + ".join(terms)
+
+    _copy_map(ctx, node, source)
 
 
 def _concat(ctx: _Ctx, node: Node) -> None:
     y, axis, offset = ctx.graph.tensors[node.output], node.attrs["axis"], 0
     write = ctx.ref(y.name)
-    for name in node.inputs:
-        x = ctx.graph.tensors[name]
-        read = ctx.ref(name)
+    for part in concat_parts(node):
+        if "tensor" in part:
+            shape, read = ctx.graph.tensors[part["tensor"]].shape, ctx.ref(part["tensor"])
+        else:
+            values = node.params[part["param"]]
+            shape, read = values.shape, (lambda i, text=literals(values): text[int(i)])
         shift = np.zeros(len(y.shape), dtype=np.int64)
         shift[axis] = offset
-        for flat, index in enumerate(_grid(x.shape)):
+        for flat, index in enumerate(_grid(shape)):
             ctx.out.lines(ctx.store(node, write((index + shift) @ np.array(y.strides)), read(flat)))
-        offset += x.shape[axis]
+        offset += shape[axis]
 
 
 def _view(ctx: _Ctx, node: Node) -> None:
@@ -375,9 +492,10 @@ def _view(ctx: _Ctx, node: Node) -> None:
         ctx.out.lines([f"{write(i)} = {read(i)};" for i in range(ctx.graph.tensors[node.output].size)])
 
 
-WRITERS = {"Dense": _dense, "Conv2D": _conv, "Pool2D": _pool, "GlobalPool2D": _global_pool,
-           "BatchNorm": _batch_norm, "Activation": _activation, "Softmax": _softmax, "Transpose": _transpose,
-           "Pad": _pad, "Gather": _gather, "Elementwise": _elementwise, "Concat": _concat, "View": _view,
+WRITERS = {"Dense": _dense, "Conv2D": _conv, "ConvTranspose2D": _conv_transpose, "Pool2D": _pool,
+           "GlobalPool2D": _global_pool, "BatchNorm": _batch_norm, "Activation": _activation, "Softmax": _softmax,
+           "Transpose": _transpose, "Pad": _pad, "Gather": _gather, "Elementwise": _elementwise, "Concat": _concat,
+           "View": _view, "PRelu": _prelu, "Reduce": _reduce, "LRN": _lrn, "Slice": _slice, "Resize": _resize,
            "Fused": lambda ctx, node: None}
 
 

@@ -45,7 +45,9 @@ def add_selection_options(parser: argparse.ArgumentParser, default_targets: str 
     parser.add_argument("--models", action="append",
                         help="comma-separated zoo names or model files (default: the --tier); repeatable, and a "
                              "value that names an existing file is taken whole, commas included")
-    parser.add_argument("--tier", default="default", choices=["default", "full", "trained"],
+    from harness.models.tiers import TIERS
+
+    parser.add_argument("--tier", default="default", choices=TIERS,
                         help="zoo tier used when --models is not given (default: default)")
     if per_model:
         return

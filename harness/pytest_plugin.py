@@ -8,7 +8,7 @@ The ``assay_campaign`` fixture runs an item and writes its records to
 
 ``--assay-shard-size K`` makes each shard of K inputs of an item its own test
 (``harness.stages.semantic.sharded``), so xdist spreads one model's inputs over
-every worker, local (``-n N``) or remote (``--tx ssh=host//python=python3``).
+every worker, local (``-n N``) or remote (``--tx ssh=host//python=/srv/assay/.venv/bin/python``).
 Each test's outcome travels to the controller in its report (xdist serialises
 a report's attributes): the records of an item, or the shard's file. The
 controller writes them into its own ``--assay-out`` (a remote worker has its
@@ -196,6 +196,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+def _origin(report: pytest.TestReport, meta: dict) -> str:
+    """Where a shard was computed, as a line names it: the host's name, and the gateway xdist reached it by
+    (``report.node``, on the controller) when that is SSH: hosts may share a name (clones of one image)."""
+    spec = getattr(getattr(getattr(report, "node", None), "gateway", None), "spec", None)
+    return f"{meta['host']} (ssh={spec.ssh})" if getattr(spec, "ssh", None) else meta["host"]
+
+
 class Controller:
     """The session's side that owns ``--assay-out``: it stores what every worker's tests send (their records,
     their shards) and merges the sharded items at the end. Without xdist it is the same process."""
@@ -205,7 +212,8 @@ class Controller:
         self.store = ResultStore.of(SPEC, SPEC.path(out))
         self.shards = ShardStore(out / SHARDS_DIR)
         self.sharded: dict[str, Item] = {}  # item id -> item, for every item a shard was reported of
-        self.origins: dict[str, set[tuple[str, str]]] = {}  # item id -> (content key, host) of the shards received
+        # item id -> {(content key, host): the meta of a shard received from there}
+        self.origins: dict[str, dict[tuple[str, str], dict]] = {}
         self.lines: list[str] = []
 
     @pytest.hookimpl(optionalhook=True)
@@ -228,7 +236,7 @@ class Controller:
             self.sharded[item.id] = item
             if "data" in shard:
                 meta = self.shards.receive(shard).meta
-                self.origins.setdefault(item.id, set()).add((meta["fingerprint"], meta["host"]))
+                self.origins.setdefault(item.id, {})[meta["fingerprint"], _origin(report, meta)] = meta
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -240,10 +248,11 @@ class Controller:
             records = sharded.merge(item, settings, size, self.shards, self.store)
             if records is None:
                 own = content_key(item, load_model(item.model, settings), settings)
-                foreign = sorted({host for key, host in self.origins.get(item.id, ()) if key != own})
+                foreign = sorted(((origin, meta) for (key, origin), meta in self.origins.get(item.id, {}).items()
+                                  if key != own), key=lambda found: found[0])
                 if foreign:
-                    self.lines.append(f"{item.id}: not merged: shards from {', '.join(foreign)} have another content "
-                                      "key than this host's (compiler, tool versions or target profile differ)")
+                    self.lines += [f"{item.id}: not merged: {sharded.other_key(own, meta, origin)}"
+                                   for origin, meta in foreign]
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
                 else:
                     self.lines.append(f"{item.id}: shards missing; run again to complete it (finished shards are kept)")

@@ -36,4 +36,6 @@ def default_layout(rank: int, channels_last: bool = True) -> str:
         return "HC" if channels_last else "CH"
     if rank == 3:
         return "HWC" if channels_last else "CHW"
+    if rank == 4:  # a volume (3-D convolution's layout), or any rank-4 tensor without a batch axis
+        return "DHWC" if channels_last else "CDHW"
     raise ValueError(f"tensors of rank {rank} are not supported")

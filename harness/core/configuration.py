@@ -243,7 +243,19 @@ def compare(lock: Path = LOCK, tested: Path = TESTED_FILE) -> tuple[list[Differe
     differences = python_packages(lock) + interpreter(configuration) + debian_packages(configuration)
     notes = qemu_plugin()
     peer_differences, peer_notes = peer_environments()
-    return differences + peer_differences, notes + peer_notes
+    sandbox_differences, sandbox_notes = isolation()
+    return differences + peer_differences + sandbox_differences, notes + peer_notes + sandbox_notes
+
+
+def isolation() -> tuple[list[Difference], list[str]]:
+    """The sandbox generated code and peer tools run in, as a note; a difference when they cannot run sandboxed
+    here: the tested configuration ran them in bubblewrap (docs/sandbox.md)."""
+    from harness import sandbox
+
+    found = sandbox.isolation()
+    if found.confined:
+        return [], [found.describe()]
+    return [Difference("sandbox", "bubblewrap in the tested configuration", f"none ({found.reason})")], []
 
 
 def identity(root: Path = ROOT, lock: Path = LOCK) -> dict:
@@ -284,6 +296,9 @@ def _git_state(root: Path) -> tuple[str, bool] | None:
 def report(lock: Path = LOCK, tested: Path = TESTED_FILE) -> dict:
     """The doctor's report (``assay-doctor/1``), once per process: the verdict (``tested`` when there is no
     difference; notes do not count), the difference lines, the notes and Assay's identity."""
+    from harness import sandbox
+
     differences, notes = compare(lock, tested)
     return {"schema": SCHEMA, "verdict": UNTESTED if differences else TESTED,
-            "differences": [str(d) for d in differences], "notes": notes, "assay": identity(ROOT, lock)}
+            "differences": [str(d) for d in differences], "notes": notes, "assay": identity(ROOT, lock),
+            "isolation": {**sandbox.isolation().record(), "summary": sandbox.isolation().describe()}}

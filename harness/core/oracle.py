@@ -57,3 +57,41 @@ def compare(outputs: np.ndarray, expected: np.ndarray, atol: float, rtol: float 
     cause = (f"|C - reference| = {abs(c[row, col] - r[row, col]):.4e} above atol {atol:g} + rtol {rtol:g} x "
              f"|{r[row, col]:.6g}| at input #{row}, output {col} ({outside} inputs outside the tolerance)")
     return Comparison(FAIL, float(errors[worst]), worst, float(np.median(errors)), cause)
+
+
+@dataclass(frozen=True)
+class BoundCheck:
+    """The derived-tolerance verdict of one batch (``compare_to_bound``): the C's distance to float64 against the
+    bound of a correct float32 implementation, output by output."""
+
+    verdict: str
+    c_distance: float  # max over inputs and outputs of |C - f64|
+    bound: float  # the largest bound of any output
+    tightness: float  # min over outputs of bound / |C - f64| (inf when C equals f64 everywhere)
+    cause: str | None = None
+
+
+def compare_to_bound(outputs: np.ndarray, exact: np.ndarray, bound: np.ndarray) -> BoundCheck:
+    """Pass iff |C - f64| <= bound for every output of every input (``harness.references.bounds``): the bound
+    holds for any correct float32 implementation, so an output outside it is a defect, whatever its size."""
+    c = np.asarray(outputs, np.float64).reshape(len(outputs), -1)
+    f = np.asarray(exact, np.float64).reshape(len(outputs), -1)
+    b = np.asarray(bound, np.float64).reshape(len(outputs), -1)
+    bad = ~np.isfinite(c).all(axis=1)
+    if bad.any():  # as ``compare``: NaN or Inf is never a small error, whatever the bound
+        first = int(np.argmax(bad))
+        kind = "NaN" if np.isnan(c[first]).any() else "Inf"
+        return BoundCheck(ERROR, np.inf, float(b.max(initial=0.0)), 0.0,
+                          f"generated code produced {kind} for input #{first} ({int(bad.sum())} inputs affected)")
+    distance = np.abs(c - f)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(distance > 0, b / distance, np.inf)
+    largest = float(distance.max(initial=0.0))
+    tightness, top = float(ratio.min(initial=np.inf)), float(b.max(initial=0.0))
+    if (distance <= b).all():
+        return BoundCheck(PASS, largest, top, tightness)
+    row, col = np.unravel_index(int(np.argmax(distance - b)), distance.shape)
+    outside = int((distance > b).any(axis=1).sum())
+    cause = (f"|C - float64| = {distance[row, col]:.4e} above the derived bound {b[row, col]:.4e} of a correct "
+             f"float32 implementation at input #{row}, output {col} ({outside} inputs outside the bound)")
+    return BoundCheck(FAIL, largest, top, tightness, cause)

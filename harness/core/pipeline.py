@@ -119,7 +119,9 @@ def build_code(item: Item, target: str, code: GeneratedCode, settings: Settings,
 def private_build(built, directory: Path):
     """``built`` with its artefact (the library or ELF) hard-linked into ``directory``: a runner uses its
     artefact's folder for the batch's files (inputs, outputs, log), so concurrent runs of one build (shards
-    on the workers of one machine) each need a folder of their own."""
+    on the workers of one machine) each need a folder of their own. The links' paths are absolute (a relative
+    ``--work`` would make them relative): a runner's process may run in another folder (the sandbox's)."""
+    directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     moved = {}
     for field in dataclasses.fields(built):

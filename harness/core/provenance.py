@@ -15,6 +15,7 @@ from importlib import metadata
 
 from harness.core import configuration
 from harness.errors import AssayError
+from harness import sandbox
 
 _PACKAGES = ("numpy", "tensorflow-cpu", "tensorflow", "keras", "onnx", "onnxruntime", "cffi")
 
@@ -38,11 +39,12 @@ def tool_versions() -> dict[str, str]:
 def record_provenance() -> dict:
     """A stage's ``provenance`` to start a record with (a new dict each time: stages add their own keys):
     ``tools`` (``tool_versions``), ``configuration`` (``verdict`` ``tested`` or ``untested`` and the
-    ``differences`` of ``assay doctor``) and ``assay`` (version, git commit or sources' digest, lock digest)."""
+    ``differences`` of ``assay doctor``), ``assay`` (version, git commit or sources' digest, lock digest) and
+    ``isolation`` (the sandbox generated code and peer tools ran in, and its limits: docs/sandbox.md)."""
     doctor = _doctor()
     return {"tools": tool_versions(),
             "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])},
-            "assay": dict(doctor["assay"])}
+            "assay": dict(doctor["assay"]), "isolation": sandbox.isolation().record()}
 
 
 @functools.cache

@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from harness.core.fingerprint import components_of
 from harness.core.pipeline import slug
 from harness.errors import AssayError, ConfigError
 
@@ -83,8 +84,12 @@ class ShardStore:
 
     def put(self, item_id: str, fingerprint: str, shard: Shard, arrays: dict[str, np.ndarray],
             meta: dict) -> Path:
-        """Store a finished shard (atomically: a killed writer leaves no partial file); return its path."""
-        meta = {"schema": SCHEMA, "item": item_id, "fingerprint": fingerprint, "shard": shard.as_list(), **meta}
+        """Store a finished shard (atomically: a killed writer leaves no partial file); return its path.
+
+        The key's components go into the meta (``key``; None for a key this process did not compute): a host
+        whose own key differs names from them the component that does (``harness.core.fingerprint``)."""
+        meta = {"schema": SCHEMA, "item": item_id, "fingerprint": fingerprint, "key": components_of(fingerprint),
+                "shard": shard.as_list(), **meta}
         buffer = io.BytesIO()
         np.savez(buffer, **arrays, **{META: np.array(json.dumps(meta, sort_keys=True))})
         path = self.path(item_id, fingerprint, shard)

@@ -9,10 +9,10 @@ def cmd_zoo_list(args: argparse.Namespace) -> int:
     from harness.models import zoo
 
     entries = [e for e in zoo.entries() if args.tier in (None, e.tier)]
-    print(f"{'name':<14} {'tier':<8} {'inputs from':<14} {'tolerance':<10} description")
+    print(f"{'name':<15} {'tier':<8} {'inputs from':<14} {'tolerance':<10} description")
     for e in entries:
         low, high = e.input_domain
-        print(f"{e.name:<14} {e.tier:<8} {f'[{low:g}, {high:g}]':<14} {e.tolerance:<10g} {e.description}")
+        print(f"{e.name:<15} {e.tier:<8} {f'[{low:g}, {high:g}]':<14} {e.tolerance:<10g} {e.description}")
     return 0
 
 
@@ -20,5 +20,7 @@ def add_command(subparsers) -> None:
     zoo_parser = subparsers.add_parser("zoo", help="the model zoo (paper benchmarks)")
     zoo_sub = zoo_parser.add_subparsers(dest="zoo_command", required=True, metavar="ZOO_COMMAND")
     listing = zoo_sub.add_parser("list", help="list the zoo's models, tiers, input domains and tolerances")
-    listing.add_argument("--tier", choices=["default", "full", "trained"], help="only this tier")
+    from harness.models.tiers import TIERS
+
+    listing.add_argument("--tier", choices=TIERS, help="only this tier")
     listing.set_defaults(func=cmd_zoo_list)

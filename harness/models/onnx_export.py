@@ -10,7 +10,13 @@ file computes what the Keras model computes. A vector in permuted order that
 reaches anything but an element-wise layer or a ``Dense`` is put back in Keras
 order with a ``Gather``.
 
-A layer type or option without a translation raises ``ModelError`` naming it.
+Keras 3 operation nodes that are not layers (``x + 3.0``, ``x * c``,
+``keras.ops.maximum(x, 0.5)``, ``keras.ops.exp(x)``) are translated with their
+constant operands (``_OP_HANDLERS``), each constant laid out as the ONNX value
+it meets (NCHW, or the permuted order of a flattened vector).
+
+A layer type, operation or option without a translation raises ``ModelError``
+naming it: nothing is approximated.
 """
 
 from __future__ import annotations
@@ -170,6 +176,12 @@ def _is_model(layer) -> bool:
     return isinstance(layer, keras().Model)
 
 
+def _is_layer(operation) -> bool:
+    from harness.models.tf_runtime import keras
+
+    return isinstance(operation, keras().layers.Layer)
+
+
 def _walk(graph: _Graph, model, inputs: list[_Tensor]) -> _Tensor:
     """Translate the graph of a Functional (or built Sequential) model."""
     from harness.models.tf_runtime import keras
@@ -187,7 +199,12 @@ def _walk(graph: _Graph, model, inputs: list[_Tensor]) -> _Tensor:
             args = [values[id(tensor)] for tensor in node.input_tensors]
             layer = node.operation
             class_name = type(layer).__name__
-            if _is_model(layer):
+            if not _is_layer(layer):  # a keras.ops operation: its constants are among its arguments
+                if class_name not in _OP_HANDLERS:
+                    raise ModelError(f"unsupported operation {class_name} (keras.ops, operation '{layer.name}')")
+                result = _OP_HANDLERS[class_name](graph, layer, _op_arguments(layer, node, values),
+                                                  _shape_of(node.outputs[0], f"operation '{layer.name}'"))
+            elif _is_model(layer):
                 result = _walk(graph, layer, args)
             elif class_name in PASSTHROUGH:
                 result = args[0]
@@ -274,6 +291,8 @@ def _activation(graph: _Graph, x: _Tensor, name: str, hint: str, layer, axis: in
     if name == "hard_sigmoid":
         return _Tensor(graph.node("HardSigmoid", [x.name], f"{hint}_hard_sigmoid", alpha=1.0 / 6.0, beta=0.5),
                        x.shape, x.perm)
+    if name in ("hard_silu", "hard_swish"):  # Keras 3: x * relu6(x + 3) / 6, ONNX HardSwish's definition
+        return _Tensor(graph.node("HardSwish", [x.name], f"{hint}_hard_swish"), x.shape, x.perm)
     if name in ("silu", "swish"):
         gate = graph.node("Sigmoid", [x.name], f"{hint}_gate")
         return _Tensor(graph.node("Mul", [x.name, gate], f"{hint}_silu"), x.shape, x.perm)
@@ -413,6 +432,30 @@ def _separable(graph, layer, args):
     return _activation(graph, z, _activation_name(layer), layer.name, layer)
 
 
+@_handles("Conv2DTranspose")
+def _conv_transpose(graph, layer, args):
+    """Keras's kernel ``(kh, kw, C_out, C_in)`` as ONNX's ``(C_in, C_out, kh, kw)``; the pads are what the
+    Keras output size leaves over, the smaller half before (TensorFlow's ``conv2d_transpose``)."""
+    x = args[0]
+    _image(layer, x)
+    if layer.output_padding is not None:
+        raise _unsupported(layer, f"output_padding={layer.output_padding}")
+    kernel = layer.kernel.numpy().transpose(3, 2, 0, 1)
+    out = _shape_of(layer.output, f"layer '{layer.name}'")
+    ksize, strides = tuple(int(k) for k in kernel.shape[2:]), tuple(int(s) for s in layer.strides)
+    dilations = tuple(int(d) for d in layer.dilation_rate)
+    totals = [(n - 1) * s + (k - 1) * d + 1 - o for n, s, k, d, o in zip(x.shape[:2], strides, ksize, dilations, out)]
+    if min(totals) < 0:
+        raise _unsupported(layer, f"strides={strides} above the kernel size {ksize}")
+    inputs = [x.name, graph.const(f"{layer.name}_kernel", np.ascontiguousarray(kernel, np.float32))]
+    if layer.use_bias:
+        inputs.append(graph.const(f"{layer.name}_bias", layer.bias.numpy().astype(np.float32)))
+    name = graph.node("ConvTranspose", inputs, f"{layer.name}_convtranspose", kernel_shape=list(ksize),
+                      strides=list(strides), dilations=list(dilations),
+                      pads=[t // 2 for t in totals] + [t - t // 2 for t in totals])
+    return _activation(graph, _Tensor(name, out), _activation_name(layer), layer.name, layer)
+
+
 def _conv(graph, layer, x: _Tensor, kernel: np.ndarray, bias, group: int, hint: str) -> _Tensor:
     ksize = tuple(int(k) for k in kernel.shape[2:])
     strides = tuple(int(s) for s in layer.strides)
@@ -474,6 +517,61 @@ def _zero_padding(graph, layer, args):
     pads = graph.const(f"{layer.name}_pads", np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
     name = graph.node("Pad", [x.name, pads], f"{layer.name}_pad", mode="constant")
     return _Tensor(name, (x.shape[0] + top + bottom, x.shape[1] + left + right, x.shape[2]))
+
+
+@_handles("Cropping2D")
+def _cropping(graph, layer, args):
+    x = args[0]
+    _image(layer, x)
+    (top, bottom), (left, right) = layer.cropping
+    h, w, c = x.shape
+    starts = graph.const(f"{layer.name}_starts", np.array([top, left], np.int64))
+    ends = graph.const(f"{layer.name}_ends", np.array([h - bottom, w - right], np.int64))
+    axes = graph.const(f"{layer.name}_axes", np.array([2, 3], np.int64))
+    name = graph.node("Slice", [x.name, starts, ends, axes], f"{layer.name}_slice")
+    return _Tensor(name, (h - top - bottom, w - left - right, c))
+
+
+@_handles("UpSampling2D")
+def _upsampling(graph, layer, args):
+    """Keras ``nearest`` repeats each pixel (ONNX asymmetric coordinates, floor); ``bilinear`` is
+    ``tf.image.resize`` with half-pixel centres and no antialiasing (ONNX ``half_pixel``)."""
+    x = args[0]
+    _image(layer, x)
+    modes = {"nearest": {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+             "bilinear": {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}}
+    if layer.interpolation not in modes:
+        raise _unsupported(layer, f"interpolation={layer.interpolation}")
+    a, b = (int(v) for v in layer.size)
+    scales = graph.const(f"{layer.name}_scales", np.array([1.0, 1.0, a, b], np.float32))
+    name = graph.node("Resize", [x.name, "", scales], f"{layer.name}_resize", **modes[layer.interpolation])
+    return _Tensor(name, (x.shape[0] * a, x.shape[1] * b, x.shape[2]))
+
+
+@_handles("Rescaling")
+def _rescaling(graph, layer, args):
+    """``x * scale + offset`` in float32, as Keras computes it."""
+    x = args[0]
+    scaled = graph.node("Mul", [x.name, _constant(graph, layer, np.asarray(layer.scale, np.float32), x.shape, x.perm,
+                                                  f"{layer.name}_scale")], f"{layer.name}_mul")
+    offset = _constant(graph, layer, np.asarray(layer.offset, np.float32), x.shape, x.perm, f"{layer.name}_offset")
+    return _Tensor(graph.node("Add", [scaled, offset], f"{layer.name}_add"), x.shape, x.perm)
+
+
+@_handles("Normalization")
+def _normalization(graph, layer, args):
+    """``(x - mean) / max(sqrt(variance), epsilon)`` as Keras computes it (the divisor rounded in float32)."""
+    from harness.models.tf_runtime import keras
+
+    x = args[0]
+    if layer.invert:
+        raise _unsupported(layer, "invert=True")
+    mean = np.asarray(layer.mean, np.float32)
+    divisor = np.maximum(np.sqrt(np.asarray(layer.variance, np.float32)), np.float32(keras().backend.epsilon()))
+    centred = graph.node("Sub", [x.name, _constant(graph, layer, mean, x.shape, x.perm, f"{layer.name}_mean")],
+                         f"{layer.name}_sub")
+    divisor_name = _constant(graph, layer, divisor.astype(np.float32), x.shape, x.perm, f"{layer.name}_divisor")
+    return _Tensor(graph.node("Div", [centred, divisor_name], f"{layer.name}_div"), x.shape, x.perm)
 
 
 def _flatten_chw(graph: _Graph, x: _Tensor, hint: str) -> _Tensor:
@@ -571,3 +669,112 @@ def _concatenate(graph, layer, args):
     shape = list(args[0].shape)
     shape[keras_axis] = sum(arg.shape[keras_axis] for arg in args)
     return _Tensor(name, tuple(shape))
+
+
+# --- Keras 3 operation nodes (keras.ops) ------------------------------------
+
+_OpHandler = Callable[[_Graph, object, list, tuple[int, ...]], _Tensor]
+_OP_HANDLERS: dict[str, _OpHandler] = {}
+
+
+def _handles_op(*class_names: str):
+    def register(function: _OpHandler) -> _OpHandler:
+        for class_name in class_names:
+            _OP_HANDLERS[class_name] = function
+        return function
+
+    return register
+
+
+def _op_arguments(operation, node, values: dict) -> list:
+    """The operation's positional arguments: a ``_Tensor`` for a Keras tensor, a float32 array for a constant."""
+    if node.arguments.kwargs:
+        raise ModelError(f"unsupported keyword arguments {sorted(node.arguments.kwargs)} of operation "
+                         f"{type(operation).__name__} (operation '{operation.name}')")
+    arguments = []
+    for argument in node.arguments.args:
+        if id(argument) in values:
+            arguments.append(values[id(argument)])
+            continue
+        try:
+            arguments.append(np.asarray(argument, dtype=np.float32))
+        except (TypeError, ValueError):
+            raise ModelError(f"unsupported argument of type {type(argument).__name__} of operation "
+                             f"{type(operation).__name__} (operation '{operation.name}')") from None
+    return arguments
+
+
+def _constant(graph: _Graph, operation, value: np.ndarray, shape: tuple[int, ...], perm, hint: str) -> str:
+    """A constant that broadcasts against a Keras tensor of ``shape`` (batch excluded), as the ONNX value of
+    that tensor lays it out: NCHW for images, ``perm`` order for a permuted vector; a scalar stays a scalar."""
+    if value.ndim == len(shape) + 1:
+        if value.shape[0] != 1:
+            raise ModelError(f"unsupported constant of shape {list(value.shape)} varying along the batch axis "
+                             f"(operation '{operation.name}')")
+        value = value[0]
+    if value.ndim > len(shape) or np.broadcast_shapes(value.shape, shape) != shape:
+        raise ModelError(f"unsupported constant of shape {list(value.shape)} that does not broadcast to "
+                         f"{list(shape)} (operation '{operation.name}')")
+    if value.ndim == 0:
+        return graph.const(hint, value)
+    full = np.broadcast_to(value, shape)
+    if len(shape) == 3:
+        full = full.transpose(2, 0, 1)
+    elif perm is not None:
+        full = full[perm]
+    return graph.const(hint, np.ascontiguousarray(full[np.newaxis]))
+
+
+_ARITHMETIC = {"Add": "Add", "Subtract": "Sub", "Multiply": "Mul", "Divide": "Div", "TrueDivide": "Div",
+               "Maximum": "Max", "Minimum": "Min"}
+
+
+@_handles_op(*_ARITHMETIC)
+def _arithmetic_op(graph, operation, arguments, shape):
+    tensors = _same_order(graph, [a for a in arguments if isinstance(a, _Tensor)])
+    if not tensors:
+        raise ModelError(f"operation '{operation.name}' ({type(operation).__name__}) has no tensor operand")
+    if any(t.shape != shape for t in tensors):
+        raise ModelError(f"unsupported broadcasting between tensors of shapes {[t.shape for t in tensors]} "
+                         f"(operation '{operation.name}')")
+    perm, ordered = tensors[0].perm, iter(tensors)
+    names = [next(ordered).name if isinstance(a, _Tensor)
+             else _constant(graph, operation, a, shape, perm, f"{operation.name}_operand{k}")
+             for k, a in enumerate(arguments)]
+    op = _ARITHMETIC[type(operation).__name__]
+    return _Tensor(graph.node(op, names, f"{operation.name}_{op.lower()}"), shape, perm)
+
+
+# keras.ops functions of one tensor: the ONNX op of their own, or the activation of the same name.
+_UNARY = {"Log": "Log", "Sqrt": "Sqrt", "Negative": "Neg", "Absolute": "Abs", "Abs": "Abs",
+          "Reciprocal": "Reciprocal"}
+_OP_ACTIVATIONS = {"Relu": "relu", "Relu6": "relu6", "Sigmoid": "sigmoid", "Tanh": "tanh", "Softplus": "softplus",
+                   "Softsign": "softsign", "Silu": "silu", "HardSigmoid": "hard_sigmoid", "HardSilu": "hard_silu",
+                   "Selu": "selu", "Exp": "exponential", "Elu": "elu", "LeakyRelu": "leaky_relu",
+                   "Softmax": "softmax"}
+
+
+def _one_tensor(operation, arguments) -> _Tensor:
+    if len(arguments) != 1 or not isinstance(arguments[0], _Tensor):
+        raise ModelError(f"unsupported arguments of operation {type(operation).__name__} (operation "
+                         f"'{operation.name}'): one tensor is supported")
+    return arguments[0]
+
+
+@_handles_op(*_UNARY)
+def _unary_op(graph, operation, arguments, shape):
+    x = _one_tensor(operation, arguments)
+    op = _UNARY[type(operation).__name__]
+    return _Tensor(graph.node(op, [x.name], f"{operation.name}_{op.lower()}"), x.shape, x.perm)
+
+
+@_handles_op(*_OP_ACTIVATIONS)
+def _activation_op(graph, operation, arguments, shape):
+    x = _one_tensor(operation, arguments)
+    name = _OP_ACTIVATIONS[type(operation).__name__]
+    if name == "elu":
+        return _Tensor(graph.node("Elu", [x.name], f"{operation.name}_elu", alpha=float(operation.alpha)),
+                       x.shape, x.perm)
+    if name == "leaky_relu":
+        return _leaky(graph, x, float(operation.negative_slope), operation.name)
+    return _activation(graph, x, name, operation.name, operation, getattr(operation, "axis", -1))

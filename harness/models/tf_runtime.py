@@ -14,6 +14,10 @@ import os
 ENVIRONMENT = {
     "TF_CPP_MIN_LOG_LEVEL": "3",
     "TF_ENABLE_ONEDNN_OPTS": "0",
+    # one thread from TensorFlow's first start, whoever imports it first: its kernels split sums by thread, so
+    # a float64 figure computed in a process where TensorFlow started with its own defaults differs in the last bits
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
     "CUDA_VISIBLE_DEVICES": "",
 }
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import registry
+from harness import registry, tensors
 from harness.errors import ModelError
 from harness.models import cache, nnef, sidecar
 from harness.models.model import Model, file_sha256
@@ -272,11 +272,11 @@ def _keras_model_record(name: str, keras_path: Path, onnx_path: Path, keras_mode
 
 
 def _channels_last(rank: int) -> str:
-    return {1: "C", 3: "HWC"}[rank]
+    return tensors.default_layout(rank, channels_last=True)
 
 
 def _channels_first(rank: int) -> str:
-    return {1: "C", 3: "CHW"}[rank]
+    return tensors.default_layout(rank, channels_last=False)
 
 
 def _convert_nnet(path: Path, directory: Path) -> Model:
@@ -422,8 +422,7 @@ def _onnx_shape(path: Path, value) -> tuple[int, ...]:
         if dim == 0:
             raise ModelError(f"{path}: dimension {k} of {value.name} is 0 (declared shape {text})")
     shape = tuple(int(d) for d in dims[batch:])
-    if len(shape) not in (1, 3):
+    if not 1 <= len(shape) <= 4:
         raise ModelError(f"{path}: {value.name} has declared shape {text}, read {'with' if batch else 'without'} "
-                         f"a batch axis (docs/zoo.md); only vectors ([F] or [N, F]) and images ([C, H, W] or "
-                         "[N, C, H, W]) are supported")
+                         f"a batch axis (docs/zoo.md), a sample of rank {len(shape)}; ranks 1 to 4 are supported")
     return shape

@@ -19,10 +19,10 @@ from pathlib import Path
 from harness.errors import ModelError
 from harness.models import cache, user_files
 from harness.models.model import DEFAULT_TOLERANCE, Model
+from harness.models.tiers import TIERS
 from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environment defaults, imports nothing heavy
 
 DEFAULT_CACHE_DIR = Path("generated/zoo")
-TIERS = ("default", "full", "trained")
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class ZooEntry:
     """A named benchmark: what it is, where its inputs live, how close outputs must be."""
 
     name: str
-    tier: str  # "default" (built by tests and campaigns), "full" (large, on request) or "trained" (real data)
+    tier: str  # "default" (built by tests and campaigns), "full" (large, on request), "trained" (real data) or
+    # "tiny" (the MLPerf Tiny networks, harness.models.tiny)
     description: str
     input_domain: tuple[float, float]
     tolerance: float = DEFAULT_TOLERANCE
@@ -73,6 +74,21 @@ _ENTRIES: tuple[ZooEntry, ...] = (
     ZooEntry("tabular-ae", "trained", "autoencoder on breast_cancer 30 standardised features (scikit-learn), Dense "
              "64/32/8/32/64 ReLU, 30 linear; quality: 1 - AUC of the reconstruction error", (-3.0, 3.0)),
 )
+_FEATURES = (-1.0, 1.0)  # normalised audio features (MFCC, log-mel)
+_ENTRIES += (
+    # The MLPerf Tiny inference benchmark's reference networks (harness.models.tiny), seeded weights.
+    ZooEntry("resnet8", "tiny", "MLPerf Tiny image classification: ResNet-8, 32x32x3 (CIFAR-10), three residual "
+             "stacks of 16/32/64 filters with batch norm, 8x8 average pooling, 10 softmax", _IMAGE_DOMAIN),
+    ZooEntry("mobilenet-vww", "tiny", "MLPerf Tiny visual wake words: MobileNetV1 alpha 0.25, 96x96x3, 13 "
+             "depthwise-separable blocks with batch norm, 3x3 average pooling, 2 softmax", _IMAGE_DOMAIN),
+    ZooEntry("ds-cnn", "tiny", "MLPerf Tiny keyword spotting: DS-CNN, 49x10x1 MFCC features, 10x4 stride-2 conv 64 "
+             "and four depthwise-separable blocks of 64 with batch norm, 25x5 average pooling, 12 softmax",
+             _FEATURES),
+    ZooEntry("fc-autoencoder", "tiny", "MLPerf Tiny anomaly detection: fully connected autoencoder, 640 log-mel "
+             "features, Dense 128 x4, 8, 128 x4 with batch norm and ReLU, 640 linear", _FEATURES,
+             # float32 rounding of ten layers of 128 (float64 arbiter: C and references alike reach 3e-5)
+             tolerance=1e-4),
+)
 _BY_NAME = {entry.name: entry for entry in _ENTRIES}
 
 
@@ -82,7 +98,7 @@ def entries() -> list[ZooEntry]:
 
 
 def names(tier: str | None = None) -> list[str]:
-    """Benchmark names, all or those of one tier ("default" or "full")."""
+    """Benchmark names, all or those of one tier (``TIERS``)."""
     if tier is not None and tier not in TIERS:
         raise ModelError(f"unknown zoo tier '{tier}' (known: {', '.join(TIERS)})")
     return [entry.name for entry in _ENTRIES if tier is None or entry.tier == tier]
@@ -109,9 +125,9 @@ def load(name_or_path: str | Path, cache_dir: Path = DEFAULT_CACHE_DIR, seed: in
 
 def _builder(zoo_entry: ZooEntry):
     """The module that builds an entry: ``fingerprint(name, seed)`` and ``build(name, seed)``."""
-    from harness.models import paper, trained
+    from harness.models import paper, tiny, trained
 
-    return trained if zoo_entry.tier == "trained" else paper
+    return {"trained": trained, "tiny": tiny}.get(zoo_entry.tier, paper)
 
 
 def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:

@@ -55,6 +55,50 @@ class KerasReference:
         return layer_outputs(model, inputs, tensors)
 
 
+def _float64_config(config):
+    """A Keras config with every float32 dtype (a layer's policy, an operation's, a tensor's) made float64."""
+    if isinstance(config, dict):
+        if config.get("class_name") == "DTypePolicy" and config.get("config", {}).get("name") == "float32":
+            return {**config, "config": {**config["config"], "name": "float64"}}
+        return {key: "float64" if key == "dtype" and value == "float32" else _float64_config(value)
+                for key, value in config.items()}
+    if isinstance(config, list):
+        return [_float64_config(value) for value in config]
+    return config
+
+
+@functools.lru_cache(maxsize=8)
+def _float64_model(path: str, mtime_ns: int):
+    """The Keras model rebuilt from its own config under float64, its float32 weights widened exactly."""
+    from harness.models.tf_runtime import keras, tensorflow
+
+    full = _load(path, mtime_ns)
+    try:
+        clone = full.__class__.from_config(_float64_config(full.get_config()))
+        clone.set_weights([np.asarray(w).astype(np.float64) for w in full.get_weights()])
+    except Exception as error:  # noqa: BLE001
+        from harness.models.user_files import cause
+
+        raise ModelError(f"{path}: Keras cannot rebuild it in float64 ({cause(error)})") from None
+    keras()  # the deterministic CPU settings are in place
+    return tensorflow().function(lambda sample: clone(sample, training=False))
+
+
+def float64_outputs(model: Model, inputs: np.ndarray) -> np.ndarray:
+    """The Keras model itself evaluated in float64 (every layer and operation node of the file, weights widened
+    exactly from float32): the float64 arbiter's figure for a Keras model (``harness.references.float64``).
+    Outputs (N, *model.output_shape), float64, canonical layout."""
+    path = Path(model.file(KerasReference.fmt)).resolve()
+    clone = _float64_model(str(path), path.stat().st_mtime_ns)
+    in_layout, out_layout = model.layouts_of(KerasReference.fmt)
+    batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
+    # one sample per call: a sample's figure must not depend on the samples evaluated beside it (the matrix kernels
+    # block their sums by the batch's size), so that a sharded campaign's arbiter equals the unsharded one's to the bit
+    rows = [np.asarray(clone(batch[k : k + 1]).numpy(), dtype=np.float64) for k in range(len(batch))]
+    outputs = np.concatenate(rows) if rows else np.zeros((0, *_shape(model, out_layout)), np.float64)
+    return convert(outputs, out_layout, model.output_layout)
+
+
 def _shape(model: Model, out_layout: str) -> tuple[int, ...]:
     from harness.tensors import shape_in
 

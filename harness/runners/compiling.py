@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from harness import sandbox
 from harness.generators.generated import GeneratedCode
 
 STAMP_SUFFIX = ".key"
 DRIVERS_DIR = Path(__file__).parent  # the drivers' C sources and headers, compiled into every build
+COMPILE_TIMEOUT_S = 3600.0  # a compiler running longer is stuck: its CPU time is limited to this and a margin
 
 
 @dataclass(frozen=True)
@@ -38,17 +39,33 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
     The stamp beside ``output`` holds a hash of the command, of every source
     file and of the drivers' code (a changed driver must not leave an old build
     in use), so an identical rebuild (a resumed campaign) costs nothing; a
-    failed build raises ``failure(stderr)``.
+    failed build raises ``failure(stderr)``. The build runs with ``path_maps``
+    added: no folder name of this machine gets into the binary.
     """
-    key = hashlib.sha256(json.dumps([list(command), code.source_hashes(), driver_hashes()]).encode()).hexdigest()
+    command = [*command, *path_maps(code)]
+    key = hashlib.sha256(json.dumps([command, code.source_hashes(), driver_hashes()]).encode()).hexdigest()
     stamp = stamp_path(output)
     if output.is_file() and stamp.is_file() and stamp.read_text() == key:
         return
     stamp.unlink(missing_ok=True)
-    result = subprocess.run(list(command), cwd=code.directory, capture_output=True, text=True, check=False)
+    # In the sandbox (harness.sandbox): the sources can name no file but the code's, the drivers' and the
+    # toolchain's (an #include or .incbin of a private file finds nothing), and the build writes its folder only.
+    result = sandbox.run(command, output.parent, COMPILE_TIMEOUT_S, readable=(code.directory, DRIVERS_DIR),
+                         own_user=False, cwd=code.directory, capture_output=True, text=True)
     if result.returncode != 0:
         raise failure(result.stderr)
     stamp.write_text(key)
+
+
+def path_maps(code: GeneratedCode) -> list[str]:
+    """``-fdebug-prefix-map`` and ``-fmacro-prefix-map`` flags (gcc and clang): the code's folder becomes ``.``
+    and the drivers' folder ``assay-drivers`` in the debug information and ``__FILE__``, so that the same code and
+    flags give the same bytes wherever the work folder and Assay are (an evidence package rebuilds byte for byte
+    from another ``--work``, docs/evidence.md); the DWARF line table still names each file, which is what its
+    readers match. Not ``-ffile-prefix-map``: it would also rewrite the coverage notes' paths, which gcov reads."""
+    folders = {str(code.directory): ".", str(Path(code.directory).resolve()): ".",
+               str(DRIVERS_DIR): "assay-drivers", str(DRIVERS_DIR.resolve()): "assay-drivers"}
+    return [f"-f{kind}-prefix-map={old}={new}" for old, new in folders.items() for kind in ("debug", "macro")]
 
 
 def driver_hashes() -> dict[str, str]:

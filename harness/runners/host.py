@@ -1,7 +1,8 @@
 """Host runner: gcc into a shared library, executed through cffi in a worker process.
 
 The library is built from the generated sources plus ``batch_driver.c``; one
-worker process runs a whole batch of inputs, under a timeout. A crash, a hang
+worker process runs a whole batch of inputs, under a timeout, in the sandbox
+(``harness.sandbox``: no network, only the build folder writable, limits). A crash, a hang
 or a failed build becomes a ``RunError`` whose message is the verdict's cause,
 and so does a guard word around the input or output buffer that the code
 overwrote (``assay_guards.h``): "guard word after output overwritten at call #k".
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.generators.generated import GeneratedCode
+from harness import sandbox
 from harness.runners import NATIVE, THREADS, RunError
 from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.targets import TargetProfile, compiler_version
@@ -28,6 +30,9 @@ from harness import targets
 
 CAPABILITIES = frozenset({NATIVE, THREADS})
 DRIVER = Path(__file__).with_name("batch_driver.c")
+WORKER = Path(__file__).with_name("host_worker.py")
+# What the worker reads besides the system folders: its script, the interpreter's installation and the venv (cffi)
+WORKER_NEEDS = tuple(dict.fromkeys(Path(p) for p in (WORKER, sys.base_prefix, sys.prefix)))
 # assay_batch's return value (ASSAY_GUARD_* in assay_guards.h) -> the guard it found damaged.
 GUARDS = {1: "before input", 2: "after input", 3: "before output", 4: "after output"}
 
@@ -74,7 +79,8 @@ def first_diagnostic(stderr: str) -> str:
 
 
 def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0, env: dict[str, str] | None = None) -> RunOutcome:
-    """Run the batch ``inputs`` (N, input_size) in a fresh worker process (``env``: its environment)."""
+    """Run the batch ``inputs`` (N, input_size) in a fresh worker process, sandboxed in the build folder
+    (``sandbox``; ``env``: the variables the run needs besides the sandbox's fixed environment)."""
     if len(inputs) == 0:
         raise RunError("no inputs to run")
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
@@ -84,11 +90,13 @@ def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0, env: dict[
     in_path, out_path = work / "inputs.f32", work / "outputs.f32"
     inputs.astype("<f4").tofile(in_path)
     out_path.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "harness.runners.host_worker", str(built.library),
+    # -I: the interpreter reads no PYTHON* variable, no user site and not the working folder
+    command = [sys.executable, "-I", str(WORKER), str(built.library),
                str(built.code.input_size), str(built.code.output_size), str(in_path), str(out_path)]
     start = time.perf_counter()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+        result = sandbox.run(command, work, timeout, readable=WORKER_NEEDS, env=env,
+                             memory_mib=sandbox.settings().memory_mib, capture_output=True, text=True)
     except subprocess.TimeoutExpired:
         raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
     wall = time.perf_counter() - start

@@ -1,11 +1,13 @@
 """Worker process: loads a generated shared library with cffi and runs one batch.
 
 It runs in its own process so that a segfault or a hang in generated code ends
-this worker, not the campaign. It imports neither NumPy nor the harness (their
+this worker, not the campaign, and in the sandbox (``sandbox.py``), which is why
+it is started as a script: what it may read is this file, the interpreter and
+cffi, not Assay's source tree. It imports neither NumPy nor the harness (their
 import would cost more than a LeNet-5 batch's harness budget): inputs and
 outputs are raw little-endian float32 files handed to C as cffi buffers.
 Usage:
-    python -m harness.runners.host_worker LIB IN_SIZE OUT_SIZE INPUTS.f32 OUTPUTS.f32
+    python -I harness/runners/host_worker.py LIB IN_SIZE OUT_SIZE INPUTS.f32 OUTPUTS.f32
 It prints one JSON line with the time spent inside the C call and, when the
 driver found a guard word damaged (batch_driver.c), which one and at which call.
 """

@@ -7,7 +7,8 @@ of builds of the same code, one or two batches each, and there the process start
 executable starts in milliseconds. It is the same code, compiled with the same host profile flags, with the
 same guard words around the buffers (``assay_guards.h``): a damaged guard word is the driver's "assay: guard
 word ... overwritten at call #k" line and exit status 77; a crash is the signal; anything the code prints
-before exiting with a non-zero status (e.g. the arena-region check's line) is the cause. The sanitized build
+before exiting with a non-zero status (e.g. the arena-region check's line) is the cause. It runs in the
+sandbox (``harness.sandbox``), confined to its folder. The sanitized build
 (``sanitized``) is such an executable too, compiled with the sanitizers.
 """
 
@@ -21,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from harness.generators.generated import GeneratedCode
+from harness import sandbox
 from harness.runners import RunError
 from harness.runners.host import signal_name
 
@@ -41,9 +43,11 @@ def failure_line(output: str, returncode: int) -> str:
 
 
 def run(executable: Path, code: GeneratedCode, inputs: np.ndarray, timeout: float, env: dict[str, str] | None = None,
-        failure: Callable[[str, int], str] = failure_line) -> np.ndarray:
-    """The outputs (N, output_size) of ``inputs`` (N, input_size) run by ``executable`` in its folder; a
-    RunError with ``failure(output, status)`` when it fails, or on a timeout."""
+        failure: Callable[[str, int], str] = failure_line, limit_memory: bool = True) -> np.ndarray:
+    """The outputs (N, output_size) of ``inputs`` (N, input_size) run by ``executable``, sandboxed in its folder
+    (``sandbox``; ``env``: the variables it needs besides the fixed environment; ``limit_memory``: its address
+    space, which a sanitized build, reserving terabytes of shadow memory, limits itself); a RunError with
+    ``failure(output, status)`` when it fails, or on a timeout."""
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if inputs.shape[1] != code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {code.input_size}")
@@ -51,8 +55,9 @@ def run(executable: Path, code: GeneratedCode, inputs: np.ndarray, timeout: floa
     (work / INPUTS_FILE).write_bytes(inputs.astype("<f4").tobytes())
     (work / OUTPUTS_FILE).unlink(missing_ok=True)
     try:
-        done = subprocess.run([str(executable), INPUTS_FILE, OUTPUTS_FILE], cwd=work, capture_output=True, text=True,
-                              timeout=timeout, check=False, env=env)
+        done = sandbox.run([str(executable), INPUTS_FILE, OUTPUTS_FILE], work, timeout, env=env,
+                           memory_mib=sandbox.settings().memory_mib if limit_memory else None,
+                           capture_output=True, text=True)
     except subprocess.TimeoutExpired:
         raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
     if done.returncode != 0:

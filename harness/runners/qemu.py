@@ -9,15 +9,17 @@ Serves two profile kinds (docs/targets.md):
 Either way the ELF is the generated sources plus ``target_driver.c``, which
 reads the inputs file and writes the outputs file through semihosting, so one
 emulator start runs the whole batch. QEMU runs in the build directory, where
-those files live. A crash, a hang, a failed build or an image too large for the
-target's memory becomes a ``RunError`` whose message is the verdict's cause.
+those files live, sandboxed there (``emulate``, docs/sandbox.md). A crash, a
+hang, a failed build or an image too large for the target's memory becomes a
+``RunError`` whose message is the verdict's cause.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-import resource
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from elftools.elf.elffile import ELFFile
 
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
+from harness import sandbox
 from harness.runners import COUNTS_INSTRUCTIONS, EMULATED, PAINTS_STACK, RunError
 from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.runners.host import RunOutcome, first_diagnostic, signal_name
@@ -41,6 +44,9 @@ INPUTS_FILE = "assay_inputs.f32"  # the driver's fixed names (target_driver.c)
 OUTPUTS_FILE = "assay_outputs.f32"
 STACK_FILE = "assay_stack.u32"  # written by a driver built with -DASSAY_STACK_PAINT=<bytes> (docs/memory.md)
 LOG_FILE = "emulator.log"  # what the program and QEMU printed, kept for a look after a failure
+# qemu-system-arm's system-call filter: besides the obsolete calls, no privilege change, no process started
+# (semihosting's SYS_SYSTEM would run a host command) and no change of scheduling or resources
+SECCOMP = ("-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
 FLOAT32_LE = np.dtype("<f4")
 
 # Exit statuses of target_driver.c.
@@ -184,14 +190,10 @@ def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
     (work / INPUTS_FILE).write_bytes(inputs.astype(FLOAT32_LE).tobytes())
     out_path.unlink(missing_ok=True)
     (work / STACK_FILE).unlink(missing_ok=True)
-    command = [profile.emulator_path(), *profile.emulator_args, *_program(profile, built.elf.name)]
-    log = work / LOG_FILE  # a file, not a pipe: code that prints in a loop must not fill our memory
+    log = work / LOG_FILE
     emulator_start = time.perf_counter()
     try:
-        with log.open("wb") as sink:
-            returncode = subprocess.run(command, cwd=work, stdin=subprocess.DEVNULL, stdout=sink,
-                                        stderr=subprocess.STDOUT, timeout=timeout, check=False,
-                                        preexec_fn=_no_core_dumps).returncode
+        returncode = emulate(profile, built.elf, timeout)
     except subprocess.TimeoutExpired:
         raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
     c_seconds = time.perf_counter() - emulator_start
@@ -236,9 +238,30 @@ def _program(profile: TargetProfile, elf_name: str) -> list[str]:
     return [elf_name, INPUTS_FILE, OUTPUTS_FILE]
 
 
-def _no_core_dumps() -> None:
-    """In the emulator's process: qemu-arm would dump a guest core file into the build directory on a crash."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def emulate(profile: TargetProfile, elf: Path, timeout: float) -> int:
+    """Run ``elf`` under the profile's emulator in the sandbox (``sandbox``), confined to the ELF's folder,
+    where the driver's files are: semihosting can open nothing else, and ``qemu-system-arm`` also runs under its
+    own system-call filter (``-sandbox``: no process, no privilege change) where the build has one. What the
+    program and QEMU print goes to ``LOG_FILE`` there (a file, not a pipe: code that prints in a loop must not
+    fill our memory). The exit status; TimeoutExpired after ``timeout`` seconds."""
+    emulator = profile.emulator_path()
+    confine = list(SECCOMP) if profile.kind in ("qemu-system", "qemu-smp") and has_seccomp(emulator) else []
+    command = [emulator, *confine, *profile.emulator_args, *_program(profile, elf.name)]
+    with (elf.parent / LOG_FILE).open("wb") as sink:
+        return sandbox.run(command, elf.parent, timeout, memory_mib=sandbox.settings().emulator_memory_mib,
+                           stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT).returncode
+
+
+@functools.cache
+def has_seccomp(emulator: str) -> bool:
+    """Whether this QEMU system emulator was built with its system-call filter (``-sandbox``): one without it
+    says so when asked for it, before it complains about the missing kernel file of this probe."""
+    try:
+        done = subprocess.run([emulator, *SECCOMP, "-M", "none", "-nographic", "-monitor", "none", "-kernel",
+                               "/nonexistent"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return not re.search(r"sandbox|seccomp", done.stdout + done.stderr, re.IGNORECASE)
 
 
 def _tail(path: Path, size: int = 65536) -> str:
@@ -250,8 +273,12 @@ def _tail(path: Path, size: int = 65536) -> str:
 def exit_cause(returncode: int, output: str) -> str:
     """One line for a non-zero emulator exit status, from the status and what the program printed."""
     if returncode < 0:
-        # qemu-arm ends itself with the guest's fatal signal (SIGSEGV for a bad address, SIGILL ...).
-        return f"crashed with {signal_name(-returncode)}"
+        # qemu-arm ends itself with the guest's fatal signal (SIGSEGV for a bad address, SIGILL ...); the
+        # sandbox reports the driver's exit status 134 (abort(), as a shell reports it) as that signal too
+        if -returncode == signal.SIGSYS:  # qemu-system-arm's own filter (SECCOMP) stopped it
+            return ("crashed with SIGSYS: the emulator's system-call filter refused what the program asked of "
+                    "the host")
+        return EXIT_CAUSES[134] if -returncode == signal.SIGABRT else f"crashed with {signal_name(-returncode)}"
     fault = _FAULT.search(output)
     if fault:
         pc = _FAULT_PC.search(output[fault.end():])

@@ -4,7 +4,7 @@ The ELF is the generated sources, ``smp_driver.c`` and the profile's reset
 code (``<profile>-start.S`` beside its profile: ``toolchains/``), linked with picolibc's semihosting
 crt0 and ``picolibc.ld`` at the profile's memory map. Core 0 starts the
 others with PSCI and runs the batch; the files (inputs, outputs, trace, delay
-seed) go through semihosting in the build directory, as for ``qemu.py``.
+seed) go through semihosting in the build directory, as for ``qemu.py``, sandboxed there (``qemu.emulate``).
 Sequential V2 code runs through the same driver on core 0 alone, so the
 parallel outputs are compared with outputs of the same compiler, C library
 and emulator. There is no watchdog on the target: a deadlock is a timeout.
@@ -28,8 +28,8 @@ from harness.runners.compiling import compile_once
 from harness.runners.host import RunOutcome
 from harness.runners.parallel_host import ParallelOutcome, parallel_record, read_trace
 from harness.runners.qemu import (ELF_NAME, FLOAT32_LE, INPUTS_FILE, LOG_FILE, OUTPUTS_FILE, QemuBuild,
-                                  _build_failure, _no_core_dumps, _program, _tail, check_fits, exit_cause,
-                                  image_size, memory_map_flags)
+                                  _build_failure, _tail, check_fits, emulate, exit_cause, image_size,
+                                  memory_map_flags)
 from harness.targets import TargetProfile, compiler_version
 
 CAPABILITIES = frozenset({EMULATED, SMP})
@@ -111,16 +111,11 @@ def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0, delay_seed
         stale.unlink(missing_ok=True)
     if delay_seed is not None:
         (work / SEED_FILE).write_text(f"{int(delay_seed)}\n")
-    profile = built.profile
-    command = [profile.emulator_path(), *profile.emulator_args, *_program(profile, built.elf.name)]
     log = work / LOG_FILE
     emulator_start = time.perf_counter()
     error = None
     try:
-        with log.open("wb") as sink:
-            returncode = subprocess.run(command, cwd=work, stdin=subprocess.DEVNULL, stdout=sink,
-                                        stderr=subprocess.STDOUT, timeout=timeout, check=False,
-                                        preexec_fn=_no_core_dumps).returncode
+        returncode = emulate(built.profile, built.elf, timeout)
         if returncode != 0:
             error = exit_cause(returncode, _tail(log))
     except subprocess.TimeoutExpired:

@@ -25,7 +25,6 @@ past the input or output buffer is reported at the instruction.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import numpy as np
 
 from harness import targets
 from harness.generators.generated import GeneratedCode
+from harness import sandbox
 from harness.runners import RunError, native
 from harness.runners.compiling import compile_once, driver_defines
 from harness.runners.host import first_diagnostic
@@ -41,8 +41,12 @@ from harness.targets import compiler_version
 
 FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
 EXIT_STATUS = 66  # what the sanitizers exit with on a report (set in the environment below)
+# The sandbox (``sandbox``) cannot limit a sanitized run's address space (the shadow memory alone reserves
+# terabytes), so AddressSanitizer limits its memory itself, to the sandbox's limit of a native run.
+_MEMORY_MIB = sandbox.settings().memory_mib
 ENVIRONMENT = {
-    "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode={EXIT_STATUS}:symbolize=1",
+    "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode={EXIT_STATUS}:symbolize=1"
+                    f":max_allocation_size_mb={_MEMORY_MIB}:hard_rss_limit_mb={_MEMORY_MIB}",
     "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:exitcode={EXIT_STATUS}",
 }
 _ASAN = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
@@ -77,7 +81,8 @@ def build(code: GeneratedCode, build_dir: Path, opt: str = "-O0") -> SanitizedBu
 def run(built: SanitizedBuild, inputs: np.ndarray, timeout: float = 300.0) -> np.ndarray:
     """The outputs (N, output_size) of ``inputs`` (N, input_size) under the sanitizers; RunError on a report."""
     try:
-        return native.run(built.executable, built.code, inputs, timeout, {**os.environ, **ENVIRONMENT}, report_line)
+        return native.run(built.executable, built.code, inputs, timeout, ENVIRONMENT, report_line,
+                          limit_memory=False)
     except RunError as exc:
         if str(exc).startswith("timed out"):
             raise RunError(f"{exc} under the sanitizers") from None

@@ -22,6 +22,8 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 TOLERANCE = 1e-5
 N_INPUTS = 16
@@ -101,3 +103,49 @@ def called_functions(c_text: str) -> set[str]:
     body = re.sub(r"/\*.*?\*/", "", c_text, flags=re.S)
     calls = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", body))
     return calls - {"for", "if", "while", "switch", "return", "sizeof"}
+
+
+# --- ONNX graphs for the ONNX front end's tests ---------------------------------------------------
+
+OPSET = 17  # the opset of Net's models unless a test names another
+
+
+class Net:
+    """A tiny ONNX graph builder: input 'input' with a symbolic batch axis (or none), seeded initializers."""
+
+    def __init__(self, input_shape, seed=0, batch=True):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+        self.input_shape = ["N", *input_shape] if batch else list(input_shape)
+        self.count = 0
+
+    def param(self, shape, low=-0.5, high=0.5, values=None):
+        self.count += 1
+        name = f"p{self.count}"
+        array = np.asarray(values) if values is not None else self.rng.uniform(low, high, shape).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def op(self, op_type, inputs, **attrs):
+        self.count += 1
+        out = f"t{self.count}"
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=f"{op_type.lower()}_{self.count}",
+                                           **attrs))
+        return out
+
+    def model(self, output, opset=OPSET):
+        graph = helper.make_graph(
+            self.nodes, "net",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, self.input_shape)],
+            [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 8
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def conv(net, x, c_in, c_out, kernel, bias=True, **attrs):
+    weight = net.param((c_out, c_in, *kernel))
+    inputs = [x, weight] + ([net.param((c_out,))] if bias else [])
+    return net.op("Conv", inputs, **attrs)
+
+

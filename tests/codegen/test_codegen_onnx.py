@@ -5,49 +5,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-OPSET = 17
-
-
-class Net:
-    """A tiny ONNX graph builder: input 'input' with a symbolic batch axis (or none), seeded initializers."""
-
-    def __init__(self, input_shape, seed=0, batch=True):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits = [], []
-        self.input_shape = ["N", *input_shape] if batch else list(input_shape)
-        self.count = 0
-
-    def param(self, shape, low=-0.5, high=0.5, values=None):
-        self.count += 1
-        name = f"p{self.count}"
-        array = np.asarray(values) if values is not None else self.rng.uniform(low, high, shape).astype(np.float32)
-        self.inits.append(numpy_helper.from_array(array, name))
-        return name
-
-    def op(self, op_type, inputs, **attrs):
-        self.count += 1
-        out = f"t{self.count}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=f"{op_type.lower()}_{self.count}",
-                                           **attrs))
-        return out
-
-    def model(self, output, opset=OPSET):
-        graph = helper.make_graph(
-            self.nodes, "net",
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, self.input_shape)],
-            [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)], self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        model.ir_version = 8
-        return onnx.shape_inference.infer_shapes(model, strict_mode=True)
-
-
-def conv(net, x, c_in, c_out, kernel, bias=True, **attrs):
-    weight = net.param((c_out, c_in, *kernel))
-    inputs = [x, weight] + ([net.param((c_out,))] if bias else [])
-    return net.op("Conv", inputs, **attrs)
-
+from codegen_support import Net, conv  # noqa: E402
 
 CONV_CASES = {
     "explicit_asymmetric_pads": dict(kernel=(3, 3), pads=[1, 0, 2, 1], strides=[2, 2]),

@@ -190,6 +190,26 @@ CASES: tuple[Case, ...] = (
          "softmax over the channels of a Conv2D output"),
     Case("act_tanh_conv", _IMG, (_conv(), ("Activation", {"activation": "tanh"}), *_FLATTEN_DENSE),
          "tanh Activation layer after Conv2D"),
+    _activation_case("act_hard_sigmoid", "hard_sigmoid", "hard_sigmoid (Keras: relu6(x + 3) / 6)", scale=6.0),
+    _activation_case("act_hard_silu", "hard_silu", "hard_silu / hard_swish (MobileNetV3)", scale=6.0),
+    # MobileNet-class and keyword-spotting layers (issue 26)
+    Case("conv_groups", (6, 6, 4), (_conv(filters=6, groups=2), *_FLATTEN_DENSE), "Conv2D with groups=2"),
+    Case("depthwise_same_s2", _ODD, (("DepthwiseConv2D", {"kernel_size": 3, "strides": 2, "padding": "same",
+                                                          "depth_multiplier": 2}), *_FLATTEN_DENSE),
+         "DepthwiseConv2D same, stride 2, depth multiplier 2"),
+    Case("separable_valid", _IMG, (("SeparableConv2D", {"filters": 4, "kernel_size": 3, "activation": "relu"}),
+                                   *_FLATTEN_DENSE), "SeparableConv2D (depthwise then 1x1), fused ReLU"),
+    Case("conv_transpose_same_s2", (4, 5, 3), (("Conv2DTranspose", {"filters": 2, "kernel_size": 3, "strides": 2,
+                                                                    "padding": "same"}), *_FLATTEN_DENSE),
+         "Conv2DTranspose same, stride 2 (odd kernel: asymmetric output cropping)"),
+    Case("upsampling_nearest", (3, 4, 2), (("UpSampling2D", {"size": (2, 3)}), *_FLATTEN_DENSE),
+         "UpSampling2D nearest 2x3"),
+    Case("upsampling_bilinear", (3, 4, 2), (("UpSampling2D", {"size": 2, "interpolation": "bilinear"}),
+                                            *_FLATTEN_DENSE), "UpSampling2D bilinear (half-pixel centres)"),
+    Case("cropping_asym", _ODD, (("Cropping2D", {"cropping": ((1, 2), (0, 3))}), *_FLATTEN_DENSE),
+         "Cropping2D, asymmetric"),
+    Case("rescaling", _IMG, (("Rescaling", {"scale": 0.5, "offset": -0.25}), _conv(), *_FLATTEN_DENSE),
+         "Rescaling x * scale + offset before Conv2D"),
 )
 _BY_NAME = {case.name: case for case in CASES}
 

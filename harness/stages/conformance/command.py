@@ -14,7 +14,7 @@ from harness.stages.conformance.spec import SPEC
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
-    from harness.stages.conformance import run
+    from harness.stages.conformance import onnx_node, run
     from harness.stages.conformance.report import counts, write_conformance_report
 
     settings = run.Settings(generators=csv_list(args.generators), out=args.out,
@@ -22,7 +22,8 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                             **SPEC.settings_values(lambda dest: getattr(args, dest)))
     run.check_settings(settings)
     quiet = args.quiet
-    document = run.run(settings, progress=lambda line: None if quiet else print(line, file=sys.stderr))
+    suite = onnx_node.run if settings.suite == onnx_node.SUITE else run.run
+    document = suite(settings, progress=lambda line: None if quiet else print(line, file=sys.stderr))
     paths = write_conformance_report(SPEC.path(args.out), args.out)
     for name, row in counts(document["results"]).items():
         print(f"{name}: " + ", ".join(f"{row[v]} {v}" for v in run.VERDICTS))
@@ -34,11 +35,15 @@ def cmd_conformance(args: argparse.Namespace) -> int:
 
 def add_command(subparsers) -> None:
     parser = subparsers.add_parser(
-        "conformance", help="conformance suite: single-layer and small-graph models against every generator",
-        description="Builds the conformance cases (one small Keras 3 model per layer type and option, seeded "
-                    "weights, cached in WORK/conformance), runs them through `assay semantic` once per generator "
-                    "(host, references keras and onnxruntime) and writes OUT/conformance.json and "
-                    "OUT/conformance.md, a matrix case x generator (variant); each failing or erring case gets "
-                    "its model copied into OUT/repro/ and the command that reproduces it.")
+        "conformance", help="conformance suite: single-layer and small-graph models, or the ONNX backend node "
+                            "tests, against every generator",
+        description="--suite keras (default) builds the conformance cases (one small Keras 3 model per layer type "
+                    "and option, seeded weights, cached in WORK/conformance), runs them through `assay semantic` "
+                    "once per generator (host, references keras and onnxruntime); each failing or erring case gets "
+                    "its model copied into OUT/repro/ and the command that reproduces it. --suite onnx-node "
+                    "prepares the ONNX backend node tests of the installed onnx package (cached in "
+                    "WORK/onnx-node) and runs each on its own inputs on the host against its expected outputs and "
+                    "ONNX Runtime (--inputs and --seed do not apply). Both write OUT/conformance.json and "
+                    "OUT/conformance.md, a matrix case x generator (variant) (onnx-node: also per op).")
     SPEC.add_options(parser)  # spec.py: declared once, run.Settings' defaults too
     parser.set_defaults(func=cmd_conformance)

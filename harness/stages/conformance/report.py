@@ -93,20 +93,55 @@ def reproducer_lines(document: dict) -> list[str]:
     return lines
 
 
-def write_conformance_report(path: Path, out: Path) -> list[Path]:
-    """Write ``out/conformance.md`` from the conformance document at ``path``; return the files written."""
-    document = json.loads(Path(path).read_text())
-    if document.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: schema {document.get('schema')!r}, expected {SCHEMA}")
-    header = [
+def op_lines(document: dict) -> list[str]:
+    """Per op (the ONNX Backend Scoreboard's view): for each column, passed / cases and what did not pass."""
+    op_of = {case["name"]: case["op"] for case in document["cases"]}
+    by_cell = cells(document["results"])
+    table: dict[str, dict[str, dict[str, int]]] = {}
+    for (case, name), result in by_cell.items():
+        table.setdefault(op_of[case], {}).setdefault(name, dict.fromkeys(VERDICTS, 0))[result["verdict"]] += 1
+    columns = list(dict.fromkeys(name for _, name in by_cell))
+    lines = ["", "## Per op", "", "Cells: passed / cases (then failed, errors, not supported when any).", "",
+             "| op | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for op in sorted(table):
+        row = []
+        for name in columns:
+            got = table[op].get(name)
+            if got is None:
+                row.append(NO_VARIANT)
+                continue
+            rest = ", ".join(f"{got[v]} {v}" for v in (FAIL, ERROR, NOT_SUPPORTED) if got[v])
+            row.append(f"{got[PASS]}/{sum(got.values())}" + (f" ({rest})" if rest else ""))
+        lines.append(f"| {op} | " + " | ".join(row) + " |")
+    return lines
+
+
+def _header(document: dict) -> list[str]:
+    if document.get("suite") == "onnx-node":
+        return [
+            "# ONNX backend node tests", "",
+            f"The float32 node cases of the CNN and MLP ops from onnx {document['onnx_version']}'s own case "
+            f"generators (`harness/stages/conformance/onnx_node.py`), each run on its own inputs on the "
+            f"{document['target']} against {' and '.join(document['references'])} with the case's tolerance "
+            f"(rtol 1e-3, atol 1e-7); a verdict covers both and the error is the larger. Cells: pass / **FAIL** "
+            f"with the max absolute error, **ERROR** or N/S (not supported) with the cause number.", ""]
+    return [
         "# Generator conformance", "",
         f"Each case is one small Keras 3 model with seeded weights (`harness/stages/conformance/cases.py`), run "
         f"through `assay semantic` on the host against {' and '.join(document['references'])} with "
         f"{document['n_inputs']} inputs (seed {document['seed']}); a verdict covers both references and the "
         f"error is the largest of the two. Cells: pass / **FAIL** with the max absolute error, **ERROR** or "
         f"N/S (not supported) with the cause number, {NO_VARIANT} where the generator has no such variant "
-        f"for the case.", "",
-    ]
+        f"for the case.", ""]
+
+
+def write_conformance_report(path: Path, out: Path) -> list[Path]:
+    """Write ``out/conformance.md`` from the conformance document at ``path``; return the files written."""
+    document = json.loads(Path(path).read_text())
+    if document.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {document.get('schema')!r}, expected {SCHEMA}")
+    per_op = op_lines(document) if document.get("suite") == "onnx-node" else []
     report = Path(out) / REPORT
-    report.write_text("\n".join([*header, *matrix_lines(document), *reproducer_lines(document)]) + "\n")
+    report.write_text("\n".join([*_header(document), *matrix_lines(document), *per_op,
+                                 *reproducer_lines(document)]) + "\n")
     return [report]

@@ -47,6 +47,7 @@ class Settings:
     generators: list[str]
     out: Path
     patterns: list[str] | None = None
+    suite: str = SPEC.default("suite")
     n_inputs: int = SPEC.default("n_inputs")
     seed: int = SPEC.default("seed")
     work_dir: Path = SPEC.default("work_dir")
@@ -76,7 +77,6 @@ def run(settings: Settings, progress=print) -> dict:
     results = [result for spec in settings.generators
                for result in verdicts(runs[spec].records, files, generators.get(spec).name)]
     document = {
-        "schema": SCHEMA,
         "generators": settings.generators,
         "references": REFERENCES.split(","),
         "n_inputs": settings.n_inputs,
@@ -86,8 +86,13 @@ def run(settings: Settings, progress=print) -> dict:
         "cases": [{"name": case.name, "checks": case.checks, "input_shape": list(case.input_shape),
                    "file": str(files[case.name]), "sha256": file_sha256(files[case.name])} for case in cases],
         "results": _with_reproducers(results, files, settings),
-        "provenance": record_provenance(),
     }
+    return write_document(document, settings)
+
+
+def write_document(document: dict, settings: Settings) -> dict:
+    """``document`` with its schema and provenance, written to ``OUT/conformance.json`` at once (never half)."""
+    document = {"schema": SCHEMA, "suite": settings.suite, **document, "provenance": record_provenance()}
     settings.out.mkdir(parents=True, exist_ok=True)
     temporary = settings.out / f".{FILE_NAME}.{os.getpid()}.tmp"
     temporary.write_text(json.dumps(document, indent=1) + "\n")

@@ -1,5 +1,6 @@
 """The conformance suite's contract (``harness.contract``): ``conformance.json``, schema
-``assay-conformance/1``, one verdict per (case, generator, variant) from the semantic stage's records. Its
+``assay-conformance/1``, one verdict per (case, generator, variant): from the semantic stage's records (the
+Keras suite) or from the node cases' own runs (``--suite onnx-node``). Its
 options are declared here once: ``assay conformance``'s and the defaults of ``run.Settings``."""
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ SPEC = StageSpec(
     reports=("conformance.md",),
     consumes=("semantic",),
     options=(
+        Option("--suite", "keras", "keras: Assay's single-layer Keras cases through assay semantic; onnx-node: the "
+               "ONNX backend node tests of the installed onnx package, on their own inputs (default {default})",
+               choices=("keras", "onnx-node")),
         Option("--generators", DEFAULT_GENERATORS, "comma-separated generators; NAME:V1+V2 keeps some variants only, "
                "e.g. acetone-nnet:6loops:default (default {default})", field=""),
         Option("--cases", None, "comma-separated shell patterns of case names, e.g. 'dense*,conv_same*' (default all; "

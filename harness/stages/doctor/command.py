@@ -14,7 +14,10 @@ Compares the running configuration with the tested one and prints one line per d
   - the interpreter's major.minor and the platform, against toolchains/tested.toml;
   - the Debian packages of toolchains/tested.toml (compilers, C libraries, QEMU, Graphviz, clang/LLVM for
     MC/DC), each at exactly its version (dpkg-query);
-  - each built peer environment's pip freeze against its lock (harness/generators/peers/<name>.txt).
+  - each built peer environment's pip freeze against its lock (harness/generators/peers/<name>.txt);
+  - whether generated code and peer tools can run sandboxed (bubblewrap: no network, system folders
+    read-only, a scratch folder writable, limits; docs/sandbox.md): a note says which sandbox, and its
+    absence is a difference.
 A peer environment or the QEMU counting plugin that is not built yet is a note, not a difference: both are
 built on first use from what was tested. The last line gives the verdict (tested or untested) and which
 Assay this is (version, git commit or SHA-256 of the sources, SHA-256 of requirements.lock). Every result
@@ -59,7 +62,8 @@ def add_command(subparsers) -> None:
         "doctor", help="compare this machine with the configuration Assay was tested with",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true",
-                        help="print the report as JSON (schema assay-doctor/1: verdict, differences, notes, assay)")
+                        help="print the report as JSON (schema assay-doctor/1: verdict, differences, notes, assay, "
+                             "isolation)")
     parser.add_argument("--lock", type=Path, default=configuration.LOCK,
                         help="the Python lock file to compare with (default: requirements.lock of this source tree)")
     parser.add_argument("--tested", type=Path, default=configuration.TESTED_FILE,

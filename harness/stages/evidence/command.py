@@ -31,7 +31,7 @@ def cmd_evidence(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     settings = run.Settings(models=selected_models(args), generators=csv_list(args.generators),
-                            targets=csv_list(args.targets), out=args.out,
+                            targets=csv_list(args.targets), out=args.out, command_line=("assay", *sys.argv[1:]),
                             **SPEC.settings_values(lambda dest: getattr(args, dest)))
     built = run.build(settings, progress=lambda line: print(line, file=sys.stderr))
     for part, verdict in sorted(built.verdicts.items()):
@@ -39,6 +39,9 @@ def cmd_evidence(args: argparse.Namespace) -> int:
     for note in built.notes:
         print(f"note: {note}")
     print(f"evidence package: {built.root} and {built.archive}; verdict {built.verdict}")
+    if built.signature is not None:
+        print(f"signature: {built.signature} (Ed25519 over {built.root.name}/evidence.json; 'assay evidence verify "
+              f"{built.root} --public-key PUB.pem' checks it)")
     print(f"package digest: {built.digest} (SHA-256 of {built.root.name}/evidence.json, also in "
           f"{built.root.name}.sha256): record it in your configuration management; 'assay evidence verify "
           f"{built.root} --digest {built.digest}' checks the package against it")
@@ -48,10 +51,11 @@ def cmd_evidence(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from harness.stages.evidence.integrity import verify
 
-    result = verify(args.package, args.digest)
+    result = verify(args.package, args.digest, args.public_key)
     for line in result.lines():
         print(line)
     print(result.digest)
+    print(result.signature)
     print(f"{args.package}: {'intact' if result.intact else 'NOT intact'} ({result.checked} files checked)")
     return 0 if result.intact else 1
 
@@ -87,6 +91,8 @@ def add_command(subparsers) -> None:
     verify.add_argument("package", type=Path, help="the package folder or its .zip")
     verify.add_argument("--digest", metavar="HEX", help="the package digest recorded when it was built (the SHA-256 "
                         "of evidence.json); DIR.sha256 beside the package is checked too when it is there")
+    verify.add_argument("--public-key", type=Path, metavar="PUB.pem", help="the signer's Ed25519 public key (PEM): "
+                        "DIR.sig beside the package must verify with it over evidence.json")
     matrix = sub.add_parser("tor-matrix", help="the TOR -> tests -> result matrix of a JUnit XML file of Assay's "
                                                "own tests (docs/tor.md)")
     matrix.add_argument("--junit", type=Path, required=True, help="pytest --junitxml output of Assay's tests (its "

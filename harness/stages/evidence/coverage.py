@@ -23,7 +23,7 @@ import numpy as np
 from harness import targets
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
-from harness.runners import host, qemu
+from harness.runners import RunError, host, native, qemu
 from harness.runners.compiling import driver_defines
 
 COVERAGE_FLAGS = ("--coverage",)
@@ -115,16 +115,11 @@ def measure_mcdc(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_d
     flags = [flag for flag in profile.flags("-O0") if flag != "-fPIC"]
     _tool([clang, *flags, *MCDC_FLAGS, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources),
            str(qemu.DRIVER), "-o", str(executable), *profile.libs], "clang (MC/DC build)", code.directory)
-    inputs_file, outputs_file = build_dir / "inputs.f32", build_dir / "outputs.f32"
-    np.ascontiguousarray(inputs, dtype="<f4").tofile(inputs_file)
     raw = build_dir / "mcdc.profraw"
-    try:
-        run = subprocess.run([str(executable), str(inputs_file), str(outputs_file)], capture_output=True,
-                             env={**os.environ, "LLVM_PROFILE_FILE": str(raw)}, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise AssayError(f"the MC/DC build did not finish {len(inputs)} inputs within {timeout:g} s") from None
-    if run.returncode != 0:
-        raise AssayError(f"the MC/DC build exited with status {run.returncode}")
+    try:  # like every run of generated code, in the sandbox (docs/sandbox.md)
+        native.run(executable, code, inputs, timeout, env={"LLVM_PROFILE_FILE": str(raw)})
+    except RunError as exc:
+        raise AssayError(f"the MC/DC build failed: {exc}") from None
     merged = build_dir / "mcdc.profdata"
     _tool([profdata, "merge", "-sparse", str(raw), "-o", str(merged)], "llvm-profdata merge")
     sources = [str(source) for source in code.sources]
@@ -191,8 +186,17 @@ def summarise_mcdc(exported: dict, where: dict[tuple[int, int], list[tuple[int, 
     return {"tool": f"{version}: -fcoverage-mcdc, llvm-cov", "available": True, "decisions": decisions,
             "conditions": conditions, "conditions_shown": shown_total,
             "mcdc_percent": _percent(shown_total, conditions), "files": files, "not_shown": not_shown,
+            "figure": mcdc_figure(decisions, conditions, shown_total),
             "note": None if decisions else "no decision of two or more conditions in the generated code: "
                                            "MC/DC reduces to the branch coverage above"}
+
+
+def mcdc_figure(decisions: int, conditions: int, shown: int) -> str:
+    """MC/DC in words: a percentage of conditions only where there is a decision of two or more conditions, else
+    ``not applicable: 0 decisions`` (never a percentage of nothing)."""
+    if not decisions:
+        return "not applicable: 0 decisions"
+    return f"{_percent(shown, conditions)} % ({shown}/{conditions} conditions, {decisions} decisions)"
 
 
 def _layer_lookup(manifest: dict):

@@ -15,7 +15,8 @@ effect; the package is intact only when there is none.
 - ``sci/sci.json``: every generated code file and target image it names has its hash, and every file of a code
   folder is named.
 
-Digital signatures are not checked (not yet done, docs/evidence.md).
+- The signature, with ``--public-key PUB.pem``: ``DIR.sig`` beside the package verifies over ``evidence.json``'s
+  bytes with that Ed25519 key (``signature.py``); a package or digest changed after signing does not.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.errors import AssayError
-from harness.stages.evidence import tor, verdicts
+from harness.stages.evidence import html, signature, tor, verdicts
 from harness.stages.evidence.package import (INDEX, SCHEMA, VOLATILE, VOLATILE_KEYS, VOLATILE_SCHEMA, canonical,
                                              digest_file)
 
@@ -49,6 +50,7 @@ class Verification:
     failures: list[str] = field(default_factory=list)
     checked: int = 0
     digest: str = ""
+    signature: str = "signature not checked: no --public-key"
 
     @property
     def intact(self) -> bool:
@@ -67,9 +69,10 @@ class Contents:
     failures: list[str] = field(default_factory=list)
 
 
-def verify(location: Path, digest: str | None = None) -> Verification:
+def verify(location: Path, digest: str | None = None, public_key: Path | None = None) -> Verification:
     """Check the package folder or zip at ``location`` (module docstring); ``digest``: the package digest the
-    user recorded (``DIR.sha256`` beside the package is checked too when it is there)."""
+    user recorded (``DIR.sha256`` beside the package is checked too when it is there); ``public_key``: the PEM file
+    of the Ed25519 key the package must be signed with (``DIR.sig`` beside it)."""
     location = Path(location)
     if location.is_dir():
         contents = _folder(location)
@@ -90,6 +93,9 @@ def verify(location: Path, digest: str | None = None) -> Verification:
                             else ""))
     result = Verification(location=location, failures=list(contents.failures))
     result.digest = _check_digest(contents.files[INDEX], index, location, digest, result.failures)
+    if public_key is not None:
+        found, result.signature = signature.check(location, contents.files[INDEX], public_key)
+        result.failures += found
     result.failures += _check_volatile_file(index, contents.files)
     result.checked, lines = _check_files(index, contents)
     result.failures += lines
@@ -291,8 +297,9 @@ def _inside(path: str) -> bool:
 
 
 def _check_sci(sci: dict | None, index: dict, files: dict[str, bytes]) -> list[str]:
-    """The hashes ``sci/sci.json`` gives the generated code and the images against the packaged files; every file of
-    a code folder named; the commands run those of ``evidence.json``."""
+    """The hashes ``sci/sci.json`` gives the generated code, the images and the archived files against the packaged
+    files; every file of a code folder named (or the page rendering a named one); the commands run those of
+    ``evidence.json``."""
     if not isinstance(sci, dict):
         return [f"{verdicts.SCI}: missing or not JSON"]
     lines = []
@@ -301,9 +308,12 @@ def _check_sci(sci: dict | None, index: dict, files: dict[str, bytes]) -> list[s
         for code in sci.get("generated_code", []):
             folder = code["directory"]
             named.update({f"{folder}/{name}": digest for name, digest in code["files"].items()})
+            # a page rendering a named file (``html.py``: x.c -> x.c.html) is the package's, not the generator's
             lines += [f"{path}: in {folder}/, not in {verdicts.SCI}" for path in sorted(files)
-                      if path.startswith(folder + "/") and path[len(folder) + 1:] not in code["files"]]
+                      if path.startswith(folder + "/") and path[len(folder) + 1:] not in code["files"]
+                      and path[len(folder) + 1:].removesuffix(html.SUFFIX) not in code["files"]]
         named.update({image["file"]: image["sha256"] for image in sci.get("images", [])})
+        named.update({copy["file"]: copy["sha256"] for copy in sci.get("archived", [])})
     except (KeyError, TypeError, AttributeError):
         return [f"{verdicts.SCI}: its generated code or images are not as its schema says"]
     for path, digest in sorted(named.items()):

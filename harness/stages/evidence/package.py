@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -39,6 +40,53 @@ def canonical(data: object) -> bytes:
     """A JSON document's canonical bytes: sorted keys, one-space indentation, a final newline (every JSON file of
     the package is written so; the package digest is the SHA-256 of ``evidence.json``'s)."""
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+
+class Places:
+    """The folders of this machine a package must not name (the work folder, Assay's source tree, the package's own
+    folder), each written as its placeholder (``$WORK``, ``$ASSAY``, ``$OUT``): paths in the package are relative to
+    them or to the package itself, so that the same inputs in another ``--work`` or ``--out`` folder, or on another
+    machine, give the same bytes."""
+
+    def __init__(self, work: Path, assay: Path, out: Path | None = None) -> None:
+        self.given = {str(work): "$WORK", **({str(out): "$OUT"} if out is not None else {})}
+        folders = {str(Path(work).resolve()): "$WORK", str(Path(assay).resolve()): "$ASSAY",
+                   **({str(Path(out).resolve()): "$OUT"} if out is not None else {})}
+        # the longest first: a work folder inside Assay's tree is the work folder
+        self._pattern = re.compile("|".join(re.escape(old) + r"(?![\w.-])" for old in sorted(folders, key=len,
+                                                                                              reverse=True)))
+        self._folders = folders
+
+    def text(self, text: str) -> str:
+        return self._pattern.sub(lambda match: self._folders[match[0]], text)
+
+    def data(self, value):
+        """``value`` (JSON data) with the folders replaced in every string."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.data(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.data(item) for key, item in value.items()}
+        return value
+
+    def command(self, words: list[str]) -> str:
+        """A command line as one string, the folders replaced (also when given relative, as ``--work generated``)."""
+        def word(text: str) -> str:
+            for given, name in self.given.items():
+                if text == given or text.startswith(given + "/"):
+                    return name + text[len(given):]
+            return self.text(text)
+        return " ".join(word(w) for w in words)
+
+    def file(self, path: Path) -> None:
+        """Rewrite a text file (a report, a manifest) with the folders replaced; a binary one (a figure) is left."""
+        try:
+            text = path.read_bytes().decode()
+        except UnicodeDecodeError:
+            return
+        if self.text(text) != text:
+            path.write_text(self.text(text))
 
 
 def write_json(path: Path, data: object) -> Path:

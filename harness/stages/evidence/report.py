@@ -6,9 +6,14 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from harness.stages.evidence import kit
+
 PARTS = (("sci/sci.json", "Software Configuration Index: models, generated code, toolchains, images, commands, "
                           "Assay's identity and the tested configuration (assay doctor)"),
          ("trace/trace.json", "Trace matrix: layer -> C lines -> object code -> tests -> coverage, cycles, WCET"),
+         ("requirements/requirements.json", "Low-level requirements per layer (LLR ids), the input sets verifying each, "
+                                            "neuron activation coverage per layer with the neurons not reached, and "
+                                            "the coverage of the requirement-based sets alone"),
          ("coverage/coverage-summary.json", "Structural coverage of the generated code (statements, branches)"),
          ("inputs/input-sets.json", "Input sets (uniform, corners, thresholds, coverage-directed): seed, hash, "
                                     "verdict, coverage reached"),
@@ -21,6 +26,7 @@ PARTS = (("sci/sci.json", "Software Configuration Index: models, generated code,
          ("tool-qualification/tor.md", "Tool Operational Requirements of Assay (DO-330)"),
          ("tool-qualification/tor-matrix.md", "TOR -> tests -> result matrix of Assay's own test run"),
          ("tool-qualification/junit.xml", "JUnit XML of Assay's own test run (durations and dates removed)"),
+         *((f"{kit.FOLDER}/{name}", f"DO-330 kit: {title}") for name, title in kit.DOCUMENTS.items()),
          ("evidence.json", "Every file with its size and SHA-256; assay evidence verify rechecks them"))
 
 
@@ -33,8 +39,7 @@ def write_index_page(root: Path, built, coverage: dict[str, dict], trace: dict[s
     for key, summary in sorted(coverage.items()):
         untraced = len(trace.get(key, {}).get("untraced_lines", []))
         mcdc = summary.get("mcdc", {})
-        mcdc_text = (f"{mcdc['mcdc_percent']} ({mcdc['conditions_shown']}/{mcdc['conditions']} conditions, "
-                     f"{mcdc['decisions']} decisions)" if mcdc.get("available") else "not available")
+        mcdc_text = mcdc["figure"] if mcdc.get("available") else "not available"
         rows.append(f"<tr><td>{html.escape(key)}</td><td>{summary['line_percent']}</td>"
                     f"<td>{summary['branch_percent']}</td><td>{html.escape(mcdc_text)}</td>"
                     f"<td>{len(summary['unreached_lines'])}</td>"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import targets
 from harness.contract import FAIL, PASS
 from harness.core import configuration, stagecall
 from harness.core.pipeline import slug, to_code_layout
@@ -32,7 +33,9 @@ from harness.digests import digest
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
 from harness.measurement import cycles
-from harness.stages.evidence import coverage, objcov, package, sci, testsets, tor, trace, verdicts
+from harness.models.model import Model
+from harness.stages.evidence import (coverage, html, kit, objcov, package, requirements, sci, signature, testsets, tor,
+                                     trace, verdicts)
 from harness.stages.evidence.package import VOLATILE_KEYS, sha256, write_json
 from harness.stages.evidence.report import write_index_page
 from harness.stages.evidence.spec import SPEC as EVIDENCE
@@ -40,6 +43,7 @@ from harness.stages.evidence.verdicts import NOT_RUN, STAGES
 from harness.stages.wcet import spec as wcet_spec
 from harness.targets import HOST
 
+REQUIREMENTS = "requirements/requirements.json"  # assay-requirements/1 (requirements.py)
 SANITIZED_INPUTS = 100  # test inputs of each host item also run under ASan and UBSan (semantic --sanitize)
 
 
@@ -62,6 +66,9 @@ class Settings:
     input_sets: list[str] = field(default_factory=lambda: EVIDENCE.default("input_sets"))  # core.inputsets
     set_inputs: int = EVIDENCE.default("set_inputs")  # inputs of each set but the uniform one (which has n_inputs)
     shard_size: int | None = EVIDENCE.default("shard_size")  # semantic and met in shards (docs/sharding.md)
+    sign_key: Path | None = EVIDENCE.default("sign_key")  # Ed25519 private key (PEM): DIR.sig (signature.py)
+    command_line: tuple[str, ...] = ()  # the assay evidence command that asked for the package (sci.json)
+    level: str = EVIDENCE.default("level")  # DO-178C software level: the kit's TQL determination (kit.py)
 
 
 @dataclass
@@ -74,15 +81,18 @@ class Built:
     notes: list[str] = field(default_factory=list)
     tool_qualification: str = NOT_RUN  # the TOR matrix's verdict (pass, fail, incomplete, unverified)
     digest: str | None = None  # the SHA-256 of evidence.json, also in DIR.sha256 (package.write_digest)
+    signature: Path | None = None  # DIR.sig when signed (--sign-key)
 
     @property
     def verdict(self) -> str:
-        """``verdicts.overall``: every part passes and none of Assay's own tests that ran failed."""
+        """``verdicts.overall``: every part passes and the tool qualification is complete."""
         return verdicts.overall(self.verdicts, self.tool_qualification)
 
 
 def build(settings: Settings, progress=print) -> Built:
     """Build the package in ``settings.out`` (replacing an earlier package there, never other files)."""
+    if settings.sign_key is not None:
+        signature.private_key(settings.sign_key)  # a key that cannot sign is refused before the build, not after
     root = _fresh(settings.out)
     doctor = configuration.report()  # what the package's numbers were computed on; not pass when untested
     arm = [t for t in settings.targets if t != HOST]
@@ -110,6 +120,7 @@ def build(settings: Settings, progress=print) -> Built:
                       "configuration_notes": doctor["notes"]}
     parts = volatile["parts_s"]
     records: dict[str, list[dict]] = {}
+    places = package.Places(settings.work_dir, tor.REPO, settings.out)  # no folder of this machine in the package
     commands = []
     # The stages are independent subprocesses, settings.jobs at a time; the run of Assay's own tests goes on
     # beside them (it is content-keyed on Assay's sources: a package for another model reuses it).
@@ -123,14 +134,15 @@ def build(settings: Settings, progress=print) -> Built:
                                                    STAGES[stage], arguments, runs_dir / stage)))
     def collect(spec, future) -> None:
         run = future.result()
-        commands.append(" ".join(run.command))
+        commands.append(places.command(run.command))
         records[spec.name] = run.records
         stable, moving = _split_volatile(run.records)
         volatile["stages"][spec.name] = moving
-        write_json(root / verdicts.stage_result(spec.name), {"schema": spec.schema, "records": stable})
+        write_json(root / verdicts.stage_result(spec.name), {"schema": spec.schema, "records": places.data(stable)})
         for name in spec.reports:
             if (runs_dir / spec.name / name).is_file():
                 shutil.copyfile(runs_dir / spec.name / name, root / verdicts.stage_folder(spec.name) / name)
+                places.file(root / verdicts.stage_folder(spec.name) / name)
 
     collect(*running[0])  # semantic: it names the generated codes
     items = sorted({(r["model"], r["generator"], r["variant"]) for r in records["semantic"]
@@ -153,7 +165,7 @@ def build(settings: Settings, progress=print) -> Built:
         built.notes.append("no ARM target: memory, measured cycles and WCET not run (give --targets cortex-m4f)")
 
     progress("evidence: tracing")
-    generated, images, trace_rows, coverage_rows, set_records = [], [], {}, {}, {}
+    generated, images, trace_rows, coverage_rows, set_records, requirement_rows = [], [], {}, {}, {}, {}
     for item in items:
         measured = futures[item].result()
         for name, seconds in measured["parts_s"].items():
@@ -197,13 +209,17 @@ def build(settings: Settings, progress=print) -> Built:
         tests = f"{settings.n_inputs} uniform inputs, seed {settings.seed} (semantic, per-layer error); input sets " \
                 f"{', '.join(measured['sets'])} (coverage; inputs/input-sets.json); {settings.wcet_inputs} inputs " \
                 f"(measured cycles)"
-        trace_rows[key] = {"layers": trace.rows(code.manifest, summary, elves, wcet_records, tests, layer_errors),
+        requirement_rows[key] = measured["requirements"]
+        trace_rows[key] = {"layers": trace.rows(code.manifest, summary, elves, wcet_records, tests, layer_errors,
+                                                _verified(measured["requirements"])),
                            "layer_error": {k: v for k, v in layer_errors.items() if k != "layers"},
                            "untraced_lines": trace.untraced_lines(code.manifest, code_dir)}
         (root / "trace" / key).mkdir(parents=True, exist_ok=True)
         (root / "trace" / key / "trace.csv").write_text(trace.as_csv(trace_rows[key]["layers"]))
     measuring.shutdown()
     write_json(root / "trace" / "trace.json", {"schema": "assay-trace/1", "codes": trace_rows})
+    write_json(root / REQUIREMENTS, {"schema": requirements.SCHEMA, "rule": requirements.RULE,
+                                     "codes": requirement_rows})
     write_json(root / verdicts.INPUT_SETS, {"schema": testsets.SCHEMA, "sets": settings.input_sets,
                                             "set_inputs": settings.set_inputs, "codes": set_records})
     write_json(root / verdicts.COVERAGE, {"schema": "assay-coverage/1", "codes": coverage_rows})
@@ -223,19 +239,25 @@ def build(settings: Settings, progress=print) -> Built:
             f"{k} {v}" for k, v in qualification["counts"].items()) + " requirements (tool-qualification/tor-matrix.md)")
     models = [load_model(m, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
               for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != UNLOADED)]
+    archived = _archive_configuration(root, models, [HOST, *arm], records.get("wcet", []))
     write_json(root / verdicts.SCI, sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
-                                                            commands, doctor))
+                                                            commands, doctor, places.command(settings.command_line),
+                                                            archived))
     # the verdicts are those the package's own files give: the computation assay evidence verify repeats
     found = verdicts.of_package(lambda path: (root / path).read_bytes() if (root / path).is_file() else None)
     built.verdicts, built.tool_qualification = found.parts, found.tool_qualification
     volatile["finished_at"] = _now()
     write_json(root / package.VOLATILE, volatile)
+    kit.write(root, settings.level, built.verdicts, built.tool_qualification, built.verdict, built.notes)
     write_index_page(root, built, coverage_rows, trace_rows)
+    html.render_package(root, skip={package.VOLATILE})  # the volatile file changes from build to build: no page
     built.digest = package.seal(root, {"command": commands, "models": settings.models,
                                        "generators": settings.generators, "targets": settings.targets,
                                        "inputs": settings.n_inputs, "seed": settings.seed, "verdict": built.verdict,
                                        "verdicts": built.verdicts, "notes": built.notes,
                                        "tool_qualification": built.tool_qualification})
+    if settings.sign_key is not None:
+        built.signature = signature.sign(root, (root / package.INDEX).read_bytes(), settings.sign_key)
     return built
 
 
@@ -265,6 +287,8 @@ def _measure_code(item: tuple[str, str, str], settings: Settings, root: Path, ar
     notes: list[str] = []
     with _timed(parts, "archive code (assay generate)"):
         _generate(model_name, generator, variant, code_dir, settings)
+    if (code_dir / "manifest.json").is_file():  # the model's path in it: under $WORK (the model is in models/)
+        package.Places(settings.work_dir, tor.REPO).file(code_dir / "manifest.json")
     code = GeneratedCode.from_directory(code_dir)
     model = load_model(model_name, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
     with _timed(parts, "input sets (make)"):
@@ -288,11 +312,84 @@ def _measure_code(item: tuple[str, str, str], settings: Settings, root: Path, ar
                                                 root / "coverage" / key, settings.timeout)
     if not summary["mcdc"]["available"]:
         notes.append(f"MC/DC not measured: {summary['mcdc']['reason']}")
+    with _timed(parts, "requirements (derived, neuron coverage, coverage of the requirement-based sets)"):
+        found = _requirements(code, model, sets, settings, root, key)
     with _timed(parts, "object-code coverage (QEMU)"):
         counted = {target: _object_coverage(Item(model_name, generator, variant, target, ()), settings)
                    for target in arm}
     return {"key": key, "code": code, "code_dir": code_dir, "sets": list(sets), "set_records": set_records,
+            "requirements": found,
             "layer_errors": layer_errors, "coverage": summary, "object": counted, "notes": notes, "parts_s": parts}
+
+
+def _archive_configuration(root: Path, models: list[Model], target_names: list[str], wcet_records: list[dict]) -> list[dict]:
+    """Copy into the package what the figures were computed from beside the code and the images: the model files
+    (``models/``), the drivers compiled with the code and each target's linker script (``configuration/``), the flow
+    facts of each WCET analysis (``wcet/``); return them as ``sci.json``'s ``archived`` (file, SHA-256, what)."""
+    copies: dict[str, tuple[Path, str]] = {}
+    for model in models:
+        for path in model.files.values():
+            for source in (sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]):
+                name = source.relative_to(path.parent).as_posix()
+                copies[f"models/{slug(model.name)}/{name}"] = (source, f"model {model.name}")
+    for driver in sci.drivers():
+        copies[f"configuration/drivers/{driver.name}"] = (driver, "driver compiled with the generated code")
+    for target in target_names:
+        profile = targets.get(target).path  # <target>.toml: flags, memory map
+        copies[f"configuration/toolchains/{profile.name}"] = (profile, f"target profile of {target}")
+        script = sci.target_item(target, "-O0")["linker_script_file"]
+        if script is not None:
+            source = tor.REPO / script if script.startswith("toolchains/") else Path(script)
+            copies[f"configuration/linker/{target}/{source.name}"] = (source, f"linker script of {target}")
+    for record in wcet_records:
+        for path in (record.get("flow_facts") or {}).values():
+            if path and Path(path).is_file():
+                key = f"{slug(record['model'])}/{slug(record['generator'])}-{record['variant']}"
+                copies[f"wcet/{key}/{record['target']}/{Path(path).name}"] = (Path(path), "flow facts of the WCET "
+                                                                                         "analysis")
+    archived = []
+    for name, (source, what) in sorted(copies.items()):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, root / name)
+        archived.append({"file": name, "sha256": sha256(root / name), "what": what})
+    return archived
+
+
+def _requirements(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray], settings: Settings, root: Path,
+                  key: str) -> dict:
+    """The code's low-level requirements, the input sets verifying each, the neuron coverage per layer, and the
+    structural coverage of the requirement-based sets alone (every set but the uniform one: the coverage the
+    requirements' tests reach, not random inputs), its gcovr files in ``coverage/<code>/requirement-based/``."""
+    found = requirements.derive(model, code.manifest)
+    based = [kind for kind in sets if kind != "uniform"]
+    reached = None
+    if based:
+        inputs = to_code_layout(np.concatenate([sets[kind] for kind in based]), model, code)
+        measured = coverage.measure(code, inputs, settings.work_dir / "evidence-coverage-requirements" / key,
+                                    root / "coverage" / key / "requirement-based", settings.timeout)
+        reached = {"sets": based, "line_percent": measured["line_percent"],
+                   "branch_percent": measured["branch_percent"], "lines_not_reached": measured["unreached_lines"],
+                   "report": f"coverage/{key}/requirement-based/coverage.html"}
+    return {"requirements": found, "verified_by": requirements.traced(found, list(sets)),
+            "neuron_coverage": requirements.neuron_coverage(code, model, sets),
+            "requirement_based_coverage": reached}
+
+
+def _verified(found: dict) -> dict[int, dict]:
+    """Per layer index, the trace matrix's requirement and tests: the input sets verifying it and the layer's
+    neuron coverage (``_requirements``)."""
+    neurons = {row["requirement"]: row for row in (found["neuron_coverage"] or {}).get("layers", [])}
+    result = {}
+    for requirement in found["requirements"]:
+        if requirement["layer"] is None:
+            continue
+        coverage_row = neurons.get(requirement["id"], {})
+        figure = (f"; neurons both sides {coverage_row['both_sides']}/{coverage_row['neurons']}"
+                  if coverage_row.get("available") else "")
+        index = int(requirement["id"].removeprefix("LLR-")) - 1
+        result[index] = {"requirement": requirement["id"],
+                         "tests": "input sets " + ", ".join(found["verified_by"][requirement["id"]]) + figure}
+    return result
 
 
 def _object_coverage(item: Item, settings: Settings) -> dict:
@@ -336,7 +433,7 @@ def _tool_qualification(settings: Settings, out: Path, volatile: dict) -> dict |
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tor.TOR_DOCUMENT, out / "tor.md")
     normalised = tor.normalise_junit(junit, out / "junit.xml")
-    return tor.write(normalised, out, run)
+    return tor.write(normalised, out, {**run, "junit_sha256": sha256(normalised)})
 
 
 def _fresh(out: Path) -> Path:
@@ -346,7 +443,8 @@ def _fresh(out: Path) -> Path:
         if not (out / package.INDEX).is_file() and any(out.iterdir()):
             raise AssayError(f"{out}: exists and is not an evidence package; choose another --out")
         shutil.rmtree(out)
-    package.digest_file(out).unlink(missing_ok=True)  # a package cut short has no digest
+    package.digest_file(out).unlink(missing_ok=True)  # a package cut short has no digest, nor signature
+    signature.signature_file(out).unlink(missing_ok=True)
     out.mkdir(parents=True)
     write_json(out / package.INDEX, {"schema": package.SCHEMA, "verdict": "incomplete"})  # ours, even if cut short
     return out

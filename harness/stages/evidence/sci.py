@@ -7,11 +7,17 @@ that says so (``tested-configuration``).
 from __future__ import annotations
 
 import functools
+import re
+import shutil
 import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
 
 from harness import targets
 from harness.core.provenance import tool_versions
 from harness.models.model import Model
+from harness.runners.compiling import DRIVERS_DIR
 from harness.stages.evidence.package import sha256
 
 SCHEMA = "assay-sci/1"
@@ -34,17 +40,59 @@ def first_line(command: tuple[str, ...]) -> str | None:
     return (result.stdout.strip().splitlines() or [None])[0]
 
 
+@functools.cache
+def python_packages() -> dict[str, str]:
+    """Every Python distribution Assay requires (its installed metadata's ``Requires-Dist``, extras left out) with
+    the version installed: gcovr, capstone, pyelftools, highspy, ortools, pycparser, pytest, h5py, ... each one
+    that can change a figure of the package or a test of Assay."""
+    names = {re.match(r"[A-Za-z0-9._-]+", requirement)[0] for requirement in metadata.requires("assay") or []
+             if "extra ==" not in requirement}
+    versions = {}
+    for name in sorted(names, key=str.lower):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+_OPENED_SCRIPT = re.compile(r"^opened script file (\S+)$", re.MULTILINE)
+
+
+@functools.cache
+def linker_script_used(name: str, opt: str) -> Path | None:
+    """The linker script a target's link reads (``-Tpicolibc.ld`` is found on the C library's search path): a
+    one-line program linked with the profile's flags and ``-Wl,--verbose``, which names the script it opened."""
+    profile = targets.get(name)
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "main.c").write_text("int main(void) { return 0; }\n")
+        done = subprocess.run([profile.compiler_path(), *profile.flags(opt), "main.c", *profile.ldflags,
+                               "-Wl,--verbose", "-o", "main.elf", *profile.libs], cwd=folder, capture_output=True,
+                              text=True, check=False)
+    opened = _OPENED_SCRIPT.findall(done.stdout + done.stderr)
+    return Path(opened[-1]) if opened and Path(opened[-1]).is_file() else None
+
+
+def drivers() -> list[Path]:
+    """The C drivers and headers compiled into every build with the generated code (``target_driver.c``, ...)."""
+    return sorted([*DRIVERS_DIR.glob("*.c"), *DRIVERS_DIR.glob("*.h")])
+
+
 def target_item(name: str, opt: str) -> dict:
     """Compiler, flags, linker script, C library and emulator of one target, with versions."""
     profile = targets.get(name)
     compiler = profile.compiler_path()
+    script = profile.linker_script or (linker_script_used(name, opt)
+                                       if any(flag.startswith("-T") for flag in profile.ldflags) else None)
     item = {"target": name, "profile": f"toolchains/{profile.path.name}", "profile_sha256": sha256(profile.path),
             "compiler": profile.compiler, "compiler_version": first_line((compiler, "--version")),
             "compiler_package": profile.package, "compiler_package_version": debian_version(profile.package),
             "flags": profile.flags(opt), "ldflags": list(profile.ldflags), "libs": list(profile.libs),
             "linker_script": (f"toolchains/{profile.linker_script.name}" if profile.linker_script else
                               next((flag[2:] for flag in profile.ldflags if flag.startswith("-T")), None)),
-            "linker_script_sha256": sha256(profile.linker_script) if profile.linker_script else None,
+            "linker_script_file": (f"toolchains/{script.name}" if profile.linker_script else
+                                   str(script) if script else None),
+            "linker_script_sha256": sha256(script) if script else None,
             "c_library_package": profile.runtime_package,
             "c_library_version": debian_version(profile.runtime_package) if profile.runtime_package else None}
     if profile.emulator:
@@ -70,11 +118,16 @@ def tested_configuration(doctor: dict) -> tuple[str, list[str]]:
 
 
 def configuration_index(models: list[Model], generated: list[dict], target_names: list[str], opt: str,
-                        images: list[dict], commands: list[str], doctor: dict) -> dict:
+                        images: list[dict], commands: list[str], doctor: dict, command_line: str | None = None,
+                        archived: list[dict] | None = None) -> dict:
     """The index as plain data (``sci.json``); ``doctor``: ``assay doctor``'s report at the start of the build
-    (its verdict and differences, and Assay's identity, are kept; its notes change as caches fill)."""
+    (its verdict and differences, and Assay's identity, are kept; its notes change as caches fill);
+    ``command_line``: the ``assay evidence`` command that built the package; ``archived``: the files copied into the
+    package beside the code (models, drivers, linker scripts, flow facts), each with its SHA-256."""
     return {"schema": SCHEMA, "models": [model_item(m) for m in models], "generated_code": generated,
             "targets": [target_item(name, opt) for name in target_names], "images": images,
-            "tools": tool_versions(), "commands": commands,
+            "tools": tool_versions(), "python_packages": python_packages(), "commands": commands,
+            "command_line": command_line, "archived": archived or [],
             "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])},
-            "assay": dict(doctor["assay"])}
+            "assay": dict(doctor["assay"]),
+            "isolation": doctor.get("isolation")}  # the sandbox the package's code ran in (docs/sandbox.md)

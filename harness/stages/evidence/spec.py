@@ -49,6 +49,11 @@ SPEC = StageSpec(
         Option("--tor-tests", None, "which of Assay's own tests to run for the tool qualification data (pytest "
                "arguments; default: every test tagged with a requirement but the slow ones, on 2 workers); 'none' to "
                "leave it out", metavar="PYTEST_ARGS"),
+        Option("--level", "A", "DO-178C software level of the verified software (A-D): the DO-330 kit's Tool "
+               "Qualification Plan determines Assay's TQL for it (default {default})", choices=("A", "B", "C", "D")),
+        Option("--sign-key", None, "sign the package with this Ed25519 private key (PEM, e.g. openssl genpkey "
+               "-algorithm ed25519): OUT.sig beside it, checked by 'assay evidence verify --public-key'", type=Path,
+               metavar="KEY.pem"),
         Option("--tor-junit", None, "use this JUnit XML of Assay's test suite (e.g. CI's pytest --junitxml) instead "
                "of running the tests", type=Path, metavar="FILE"),
     ),

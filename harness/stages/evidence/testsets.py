@@ -61,7 +61,8 @@ def evaluate(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray], see
         record = {"method": kind, "seed": seed, "inputs": len(inputs), "file": path.relative_to(root).as_posix(),
                   "sha256": hashlib.sha256(inputs.tobytes()).hexdigest(),
                   "line_percent": covered["line_percent"], "branch_percent": covered["branch_percent"],
-                  "mcdc_percent": mcdc.get("mcdc_percent") if mcdc.get("available") else None}
+                  "mcdc_percent": mcdc.get("mcdc_percent") if mcdc.get("available") else None,
+                  "mcdc": mcdc["figure"] if mcdc.get("available") else f"not measured: {mcdc.get('reason')}"}
         if errors["available"]:
             last = errors["layers"][-1]
             record.update(verdict="pass" if errors["first_over_tolerance"] is None else "fail",

@@ -20,9 +20,12 @@ JUnit library adds anything to reading test cases and their properties.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +33,7 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 from pathlib import Path
 
+from harness.core import configuration
 from harness.core.provenance import tool_versions
 from harness.digests import digest, tree_digest
 from harness.errors import AssayError
@@ -230,7 +234,10 @@ def recheck(packaged: dict, junit: bytes, document: str) -> list[str]:
     again = matrix(requirements_of(document, "tool-qualification/tor.md"), resolve(junit_cases(junit), tags), tags,
                    packaged.get("run", {}))
     where = "tool-qualification/tor-matrix.json"
-    lines = [f"{where}: {row['id']} says {old.get('status')}, the packaged JUnit XML gives {row['status']}"
+    recorded = packaged.get("run", {}).get("junit_sha256")
+    lines = [] if recorded in (None, hashlib.sha256(junit).hexdigest()) else \
+        [f"{where}: the JUnit XML's sha256 it records differs from tool-qualification/junit.xml"]
+    lines += [f"{where}: {row['id']} says {old.get('status')}, the packaged JUnit XML gives {row['status']}"
              for row, old in zip(again["rows"], packaged.get("rows", [])) if row["status"] != old.get("status")]
     if [row["id"] for row in again["rows"]] != [row.get("id") for row in packaged.get("rows", [])]:
         lines.append(f"{where}: its requirements are not those of tool-qualification/tor.md")
@@ -279,29 +286,49 @@ def as_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> tuple[Path, dict, float | None]:
-    """Run Assay's own test suite (``pytest SELECTION``, in the source tree) and return its JUnit XML,
-    what was run (command, exit status, content key) and the seconds it took (None when reused).
+def _anchored(words: list[str]) -> list[str]:
+    """The selection's words with every path of Assay's tree (``tests``, ``tests/x.py::test_y``) made absolute, so
+    that pytest runs from a folder outside the tree; a ``--deselect`` value stays as it is (a node id, relative to
+    ``--rootdir``)."""
+    return [str(REPO / word) if not word.startswith("-") and before != "--deselect"
+            and (REPO / word.split("::")[0]).exists() else word for before, word in zip(["", *words], words)]
 
+
+def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> tuple[Path, dict, float | None]:
+    """Run Assay's own test suite (``pytest SELECTION``) and return its JUnit XML, what was run and the seconds it
+    took (None when reused).
+
+    The tests are those of the installed Assay (an editable install's source tree: the test sources are not
+    shipped in a wheel); pytest runs from a fresh folder under ``cache_dir``, never in the source tree, with no cache
+    and no bytecode written there (``--rootdir`` names the tree, so the test names are the suite's). What was run:
+    the command, its exit status, the content key, and the Assay and the configuration it ran on (``assay doctor``'s
+    identity, verdict and differences), so that the tool verification results are bound to the Assay they verify.
     The run is content-keyed like a stage's results: the bytes of Assay's sources, tests, toolchains and this
     document, the selection and the tool versions; the same key reuses the JUnit XML of the earlier run.
     pytest's exit status 1 (some test failed) is a result: the matrix shows it per requirement.
     """
     if not TESTS.is_dir():
-        raise AssayError(f"Assay's test suite is not at {TESTS}: the tool qualification run needs the source tree")
+        raise AssayError(f"Assay's test suite is not installed (no {TESTS.name}/ beside the installed sources, as "
+                         f"with a wheel): give --tor-junit FILE or --tor-tests none")
     arguments = [*shlex.split(selection), "-p", "no:cacheprovider", "-q"]
     key = digest([[tree_digest(REPO / part) for part in ("harness", "codegen", "wcet", "tests", "toolchains")],
                   TOR_DOCUMENT.read_text() if TOR_DOCUMENT.is_file() else None, arguments, tool_versions()])
     junit = Path(cache_dir) / key[:16] / "junit.xml"
-    run = {"command": "pytest " + shlex.join(arguments), "content_key": key}
+    doctor = configuration.report()
+    run = {"command": "pytest " + shlex.join(arguments), "rootdir": "$ASSAY", "content_key": key,
+           "assay": dict(doctor["assay"]),
+           "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])}}
     record = junit.with_name("run.json")
     if junit.is_file() and record.is_file():
         return junit, json.loads(record.read_text()), None
-    junit.parent.mkdir(parents=True, exist_ok=True)
+    folder = junit.with_name("cwd")  # where pytest runs: outside Assay's tree
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
     start = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", *arguments, f"--junitxml={junit}"], cwd=REPO,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run([sys.executable, "-m", "pytest", *_anchored(arguments), f"--rootdir={REPO}",
+                               f"--junitxml={junit}"], cwd=folder, capture_output=True, text=True, timeout=timeout,
+                              check=False, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     except subprocess.TimeoutExpired:
         raise AssayError(f"Assay's test suite did not finish within {timeout:g} s") from None
     if not junit.is_file():

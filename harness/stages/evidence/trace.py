@@ -22,9 +22,12 @@ OUTSIDE = "(outside layers)"
 
 
 def rows(manifest: dict, coverage: dict, elves: dict[str, Path], wcet_records: list[dict], tests: str,
-         layer_errors: dict | None = None) -> list[dict]:
+         layer_errors: dict | None = None, verified: dict[int, dict] | None = None) -> list[dict]:
     """The matrix for one generated code: ``elves`` maps a target to its ELF (None for the host);
-    ``layer_errors`` is ``layererror.measure``'s result (each layer's error against the reference)."""
+    ``layer_errors`` is ``layererror.measure``'s result (each layer's error against the reference); ``verified``:
+    per layer index, its requirement id and the tests that verify it (``requirement``, ``tests``: the input sets
+    and the layer's neuron coverage, ``requirements.py``), else every layer shows ``tests``."""
+    verified = verified or {}
     entry = manifest["entry"]["symbol"]
     names = execcount.bucket_names(manifest)
     ranges: dict[str, dict[str, list[str]]] = {}
@@ -46,11 +49,14 @@ def rows(manifest: dict, coverage: dict, elves: dict[str, Path], wcet_records: l
     result = []
     for layer in manifest.get("layers", []):
         first, last = layer["lines"]
+        mine = verified.get(layer["index"], {})
         result.append({"layer": layer["name"], "op": layer.get("op"), "index": layer["index"],
+                       "requirement": mine.get("requirement"),
                        "c_file": layer["file"], "c_lines": [first, last], "object_code": ranges.get(layer["name"], {}),
-                       "tests": tests, "lines_not_reached": sorted(unreached.get(layer["name"], [])),
+                       "tests": mine.get("tests", tests), "lines_not_reached": sorted(unreached.get(layer["name"], [])),
                        "cycles": layer_figures.get(layer["name"], {}), "error": _error(errors.get(layer["index"]))})
-    result.append({"layer": OUTSIDE, "op": None, "index": None, "c_file": manifest["entry"]["file"],
+    result.append({"layer": OUTSIDE, "op": None, "index": None, "requirement": None,
+                   "c_file": manifest["entry"]["file"],
                    "c_lines": None, "object_code": ranges.get(OUTSIDE, {}), "tests": tests,
                    "lines_not_reached": sorted(unreached.get(None, [])),
                    "cycles": layer_figures.get(OUTSIDE, {}), "error": None})
@@ -85,14 +91,15 @@ def untraced_lines(manifest: dict, directory: Path) -> list[dict]:
 def as_csv(matrix: list[dict]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["layer", "op", "c_file", "c_lines", "object_code", "tests", "lines_not_reached", "cycles",
-                     "max_error_vs_reference"])
+    writer.writerow(["layer", "requirement", "op", "c_file", "c_lines", "object_code", "tests", "lines_not_reached",
+                     "cycles", "max_error_vs_reference"])
     for row in matrix:
         lines = "" if row["c_lines"] is None else f"{row['c_lines'][0]}-{row['c_lines'][1]}"
         code = "; ".join(f"{t}: {' '.join(r)}" for t, r in sorted(row["object_code"].items()))
         cycles = "; ".join(f"{k}: WCET {v['wcet_cycles']} / measured {v['max_measured_cycles']}"
                            for k, v in sorted(row["cycles"].items()))
-        writer.writerow([row["layer"], row["op"] or "", row["c_file"], lines, code, row["tests"],
+        writer.writerow([row["layer"], row.get("requirement") or "", row["op"] or "", row["c_file"], lines, code,
+                         row["tests"],
                          " ".join(map(str, row["lines_not_reached"])), cycles, _shown(row.get("error"))])
     return out.getvalue()
 

@@ -56,10 +56,14 @@ class Verdicts:
 
 
 def overall(parts: dict[str, str], tool_qualification: str) -> str:
-    """``pass`` when every part about the code passes and none of Assay's own tests that ran failed (a subset of
-    them, ``incomplete``, or a JUnit XML given rather than run, ``unverified``, is said in its part and does not
-    fail the code's evidence)."""
-    return PASS if parts and all(v == PASS for v in parts.values()) and tool_qualification != FAIL else FAIL
+    """``pass`` only when every part about the code passes and Assay's tool qualification is complete (every
+    requirement of docs/tor.md verified by tests this build ran, all passed); ``fail`` when a part fails or one of
+    Assay's own tests failed; ``incomplete`` when the code's parts pass but the tool qualification is incomplete (a
+    subset of the tests), unverified (a JUnit XML given, not run) or not run: the code's evidence stands, the tool
+    that produced it is not yet qualified by this package."""
+    if not parts or any(v != PASS for v in parts.values()) or tool_qualification == FAIL:
+        return FAIL
+    return PASS if tool_qualification == PASS else INCOMPLETE
 
 
 def of_package(read: Callable[[str], bytes | None]) -> Verdicts:

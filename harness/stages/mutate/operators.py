@@ -13,8 +13,8 @@ the exact place of every token, and walks the syntax tree for mutation points:
 - ``read-index`` / ``write-index``: an array subscript, +1 and -1 (a write one past an
   array is the memory-safety mutant the guard words and the sanitizers are for);
 - ``delete``: an expression statement (assignment or call) removed;
-- ``activation``: ``tanhf(x)``, ``expf(x)``, a sigmoid or the ReLU select ``(x > 0 ? x : 0)``
-  swapped with the others and the identity.
+- ``activation``: ``tanhf(x)``, ``expf(x)``, ``logf(x)`` (LogSoftmax, Log, ReduceLogSum...), ``sqrtf(x)``
+  (ReduceL2, Sqrt), a sigmoid or the ReLU select ``(x > 0 ? x : 0)`` swapped with others and the identity.
 
 ``weight_mutants(path, symbols, ...)`` perturbs seeded-chosen elements of the
 initialisers of the named constant arrays by a relative amount.
@@ -59,10 +59,12 @@ ACTIVATIONS = {  # kind -> the expression of x
     "tanh": "tanhf({x})",
     "sigmoid": "(1.0f / (1.0f + expf(-({x}))))",
     "exp": "expf({x})",
+    "log": "logf({x})",
+    "sqrt": "sqrtf({x})",
 }
-FUNCTION_KINDS = {"tanhf": "tanh", "expf": "exp"}
+FUNCTION_KINDS = {"tanhf": "tanh", "expf": "exp", "logf": "log", "sqrtf": "sqrt"}
 SWAPS = {"relu": ("identity", "tanh"), "tanh": ("identity", "relu"), "sigmoid": ("identity", "tanh"),
-         "exp": ("identity", "tanh")}
+         "exp": ("identity", "tanh"), "log": ("identity", "exp"), "sqrt": ("identity", "exp")}
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
 _COMMENT_OR_DIRECTIVE = re.compile(r"/\*.*?\*/|//[^\n]*|^[ \t]*#[^\n]*", re.DOTALL | re.MULTILINE)
 

@@ -30,25 +30,27 @@ def _bounds(clean: dict) -> str:
 
 def write_mutation_report(results: Path, out: Path) -> list[Path]:
     records = open_store(results).records()
+    # no wall-clock seconds here (they stay in mutation.json's records): an evidence package archives this report
+    # and must rebuild byte for byte
     lines = ["# Mutation analysis: the oracle's power", "",
              f"Seeded mutants of the generated C, each built with the host profile and judged by the oracle "
              f"(and, when it survives, by AddressSanitizer and UBSan). Target: at least {KILL_TARGET:.0%} of the "
              f"non-equivalent code mutants killed, every weight mutant above the tolerance killed, no false alarm "
              f"on the unmutated code.", "",
              "| model | generator | variant | inputs (seed) | reference | mutants | killed | survived | stillborn "
-             "| equivalent | code kill rate | weights above tol. killed | false alarms / seeds | verdict | s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| equivalent | code kill rate | weights above tol. killed | false alarms / seeds | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         if "summary" not in r:
             lines.append(f"| {r['model']} | {r['generator']} | {r['variant']} | {r['n_inputs']} ({r['seed']}) | - | "
-                         f"- | - | - | - | - | - | - | - | {r['verdict']}: {r['cause']} | - |")
+                         f"- | - | - | - | - | - | - | - | {r['verdict']}: {r['cause']} |")
             continue
         s = r["summary"]
         lines.append(f"| {r['model']} | {r['generator']} | {r['variant']} | {r['n_inputs']} ({r['seed']}) | "
                      f"{r['reference']} | {s['mutants']} | {s['killed']} | {s['survived']} | {s['stillborn']} | "
                      f"{s['equivalent']} | {_rate(s['code']['kill_rate'])} | "
                      f"{s['weights_above_tolerance']['killed']} of {s['weights_above_tolerance']['mutants']} | "
-                     f"{s['false_alarms']} / {r['seeds']} | {r['verdict']} | {r.get('seconds', 0):.0f} |")
+                     f"{s['false_alarms']} / {r['seeds']} | {r['verdict']} |")
     for r in records:
         if "summary" not in r:
             continue
@@ -93,8 +95,7 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
                 rules.setdefault(m["equivalent_rule"], []).append(f"{m['id']} ({m['file']}:{m['line']})")
             lines += [f"- {rule}: {', '.join(ids)}" for rule, ids in rules.items()]
         lines += ["", "False alarms on the unmutated code: " + ", ".join(
-            f"seed {a['seed']} {a['verdict']} ({_error(a['max_abs_error'])})" for a in r["false_alarms"]) + ".",
-                  "", "Times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items()) + "."]
+            f"seed {a['seed']} {a['verdict']} ({_error(a['max_abs_error'])})" for a in r["false_alarms"]) + "."]
     path = Path(out) / "mutation.md"
     path.write_text("\n".join(lines) + "\n")
     return [path]

@@ -5,7 +5,8 @@ is compiled once to an object, and the clean code runs on the inputs of each
 of ``seeds`` input seeds (a verdict other than pass is a false alarm). Then
 each mutant (``operators``) is one text edit of one file: only that file is
 compiled again (gcc -O0, ~50 ms) and linked with the clean objects and the
-driver into an executable (``harness.runners.native``), which runs on the first ``FIRST_BATCH`` inputs
+driver into an executable (``harness.runners.native``, run in the sandbox as all generated code:
+``harness.sandbox``), which runs on the first ``FIRST_BATCH`` inputs
 and, unless that already kills it, on all of them; the verdict is
 ``harness.core.oracle.compare`` against the reference outputs computed once. A
 crash, a hang, a damaged guard word or NaN is a kill too. A code-mutant survivor

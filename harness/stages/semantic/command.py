@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
-from harness.contract import common_values
+from harness.contract import NOT_SUPPORTED, common_values
 from harness.core.results import ResultStore
 from harness.errors import AssayError
 from harness.options import add_opt_option
@@ -41,8 +41,8 @@ def cmd_semantic(args: argparse.Namespace) -> int:
         for record in done:
             if not SPEC.passed(record):
                 by_cause.setdefault((record["verdict"], record["cause"]), []).append(record["reference"])
-        return not by_cause, lines + [f"{item.id} vs {', '.join(refs)}: {verdict}: {cause}"
-                                      for (verdict, cause), refs in by_cause.items()]
+        return not any(SPEC.failed(r) for r in done), lines + [f"{item.id} vs {', '.join(refs)}: {verdict}: {cause}"
+                                                               for (verdict, cause), refs in by_cause.items()]
 
     if args.workers or args.tx:
         if settings.parallel is not None:
@@ -71,7 +71,10 @@ def cmd_semantic(args: argparse.Namespace) -> int:
         failed = run_items(campaign.items, run, args.quiet)
     paths = write_semantic_report(records, args.out) if records else []
     passed = sum(SPEC.passed(r) for r in records)
-    return finish(campaign, failed, f"{passed} passing records in {store.path}", paths)
+    status = finish(campaign, failed, f"{passed} passing records in {store.path}", paths)
+    if status == 0 and records and all(r["verdict"] == NOT_SUPPORTED for r in records):
+        return 2  # no selected generator supports any selected model: each refusal's line above names why
+    return status
 
 
 def stored_records(store, item, settings) -> list[dict]:

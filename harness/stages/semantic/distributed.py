@@ -5,8 +5,8 @@ The command runs, in a subprocess, the very session a pytest user would
 the same tests, the same shards, the same controller that gathers the workers'
 records and shards into ``OUT/results.json`` (``harness.pytest_plugin``,
 docs/sharding.md). xdist starts the workers (``-n N``: local processes; ``--tx
-ssh=host//python=python3``: remote ones, which receive the checkout's
-``harness``, ``codegen``, ``wcet`` and ``toolchains`` folders by rsync).
+ssh=host//python=/abs/.venv/bin/python``: remote ones, which receive the checkout's
+``harness``, ``codegen``, ``wcet`` and ``toolchains`` folders and its ``requirements.lock`` by rsync).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from pathlib import Path
 from harness.stages.semantic import pytest_items
 from harness.stages.semantic.settings import Settings
 
-# What a remote worker needs of the checkout (the zoo, generators, runners, target profiles, WCET library).
+# What a remote worker needs of the checkout (the zoo, generators, runners, target profiles, WCET library), and
+# the lock, which `assay doctor`'s comparison there (in every record's provenance) reads beside them.
 CHECKOUT = Path(__file__).resolve().parents[3]
-RSYNC_DIRS = ("harness", "codegen", "wcet", "toolchains")
+RSYNC_DIRS = ("harness", "codegen", "wcet", "toolchains", "requirements.lock")
 # The session loads only the plugins it uses, by entry-point name: with autoloading off (run()), pytest does
 # not scan every installed distribution's entry points, and the test suite's plugins (hypothesis,
 # pytest-benchmark) are not imported. Hosts that autoload (ssh gateways do not get our environment) still
@@ -50,7 +51,8 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
                "references": ",".join(selection.references), "targets": ",".join(selection.targets),
                "inputs": settings.n_inputs, "seed": settings.seed, "model-seed": settings.model_seed,
                "opt": settings.opt, "work": settings.work_dir, "out": out, "timeout": settings.timeout,
-               "sanitize": settings.sanitize, "atol": settings.atol, "rtol": settings.rtol, "shard-size": shard_size}
+               "sanitize": settings.sanitize, "atol": settings.atol, "rtol": settings.rtol, "shard-size": shard_size,
+               "tolerance": settings.tolerance}
     # --option=value: an argument that names an existing path would have to lie in an rsync root (xdist).
     # importlib mode: a worker may import the harness from another folder than the (rsynced) test file's, as a
     # popen worker with chdir does; pytest's default mode would refuse that as an import file mismatch.

@@ -50,8 +50,16 @@ def _provenance_lines(records: list[dict]) -> list[str]:
     tolerances = sorted({(r["model"], (r["tolerance"], r.get("rtol") or 0.0))
                          for r in records if r.get("tolerance") is not None})
     distinct = sorted({t for _, t in tolerances})
-    lines.append("Verdict: every output within |C - reference| <= atol + rtol x |reference|: " + ", ".join(
-        f"atol {a:g}, rtol {r:g} ({', '.join(m for m, tt in tolerances if tt == (a, r))})" for a, r in distinct))
+    derived = sorted({r["model"] for r in records if r.get("derived") and "fallback" not in r["derived"]})
+    fixed = f"atol + rtol x |reference| (fallback for {', '.join(sorted(_fallbacks(records)))})" \
+        if _fallbacks(records) else "atol + rtol x |reference|"
+    if derived:
+        lines.append("Verdict (--tolerance derived) for " + ", ".join(derived) + ": every output within "
+                     "|C - float64| <= the derived bound of a correct float32 implementation "
+                     "(docs/semantic.md, \"Derived tolerance\"; section below).")
+    if not derived or _fallbacks(records) or any(not r.get("derived") for r in records):
+        lines.append(f"Verdict: every output within |C - reference| <= {fixed}: " + ", ".join(
+            f"atol {a:g}, rtol {r:g} ({', '.join(m for m, tt in tolerances if tt == (a, r))})" for a, r in distinct))
     builds = sorted({(r["provenance"].get("compiler", "?"), " ".join(r["provenance"].get("flags", [])))
                      for r in records if r.get("provenance", {}).get("compiler")})
     for compiler, flags in builds:
@@ -73,11 +81,54 @@ def _arbiter_note(record: dict) -> str:
     return f"; float64 arbiter: {judged['text']}" if judged and "text" in judged else ""
 
 
-def arbiter_lines(records: list[dict]) -> list[str]:
-    """Per record, the C's and the reference's distance to float64 and which is closer."""
-    judged = [r for r in records if r.get("arbiter") and "text" in r["arbiter"]]
-    if not judged:
+def _fallbacks(records: list[dict]) -> set[str]:
+    """The models whose derived-tolerance records fell back to the fixed tolerance."""
+    return {r["model"] for r in records if r.get("derived") and "fallback" in r["derived"]}
+
+
+def derived_lines(records: list[dict]) -> list[str]:
+    """Per record of ``--tolerance derived``: the bound, the C's and the reference's distance to float64, the
+    tightness, a reference outside its own bound; and each fallback to the fixed tolerance with its reason."""
+    judged = [r for r in records if r.get("derived") and "fallback" not in r["derived"]]
+    fallbacks = sorted({f"{r['model']}: {r['derived']['fallback']}" for r in records
+                        if r.get("derived") and "fallback" in r["derived"]})
+    if not judged and not fallbacks:
         return []
+    lines = ["## Derived tolerance", "",
+             "Each output's bound on |float32 - exact| for any correct float32 implementation (any summation "
+             "order, fused or not, libm within its documented ulp), propagated from the weights and each input "
+             "(`harness/references/bounds.py`). A C within it is as close to the exact result as float32 allows, "
+             "however far the float32 references are from each other; one outside it is a defect. Tightness: "
+             "bound / |C - float64|, the smallest over outputs."]
+    if judged:
+        lines += ["", "| Model | Generator (variant) | Target | Reference | largest bound | C vs float64 | "
+                      "reference vs float64 | tightness | verdict |", "|---|---|---|---|---:|---:|---:|---:|---|"]
+        for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
+            d = r["derived"]
+            lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
+                         f"{r['reference']} | {d['bound']:.4e} | {d['c_distance']:.4e} | "
+                         f"{d['reference_distance']:.4e} | {d['tightness']:.3g} | {d['verdict']} |")
+        lines += [f"- Reference defect: {r['model']} / {r['target']} {r['opt']}: {r['derived']['reference_defect']}"
+                  for r in judged if r["derived"].get("reference_defect")]
+        lines += [f"- {r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / {r['reference']}: "
+                  f"passes by the derived bound although "
+                  f"|C - {r['reference']}| = {r['max_abs_error']:.4e} is outside the fixed tolerance: C is "
+                  f"{r['derived']['c_distance']:.4e} from float64 and {r['reference']} "
+                  f"{r['derived']['reference_distance']:.4e}, both within the bound {r['derived']['bound']:.4e} "
+                  f"that float32 rounding allows on this model (ill-conditioned: every float32 implementation is "
+                  f"that far from the exact result)"
+                  for r in judged if r["derived"]["verdict"] == "pass" and r["derived"].get("fixed_verdict") == "fail"]
+    return lines + [f"- Fixed tolerance used for {line}" for line in fallbacks]
+
+
+def arbiter_lines(records: list[dict]) -> list[str]:
+    """Per record, the C's and the reference's distance to float64 and which is closer; every record the arbiter
+    could not evaluate, with the reason ("arbiter not available: <op, attribute>")."""
+    judged = [r for r in records if r.get("arbiter") and "text" in r["arbiter"]]
+    unattributed = sorted({f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']}: "
+                           f"{r['arbiter']['error']}" for r in records if r.get("arbiter") and "error" in r["arbiter"]})
+    if not judged:
+        return ["## Float64 arbiter", "", *(f"- {cause}" for cause in unattributed)] if unattributed else []
     lines = ["## Float64 arbiter", "",
              "The same inputs evaluated in float64 (`harness/references/float64.py`): the maximum infinity-norm "
              "distance of the C and of each float32 reference to it. A C closer to float64 than the reference "
@@ -88,8 +139,7 @@ def arbiter_lines(records: list[dict]) -> list[str]:
         a = r["arbiter"]
         lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
                      f"{r['reference']} | {a['c_error']:.4e} | {a['reference_error']:.4e} | {a['closer']} |")
-    unattributed = [r["arbiter"]["error"] for r in records if r.get("arbiter") and "error" in r["arbiter"]]
-    return lines + [*(f"- {cause}" for cause in sorted(set(unattributed)))]
+    return lines + ([""] if unattributed else []) + [f"- {cause}" for cause in unattributed]
 
 
 def markdown(records: list[dict]) -> str:
@@ -107,6 +157,9 @@ def markdown(records: list[dict]) -> str:
     judged = arbiter_lines(records)
     if judged:
         out += ["", *judged]
+    bounded = derived_lines(records)
+    if bounded:
+        out += ["", *bounded]
     return "\n".join(out) + "\n"
 
 

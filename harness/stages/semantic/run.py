@@ -11,6 +11,7 @@ soon as they exist; an item whose records are all there is skipped unless
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,10 +35,12 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.stages.semantic import arbiter, bitcompare, parallel, sanitize
+from harness.references import bounds
+from harness.stages.semantic import arbiter, bitcompare, exportcheck, parallel, sanitize
 from harness.stages.semantic.settings import Settings
 
 ARBITER = "float64"  # the reference every record's C and float32 reference are measured against
+DERIVED = "derived"  # --tolerance derived: |C - float64| <= the bound of a correct float32 implementation
 
 
 def plan(models: list[str], generator_specs: list[str], reference_names: list[str],
@@ -62,6 +65,8 @@ def base_record(item: Item, model: Model | None, reference: str, settings: Setti
 def content_key(item: Item, model: Model, settings: Settings) -> str:
     return item_fingerprint(item, model, settings, references=sorted(item.checks),
                             tolerances=settings.tolerances(model), arbiter=settings.arbiter,
+                            **({"tolerance_rule": DERIVED, "bounds": _bounds_identity()}
+                               if settings.tolerance == DERIVED else {}),
                             sanitize=settings.sanitize,
                             parallel=settings.parallel.__dict__ if settings.parallel else None)
 
@@ -126,17 +131,30 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
     (``sharded.merge``): both give the same record.
     """
     outputs, cause = outcome.outputs, outcome.cause
-    exact = arbiter_outputs(model, settings, timings) if outputs is not None and settings.arbiter else None
+    derived = settings.tolerance == DERIVED
+    exact = arbiter_outputs(model, settings, timings) if outputs is not None and (settings.arbiter or derived) \
+        else None
+    if isinstance(exact, dict):
+        print(f"{item.id}: {exact['error']}", file=sys.stderr)
+    bound = derived_bound(model, settings, timings) if outputs is not None and derived else None
+    if isinstance(bound, str):
+        print(f"{item.id}: {bound}", file=sys.stderr)
+    export = export_check(model, settings, exact, bound) if outputs is not None and \
+        exportcheck.applies(model, item.checks) else None
     records = []
     for ref_name in item.checks:
         record = base_record(item, model, ref_name, settings)
         record.update(timings=dict(timings), provenance=provenance, bits_vs_host=outcome.bits,
-                      fingerprint=fingerprint, warnings=outcome.warnings, arbiter=None, parallel=checked or None)
+                      fingerprint=fingerprint, warnings=outcome.warnings, arbiter=None, parallel=checked or None,
+                      tolerance_rule=settings.tolerance)
         if outputs is None:
             record.update(verdict=outcome.failure, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)
+        elif export and ref_name == exportcheck.REFERENCE:
+            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound))
+            record.update(verdict=oracle.ERROR, cause=export)
         else:
-            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"]))
+            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound))
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         store.put(record)
         records.append(record)
@@ -209,19 +227,60 @@ def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.nda
 
 
 def arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndarray | dict:
-    """The float64 outputs, or {"error": cause} when the arbiter cannot run this model."""
+    """The float64 outputs, or {"error": "arbiter not available: cause"} when the arbiter cannot run this model
+    (the op and attribute it lacks: shown on stderr and in table1.md, never silent)."""
     start = time.perf_counter()
     try:
         exact = reference_outputs(ARBITER, model, settings)
-    except Exception as exc:  # the arbiter is advice: its failure never changes a verdict
-        return {"error": f"float64 arbiter failed: {type(exc).__name__}: {exc}"}
+    except Exception as exc:  # the arbiter is advice: its failure never changes a fixed-tolerance verdict
+        kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
+        return {"error": f"arbiter not available: {kind}{exc}"}
     timings["arbiter_s"] = time.perf_counter() - start
     return exact
 
 
+def derived_bound(model: Model, settings: Settings, timings: dict) -> np.ndarray | str:
+    """The derived bound of every output and input (``harness.references.bounds``), or why there is none."""
+    start = time.perf_counter()
+    try:
+        missing = bounds.missing_rules(model)
+        if missing:
+            return f"no derived bound for {', '.join(missing)}: the fixed tolerance decides this model's verdicts"
+        bound = cached_outputs("bound", model, settings,
+                               lambda inputs: bounds.derive(model, inputs).bound, _bounds_identity())
+    except Exception as exc:
+        kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
+        return f"no derived bound ({kind}{exc}): the fixed tolerance decides this model's verdicts"
+    timings["bound_s"] = time.perf_counter() - start
+    return bound
+
+
+def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | None,
+                 bound: np.ndarray | str | None) -> str | None:
+    """Why Assay's export of a Keras model cannot serve as the ONNX Runtime reference, or None
+    (``exportcheck``): within the model's own tolerance (zoo entry or sidecar; ``--atol``/``--rtol`` set the
+    verdict rule, not what two faithful float32 evaluations may differ by) plus twice the derived bound, else
+    twice Keras' own distance to float64."""
+    try:
+        keras_outputs = reference_outputs(exportcheck.KERAS, model, settings)
+        onnx_outputs = reference_outputs(exportcheck.REFERENCE, model, settings)
+    except Exception:  # each reference's own record says why it failed
+        return None
+    if isinstance(bound, np.ndarray):
+        margin = 2 * bound
+    elif isinstance(exact, np.ndarray):
+        margin = 2 * np.abs(keras_outputs.astype(np.float64) - exact)
+    else:
+        margin = 0.0
+    return exportcheck.export_fault(model, make_inputs(model, settings.n_inputs, settings.seed), keras_outputs,
+                                    onnx_outputs, model.tolerance, model.rtol, margin=margin)
+
+
 def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.ndarray | dict | None,
-                 settings: Settings, timings: dict, rows: slice = slice(None)) -> dict:
-    """The verdict and errors of ``outputs`` against reference ``ref_name``'s outputs for inputs ``rows``."""
+                 settings: Settings, timings: dict, rows: slice = slice(None),
+                 bound: np.ndarray | str | None = None) -> dict:
+    """The verdict and errors of ``outputs`` against reference ``ref_name``'s outputs for inputs ``rows``; with
+    ``--tolerance derived`` and a bound, the verdict is the C's distance to float64 against it (``derived``)."""
     try:
         start = time.perf_counter()
         expected = reference_outputs(ref_name, model, settings)[rows]
@@ -231,24 +290,58 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
                 "max_abs_error": None, "median_abs_error": None, "index_of_worst_input": None}
     comparison = oracle.compare(outputs, expected, *settings.tolerances(model))
     if isinstance(exact, np.ndarray):
-        judged = arbiter.arbitrate(outputs, expected, exact, ref_name).as_dict()
+        judged = arbiter.arbitrate(outputs, expected, exact[rows], ref_name).as_dict()
     else:
         judged = exact
-    return {"verdict": comparison.verdict, "cause": comparison.cause, "max_abs_error": comparison.max_abs_error,
-            "median_abs_error": comparison.median_abs_error,
-            "index_of_worst_input": comparison.index_of_worst_input, "arbiter": judged}
+    result = {"verdict": comparison.verdict, "cause": comparison.cause, "max_abs_error": comparison.max_abs_error,
+              "median_abs_error": comparison.median_abs_error,
+              "index_of_worst_input": comparison.index_of_worst_input, "arbiter": judged}
+    if settings.tolerance == DERIVED:
+        result["derived"] = {**derived_verdict(ref_name, outputs, expected, exact, bound, rows),
+                             "fixed_verdict": comparison.verdict}
+        if "fallback" not in result["derived"]:
+            result.update(verdict=result["derived"]["verdict"], cause=result["derived"]["cause"])
+    return result
+
+
+def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, exact: np.ndarray | dict | None,
+                    bound: np.ndarray | str | None, rows: slice = slice(None)) -> dict:
+    """The record's ``derived`` figures: the C's verdict against the bound, the largest bound, the C's and the
+    reference's distance to float64, the tightness (bound / |C - f64|), and a reference outside its own bound
+    (a reference defect, not the generator's); or ``{"fallback": why}`` when there is no bound."""
+    if not isinstance(exact, np.ndarray):
+        why = exact["error"] if isinstance(exact, dict) else "no float64 outputs"
+        return {"fallback": f"{why}: the fixed tolerance decides"}
+    if not isinstance(bound, np.ndarray):
+        return {"fallback": bound or "no derived bound: the fixed tolerance decides"}
+    c = oracle.compare_to_bound(outputs, exact[rows], bound[rows])
+    r = oracle.compare_to_bound(expected, exact[rows], bound[rows])
+    defect = None if r.verdict == oracle.PASS else f"reference {ref_name} is outside its own bound: {r.cause}"
+    return {"verdict": c.verdict, "cause": c.cause, "bound": c.bound, "c_distance": c.c_distance,
+            "reference_distance": r.c_distance, "tightness": c.tightness, "reference_defect": defect}
 
 
 def reference_outputs(ref_name: str, model: Model, settings: Settings) -> np.ndarray:
     """Reference outputs for the campaign inputs, cached on disk by the model's bytes, the inputs' bytes and
     the tools' versions (a changed model, input domain or runtime is computed again)."""
-    key = digest([model.sha256(), inputs_sha256(model, settings.n_inputs, settings.seed), tool_versions()])[:16]
-    path = settings.work_dir / "references" / slug(model.name) / f"{ref_name}-n{settings.n_inputs}-{key}.npy"
+    return cached_outputs(ref_name, model, settings, lambda inputs: references.get(ref_name).run(model, inputs))
+
+
+def cached_outputs(name: str, model: Model, settings: Settings, compute, identity: str = "") -> np.ndarray:
+    """``compute(inputs)`` for the campaign inputs, cached on disk under ``name`` (see ``reference_outputs``)."""
+    key = digest([model.sha256(), inputs_sha256(model, settings.n_inputs, settings.seed), tool_versions(),
+                  identity])[:16]
+    path = settings.work_dir / "references" / slug(model.name) / f"{name}-n{settings.n_inputs}-{key}.npy"
     with exclusive(path.with_name(path.name + ".lock")):  # once per machine, whichever worker asks first
         if path.is_file():
             return np.load(path)
-        outputs = references.get(ref_name).run(model, make_inputs(model, settings.n_inputs, settings.seed))
+        outputs = compute(make_inputs(model, settings.n_inputs, settings.seed))
         tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
         np.save(tmp, outputs)
         tmp.replace(path)
     return outputs
+
+
+def _bounds_identity() -> str:
+    """What the derived bound depends on besides the model and inputs: the rules' source and the libm table."""
+    return digest([Path(bounds.__file__).read_text(), bounds.LIBM_TABLE.read_text()])

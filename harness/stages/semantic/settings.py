@@ -20,6 +20,7 @@ class Settings(core_plan.Settings):
     redo: bool = SPEC.default("redo")
     atol: float | None = SPEC.default("atol")
     rtol: float | None = SPEC.default("rtol")
+    tolerance: str = SPEC.default("tolerance")  # "fixed" or "derived" (the verdict rule, docs/semantic.md)
     arbiter: bool = SPEC.default("arbiter")
     sanitize: int = SPEC.default("sanitize")  # inputs of the host item run again under ASan and UBSan; 0: none
     parallel: ParallelOptions | None = None  # --cores N > 1: run parallel code (parallel.py)

@@ -28,6 +28,7 @@ import socket
 import numpy as np
 
 from harness.core import oracle
+from harness.core.fingerprint import components_of, differences
 from harness.core.pipeline import generate_once
 from harness.core.plan import Item, load_model
 from harness.core.provenance import record_provenance
@@ -147,6 +148,20 @@ def _different_code(stored: list[StoredShard], own: dict[str, str]) -> str | Non
                     f"this host's ({socket.gethostname()}) in {', '.join(differing)}: generator or tool versions "
                     f"differ between hosts")
     return None
+
+
+def other_key(own: str, meta: dict, origin: str) -> str:
+    """Why a shard from ``origin`` (its host, as the controller knows it) is not merged: every component of its
+    content key that differs from this host's ``own`` ("target.compiler: gcc 12.3.0 on build2, gcc 12.2.0
+    here"), and the differences from the tested configuration that ``assay doctor`` found there and not here."""
+    here = components_of(own)
+    found = differences(here, meta["key"], origin) if here and meta.get("key") else []
+    text = f"the shards from {origin} have another content key than this host's ({socket.gethostname()})"
+    text += (": " + "; ".join(map(str, found))) if found else " (no components of both keys to compare)"
+    theirs = meta.get("provenance", {}).get("configuration", {}).get("differences", [])
+    ours = set(record_provenance()["configuration"]["differences"])
+    doctor = [line for line in theirs if line not in ours]
+    return text + (f"; assay doctor on {origin} only: {'; '.join(doctor)}" if doctor else "")
 
 
 def _summed(per_shard: list[dict]) -> dict[str, float]:

@@ -20,6 +20,10 @@ OPTIONS = (
            type=float, pytest=True),
     Option("--rtol", None, "relative tolerance for every model (default: each model's own, 5e-6); an output passes "
            "when |C - reference| <= atol + rtol x |reference|", type=float, pytest=True),
+    Option("--tolerance", "fixed", "fixed: |C - reference| <= atol + rtol x |reference| (--atol, --rtol); derived: "
+           "|C - float64| <= the bound of a correct float32 implementation, derived per output and input from the "
+           "model's weights (docs/semantic.md; a model with an op that has no bound falls back to fixed, visibly). "
+           "Default {default}", choices=("fixed", "derived"), pytest=True),
     Option("--no-arbiter", False, "do not evaluate the model in float64 to tell which of C and reference is closer",
            action="store_true", field="arbiter", to_setting=operator.not_, pytest=True),
     Option("--sanitize", 0, "also run N of the inputs (seeded sample) of each host item under AddressSanitizer and "
@@ -44,9 +48,9 @@ OPTIONS = (
                        "the controller merges them into --assay-out/results.json, which it needs"),
     Option("--workers", 0, "run the campaign on N local pytest-xdist workers (with --shard-size, the shards of one "
            "model spread over them); default {default}: in this process", type=int, metavar="N", field=""),
-    Option("--tx", [], "also an xdist gateway, e.g. ssh=host//python=python3 (repeatable): the checkout's harness, "
-           "codegen, wcet and toolchains are rsynced to it (docs/sharding.md)", action="append", metavar="SPEC",
-           field=""),
+    Option("--tx", [], "also an xdist gateway, e.g. ssh=host//python=/srv/assay/.venv/bin/python (repeatable; the "
+           "host's venv, absolute): the checkout's harness, codegen, wcet, toolchains and lock are rsynced to it "
+           "(docs/sharding.md)", action="append", metavar="SPEC", field=""),
     Option("--redo", False, "recompute items already in results.json", action="store_true", pytest=True),
 )
 
@@ -57,6 +61,7 @@ SPEC = StageSpec(
     key_fields=results.KEY_FIELDS,
     verdicts=(PASS, FAIL, ERROR, NOT_SUPPORTED),
     passing=(PASS,),
+    neutral=(NOT_SUPPORTED,),  # a generator's refusal fails nothing; only refusals at all: exit 2 (command.py)
     reports=("table1.md", "bitcompare.md", "error_per_model.png"),
     default_targets="host",
     options=OPTIONS,

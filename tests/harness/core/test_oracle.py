@@ -52,3 +52,24 @@ def test_inf_in_reference_is_reported_as_the_reference():
 def test_shape_mismatch_is_an_error():
     result = oracle.compare(np.zeros((2, 3), np.float32), np.zeros((2, 4), np.float32), 1.0)
     assert result.verdict == oracle.ERROR and "shape" in result.cause
+
+
+def test_derived_verdict_against_the_bound_output_by_output():
+    exact = np.array([[1.0, -2.0], [0.5, 3.0]])
+    step = 2.0 ** -20  # offsets and sums exact in float64
+    bound = np.array([[step, 2 ** -10], [step, step]])
+    inside = oracle.compare_to_bound(exact + np.array([[step / 2, -2 ** -11], [0.0, step]]), exact, bound)
+    assert inside.verdict == oracle.PASS and inside.cause is None
+    assert inside.c_distance == 2 ** -11 and inside.bound == 2 ** -10
+    assert inside.tightness == 1.0  # the output at (1, 1) uses its whole bound
+    outside = oracle.compare_to_bound(exact + np.array([[2 * step, 0.0], [0.0, 0.0]]), exact, bound)
+    assert outside.verdict == oracle.FAIL and "input #0, output 0" in outside.cause
+    assert "1 inputs outside the bound" in outside.cause
+    assert oracle.compare_to_bound(exact, exact, bound).tightness == np.inf
+
+
+def test_derived_verdict_never_passes_nan():
+    exact = np.zeros((2, 2))
+    got = np.array([[0.0, 0.0], [np.nan, 0.0]])
+    check = oracle.compare_to_bound(got, exact, np.full((2, 2), np.inf))
+    assert check.verdict == oracle.ERROR and check.cause.startswith("generated code produced NaN for input #1")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from harness import sandbox
 from harness.core import configuration, provenance
 
 
 def test_record_provenance_is_a_fresh_dict_with_the_doctor_verdict_and_identity():
     first = provenance.record_provenance()
-    assert set(first) == {"tools", "configuration", "assay"}
+    assert set(first) == {"tools", "configuration", "assay", "isolation"}
+    assert first["isolation"] == sandbox.isolation().record()  # the sandbox the record's code ran in
     doctor = configuration.report()
     assert first["configuration"] == {"verdict": doctor["verdict"], "differences": doctor["differences"]}
     assert first["assay"] == doctor["assay"] and first["tools"] == provenance.tool_versions()

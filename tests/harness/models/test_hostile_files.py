@@ -172,7 +172,7 @@ CASES = {
     "integer input": ("int.onnx", lambda _: _onnx([helper.make_node("Identity", ["x"], ["y"])],
                                                   [_value("x", ["N", 5], TensorProto.INT64)],
                                                   [_value("y", ["N", 5], TensorProto.INT64)]), "not float32"),
-    "matrix input": ("matrix.onnx", lambda _: _relu([4, 5]), "only vectors"),
+    "rank-5 input": ("rank5.onnx", lambda _: _relu([2, 2, 2, 2, 2]), "ranks 1 to 4 are supported"),
     "lambda layer": ("lambda.keras", lambda k: k["lambda.keras"], "unsafe Keras layer Lambda"),
     "arbitrary class": ("evil.keras", lambda k: _keras_with_config(k["good.keras"], _arbitrary_class),
                         "unsafe Keras class os.system"),

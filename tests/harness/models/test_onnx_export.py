@@ -101,6 +101,15 @@ def _cases():
         "global-pooling": lambda: _seq((5, 5, 3), L.Conv2D(4, 3), L.GlobalAveragePooling2D(), L.Dense(2)),
         "global-max-keepdims": lambda: _seq((5, 5, 3), L.GlobalMaxPooling2D(keepdims=True)),
         "image-output": lambda: _seq((6, 7, 2), L.Conv2D(3, 3, padding="same", activation="relu")),
+        "cropping": lambda: _seq((7, 6, 2), L.Cropping2D(((1, 2), (0, 3))), L.Conv2D(2, 1)),
+        "upsampling": lambda: _seq((3, 4, 2), L.UpSampling2D((2, 3)), L.Conv2D(2, 2),
+                                   L.UpSampling2D(2, interpolation="bilinear")),
+        "rescaling-normalization": lambda: _seq((4, 4, 3), L.Rescaling(1.0 / 127.5, offset=-1.0),
+                                                L.Normalization(mean=[0.1, -0.2, 0.3], variance=[0.5, 2.0, 1e-20]),
+                                                L.Conv2D(2, 1)),
+        "hard-silu": lambda: _seq((6,), L.Dense(6, activation="hard_silu"), L.Dense(3)),
+        "conv-transpose": lambda: _seq((4, 5, 3), L.Conv2DTranspose(2, 3, strides=2, padding="same"),
+                                       L.Conv2DTranspose(2, (4, 3), strides=(2, 1), activation="relu")),
     }
     cases.update(_functional_cases(k))
     return cases
@@ -150,7 +159,29 @@ def _functional_cases(k):
         x = k.Input((6, 6, 2))
         return _randomize(_randomize(k.Model(x, L.Dense(2)(L.Flatten()(inner(x))))), seed=2)
 
-    return {"residual-add": residual, "merge-layers": merges, "concat-channels": concat_channels,
+    def hard_sigmoid_ops():  # MobileNetV3's hard-sigmoid as keras.applications writes it: both constants kept
+        x = k.Input((5, 5, 2))
+        y = L.Conv2D(3, 3, padding="same")(x)
+        return _randomize(k.Model(x, L.ReLU(6.0)(y * 4.0 + 3.0) * (1.0 / 6.0)))
+
+    def constants_in_layout():  # a per-channel constant on NCHW, a vector constant after a permuting Flatten
+        x = k.Input((3, 4, 2))
+        y = L.Flatten()(L.Conv2D(3, 1)(x) - np.array([0.5, -1.0, 2.0], "float32"))
+        y = k.ops.maximum(y / np.arange(1, 37, dtype="float32"), -0.05)
+        return _randomize(k.Model(x, L.Dense(3)(k.ops.minimum(y, 0.1))))
+
+    def functions():
+        x = k.Input((6,))
+        y = x
+        for function in (k.ops.tanh, k.ops.exp, k.ops.abs, k.ops.negative, k.ops.sigmoid, k.ops.hard_silu,
+                         lambda v: k.ops.sqrt(k.ops.abs(v) + 0.1), lambda v: k.ops.log(k.ops.abs(v) + 0.1),
+                         lambda v: k.ops.reciprocal(k.ops.abs(v) + 1.0), k.ops.relu6, k.ops.silu, k.ops.hard_sigmoid,
+                         lambda v: k.ops.leaky_relu(v, 0.3)):
+            y = function(L.Dense(6)(y))
+        return _randomize(k.Model(x, y))
+
+    return {"hard-sigmoid-ops": hard_sigmoid_ops, "constants-in-layout": constants_in_layout,
+            "ops-functions": functions, "residual-add": residual, "merge-layers": merges, "concat-channels": concat_channels,
             "concat-height": concat_height, "concat-flattened": concat_flattened, "add-flattened": add_flattened,
             "nested-sequential": nested}
 
@@ -162,7 +193,8 @@ CASE_NAMES = [
     "leaky-relu-layer", "relu-options", "activations", "activation-layers", "softmax-after-flatten",
     "flatten-output", "dropout", "reshape-to-vector", "reshape-to-image", "depthwise-separable", "global-pooling",
     "global-max-keepdims", "image-output", "residual-add", "merge-layers", "concat-channels", "concat-height",
-    "concat-flattened", "add-flattened", "nested-sequential",
+    "concat-flattened", "add-flattened", "nested-sequential", "cropping", "upsampling", "rescaling-normalization",
+    "hard-silu", "conv-transpose", "hard-sigmoid-ops", "constants-in-layout", "ops-functions",
 ]
 
 
@@ -226,6 +258,14 @@ def test_unsupported_option_names_the_option():
     k = keras()
     model = k.Sequential([k.Input((4,)), k.layers.Dense(3), k.layers.ReLU(threshold=0.5)])
     with pytest.raises(ModelError, match=r"unsupported option threshold=0.5 of layer type ReLU"):
+        onnx_export.to_onnx(model)
+
+
+def test_operation_without_translation_is_refused_by_name():
+    k = keras()
+    x = k.Input((4,))
+    model = k.Model(x, k.ops.sin(k.layers.Dense(3)(x)))
+    with pytest.raises(ModelError, match=r"unsupported operation Sin \(keras\.ops, operation 'sin"):
         onnx_export.to_onnx(model)
 
 

@@ -22,6 +22,7 @@ PAPER_ORDER = ["acas-reg50", "acas-reg100", "acas-reg200", "acas-decr128", "acas
                "alexnet", "vgg16"]
 TRAINED = ["digits-cnn", "digits-mlp", "tabular-ae"]  # harness.models.trained, after the paper's
 MULTICORE = ["lenet5-split", "inception-mini"]  # the multi-core paper's Figures 2 and 10, after the ECRTS ones
+TINY = ["resnet8", "mobilenet-vww", "ds-cnn", "fc-autoencoder"]  # MLPerf Tiny (harness.models.tiny), last
 ACAS = [name for name in PAPER_ORDER if name.startswith("acas-")]
 HIDDEN = {"acas-reg50": (50,) * 7, "acas-reg100": (100,) * 7, "acas-reg200": (200,) * 7,
           "acas-decr128": (128, 128, 64, 32, 16), "acas-decr256": (256, 256, 128, 64, 32, 16)}
@@ -46,8 +47,8 @@ def _inputs(model, n=64, seed=0):
 
 
 def test_entries_in_paper_order():
-    assert [entry.name for entry in zoo.entries()] == PAPER_ORDER + MULTICORE + TRAINED
-    assert zoo.names() == PAPER_ORDER + MULTICORE + TRAINED
+    assert [entry.name for entry in zoo.entries()] == PAPER_ORDER + MULTICORE + TRAINED + TINY
+    assert zoo.names() == PAPER_ORDER + MULTICORE + TRAINED + TINY
     assert zoo.names("trained") == TRAINED
     assert zoo.names("default") == PAPER_ORDER[:7] + MULTICORE
     assert zoo.names("full") == ["alexnet", "vgg16"]
@@ -316,7 +317,8 @@ def test_user_onnx_file_without_batch_axis(tmp_path, unbatched, batched, nodes, 
 @pytest.mark.parametrize("shape, cause", [
     ([1, 0, 5], "dimension 1 of x is 0 (declared shape [1, 0, 5])"),
     (["N", 3, "H", 4], "dimension 2 of x is undefined (H) (declared shape [N, 3, H, 4])"),
-    ([4, 5], "x has declared shape [4, 5], read without a batch axis"),
+    ([2, 2, 2, 2, 2], "x has declared shape [2, 2, 2, 2, 2], read without a batch axis (docs/zoo.md), a sample of "
+                      "rank 5; ranks 1 to 4 are supported"),
 ])
 def test_user_onnx_shape_errors_state_the_declared_shape(tmp_path, shape, cause):
     from onnx import helper

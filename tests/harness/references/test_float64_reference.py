@@ -1,4 +1,5 @@
-"""The float64 reference: the ONNX graph converted to double, run by ONNX Runtime or the numpy evaluator.
+"""The float64 reference: Keras itself in float64 for a Keras model; for an ONNX model its graph converted to
+double, run by ONNX Runtime or the numpy evaluator.
 
 The expected numbers are computed here in numpy float64 from the Keras weights,
 in Keras's own (HWC) layout with explicit loops, independent of the module's
@@ -66,7 +67,9 @@ def test_registered_as_float64(zoo_cache):
     reference = references.get("float64")
     assert reference.name == "float64" and isinstance(reference, references.Reference)
     assert reference.supports(model)
-    assert not reference.supports(dataclasses.replace(model, files={"keras": model.files["keras"]}))
+    assert reference.supports(dataclasses.replace(model, files={"keras": model.files["keras"]}))
+    assert reference.supports(dataclasses.replace(model, files={"onnx": model.files["onnx"]}))
+    assert not reference.supports(dataclasses.replace(model, files={}))
 
 
 # --- float64 against numpy float64 ----------------------------------------------------------
@@ -88,7 +91,10 @@ def test_small_dense_net_matches_numpy_float64(dense):
     h = np.tanh(x.astype(np.float64) @ w1 + b1)
     h = np.maximum(h @ w2 + b2, 0)
     expected = _softmax(h @ w3 + b3)
-    assert float64.engine(model) == float64.ONNXRUNTIME
+    assert float64.engine(model) == float64.KERAS  # the Keras model itself, not Assay's export
+    onnx_only = dataclasses.replace(model, files={"onnx": model.files["onnx"]})
+    _assert_close(references.get("float64").run(onnx_only, x), expected)
+    assert float64.engine(onnx_only) == float64.ONNXRUNTIME
     _assert_close(references.get("float64").run(model, x), expected)
 
 
@@ -129,8 +135,11 @@ def test_small_conv_net_matches_numpy_float64(conv):
     h = np.maximum(_conv_hwc(h, k2, b2, pad=0), 0)
     h = _pool_hwc(h, 2, np.max)
     expected = _softmax(h.reshape(len(x), -1) @ w3 + b3)  # Keras flattens HWC
-    assert float64.engine(model) == float64.NUMPY  # onnxruntime has no double Conv
+    assert float64.engine(model) == float64.KERAS
     _assert_close(references.get("float64").run(model, x), expected)
+    onnx_only = dataclasses.replace(model, files={"onnx": model.files["onnx"]})
+    assert float64.engine(onnx_only) == float64.NUMPY  # onnxruntime has no double Conv
+    _assert_close(references.get("float64").run(onnx_only, x), expected)
 
 
 def test_image_outputs_in_canonical_layout(tmp_path):
@@ -161,8 +170,12 @@ def test_zoo_model_agrees_with_onnxruntime_float32(name, zoo_cache):
     got = references.get("float64").run(model, x)
     assert got.dtype == np.float64 and got.shape == (len(x), *model.output_shape)
     assert np.max(np.abs(got - references.get("onnxruntime").run(model, x))) <= model.tolerance
+    assert float64.engine(model) == float64.KERAS
+    # the export's graph in float64 is the same function, to float64 rounding
+    assert np.max(np.abs(got - float64.graph_outputs(model, x))) <= 1e-12
     convolutional = ("lenet5", "cifarnet", "lenet5-split", "inception-mini")
-    assert float64.engine(model) == (float64.NUMPY if name in convolutional else float64.ONNXRUNTIME)
+    onnx_only = dataclasses.replace(model, files={"onnx": model.files["onnx"]})
+    assert float64.engine(onnx_only) == (float64.NUMPY if name in convolutional else float64.ONNXRUNTIME)
 
 
 def test_batches_and_edge_cases(zoo_cache, tmp_path):
@@ -260,6 +273,18 @@ _CASES = {
     "AveragePool-include-pad": ("AveragePool", _X4, dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1],
                                                          count_include_pad=1), []),
     "MaxPool-pads": ("MaxPool", _X4 - 5, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), []),
+    "AveragePool-ceil-mode": ("AveragePool", _X4, dict(kernel_shape=[3, 2], strides=[2, 2], ceil_mode=1), []),
+    "AveragePool-ceil-mode-pads": ("AveragePool", _X4, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 1],
+                                                            ceil_mode=1), []),
+    "AveragePool-ceil-mode-include-pad": ("AveragePool", _X4, dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                                   pads=[1, 1, 1, 1], ceil_mode=1,
+                                                                   count_include_pad=1), []),
+    "AveragePool-same-upper": ("AveragePool", _X4, dict(kernel_shape=[2, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+                               []),
+    "AveragePool-same-lower": ("AveragePool", _X4, dict(kernel_shape=[2, 3], strides=[1, 2], auto_pad="SAME_LOWER"),
+                               []),
+    "MaxPool-ceil-mode": ("MaxPool", _X4, dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), []),
+    "MaxPool-same-upper": ("MaxPool", _X4, dict(kernel_shape=[3, 2], strides=[2, 2], auto_pad="SAME_UPPER"), []),
     "GlobalAveragePool": ("GlobalAveragePool", _X4, {}, []),
     "GlobalMaxPool": ("GlobalMaxPool", _X4, {}, []),
     "Pad": ("Pad", _X4, dict(mode="constant"), [np.array([0, 0, 1, 2, 0, 0, 2, 0]), np.array(0.5)]),
@@ -312,3 +337,51 @@ def test_numpy_evaluator_op(case):
     expected = (session.run(None, {"x": x}) if session is not None else ReferenceEvaluator(proto).run(None, {"x": x}))[0]
     assert got.dtype == expected.dtype == np.float64
     np.testing.assert_allclose(got, expected, rtol=RELATIVE, atol=RELATIVE * np.max(np.abs(expected)))
+
+
+# --- models without a batch axis, and Keras in float64 -----------------------------------------------
+
+
+def _unbatched_file(tmp_path, op: str, name: str):
+    """A [5] -> [3] graph without a batch axis: MatMul, Add, then ``op`` (Relu: onnxruntime has a double kernel;
+    Softsign: it has none, so the numpy evaluator runs it)."""
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["z"]),
+         helper.make_node(op, ["z"], ["y"])], name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    z = lambda x: x.astype(np.float64) @ w.astype(np.float64) + b  # noqa: E731
+    return path, (lambda x: np.maximum(z(x), 0)) if op == "Relu" else (lambda x: z(x) / (1 + np.abs(z(x))))
+
+
+@pytest.mark.parametrize("op, engine", [("Relu", float64.ONNXRUNTIME), ("Softsign", float64.NUMPY)])
+def test_a_graph_without_batch_axis_runs_one_input_at_a_time(tmp_path, op, engine):
+    path, exact = _unbatched_file(tmp_path, op, f"unbatched_{op.lower()}")
+    model = zoo.load(path, cache_dir=tmp_path / "cache")
+    assert model.input_shape == (5,)
+    x = _inputs(model, 7)
+    got = references.get("float64").run(model, x)  # was: "Invalid rank for input: x Got: 2 Expected: 1"
+    assert float64.engine(model) == engine and got.shape == (7, 3)
+    _assert_close(got, exact(x))
+
+
+def test_keras_operation_nodes_are_evaluated_in_float64(tmp_path):
+    """MobileNetV3's hard-sigmoid as keras.applications writes it: ``x + 3.0`` and ``* (1/6)`` are Keras 3
+    operation nodes, which the arbiter evaluates from the Keras model itself (never from an export)."""
+    k = keras()
+    inp = k.Input((4,))
+    dense = k.layers.Dense(8)
+    out = k.layers.Dense(3)(k.layers.ReLU(6.0)(dense(inp) + 3.0) * (1.0 / 6.0))
+    keras_model = _randomize(k.Model(inp, out), seed=9)
+    model = _user_model(keras_model, tmp_path, "hard_sigmoid")
+    x = _inputs(model, 20) * 8
+    (w1, b1), (w2, b2) = [w for w in _weights(keras_model) if w]
+    expected = np.clip(x.astype(np.float64) @ w1 + b1 + 3.0, 0, 6) * (1.0 / 6.0) @ w2 + b2
+    got = references.get("float64").run(model, x)
+    assert got.dtype == np.float64 and float64.engine(model) == float64.KERAS
+    _assert_close(got, expected)

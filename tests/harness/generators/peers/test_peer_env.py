@@ -9,7 +9,7 @@ from harness.generators import peers
 
 
 def test_every_peer_pins_its_own_package_exactly():
-    assert peers.names() == ["acetone-nnet", "emlearn", "keras2c"]
+    assert peers.names() == ["acetone-nnet", "emlearn", "emx-onnx-cgen", "keras2c"]
     for name in peers.names():
         pins = peers.PeerEnv(name).pins()
         assert pins[name] and all(version for version in pins.values())

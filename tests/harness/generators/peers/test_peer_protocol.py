@@ -14,6 +14,7 @@ DRIVER = """
 import os, sys, time
 sys.path.insert(0, {drivers!r})
 from _protocol import main, says
+INSTANCE = os.urandom(8).hex()  # which interpreter answered (in the sandbox's PID namespace every driver is pid 2)
 
 def handler(request):
     print("chatter on stdout, as TensorFlow and emlearn do")
@@ -28,7 +29,7 @@ def handler(request):
         time.sleep(60)
     if request["do"] == "wander":
         os.chdir("/")
-    return {{"echo": request.get("value"), "pid": os.getpid(), "cwd": os.getcwd()}}
+    return {{"echo": request.get("value"), "pid": INSTANCE, "cwd": os.getcwd()}}
 
 main(handler, refuses=says("not supported"))
 """
@@ -36,6 +37,7 @@ main(handler, refuses=says("not supported"))
 
 @pytest.fixture
 def driver(tmp_path: Path):
+    tmp_path.chmod(0o755)  # the sandboxed driver runs under a user id of its own: its folder must be readable
     path = tmp_path / "drive_fake.py"
     path.write_text(DRIVER.format(drivers=str(DRIVERS)))
     yield path

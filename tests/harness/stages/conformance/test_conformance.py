@@ -83,7 +83,7 @@ def test_small_suite_end_to_end(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     document = json.loads((out / run.FILE_NAME).read_text())
     assert document["schema"] == run.SCHEMA
-    assert set(document["provenance"]) == {"tools", "configuration", "assay"}
+    assert set(document["provenance"]) == {"tools", "configuration", "assay", "isolation"}
     names = [case["name"] for case in document["cases"]]
     assert names[:4] == ["dense", "dense_nobias", "dense_deep", "dense_single_in"] and len(names) == 13
     assert all(Path(case["file"]).is_file() for case in document["cases"])

@@ -75,6 +75,12 @@ def test_mcdc_lists_the_conditions_the_inputs_do_not_show_independent(tmp_path):
     full = coverage.measure_mcdc(code, np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0]], np.float32),
                                  tmp_path / "b2", tmp_path / "r2", 60)
     assert full["mcdc_percent"] == 100.0 and full["not_shown"] == []
+    assert full["figure"] == "100.0 % (2/2 conditions, 1 decisions)"
+
+
+@pytest.mark.tor("TOR-EVD-004")
+def test_mcdc_of_code_without_decisions_is_not_applicable_never_a_percentage():
+    assert coverage.mcdc_figure(0, 0, 0) == "not applicable: 0 decisions"
 
 
 def test_mcdc_without_clang_says_so(monkeypatch, tmp_path):

@@ -22,12 +22,12 @@ def doctor(*differences: str, notes: tuple[str, ...] = ()) -> dict:
 @pytest.mark.tor("TOR-CFG-001")
 def test_an_untested_configuration_fails_the_package_whatever_the_other_parts_say():
     parts = {"semantic": "pass", "memory": "pass", "met": "pass", "wcet": "pass", "coverage": "pass", "inputs": "pass"}
-    tested = Built(root=Path("pkg"), archive=Path("pkg.zip"), verdicts=dict(parts))
+    tested = Built(root=Path("pkg"), archive=Path("pkg.zip"), verdicts=dict(parts), tool_qualification="pass")
     verdict, notes = sci.tested_configuration(doctor(notes=("peer keras2c: not built (built on first use)",)))
     tested.verdicts[sci.TESTED_CONFIGURATION] = verdict
     assert (verdict, notes, tested.verdict) == ("pass", [], "pass")
 
-    untested = Built(root=Path("pkg"), archive=Path("pkg.zip"), verdicts=dict(parts))
+    untested = Built(root=Path("pkg"), archive=Path("pkg.zip"), verdicts=dict(parts), tool_qualification="pass")
     verdict, notes = sci.tested_configuration(doctor("gcc: 4:12.2.0-4 installed, 4:12.2.0-3 in toolchains/tested.toml",
                                                      "uv: not installed, 0.13.9 in requirements.lock"))
     untested.verdicts[sci.TESTED_CONFIGURATION] = verdict

@@ -175,3 +175,24 @@ def test_a_given_junit_file_is_unverified_unless_accepted(tmp_path):
     (tmp_path / "one.xml").write_text(junit_of({one: ("passed", tags[one])}))
     partial = matrix_command(tmp_path / "one.xml", tmp_path / "m", "--accept-unverified")
     assert partial.returncode == 1 and "TOR-EVD-006: incomplete" in partial.stdout
+
+
+@pytest.mark.tor("TOR-EVD-006")
+def test_the_suite_runs_from_a_folder_outside_assays_tree_and_the_run_names_the_assay_it_verified(tmp_path):
+    """A real run of two of Assay's test modules (a few seconds), one test deselected by node id."""
+    from harness.core import configuration
+
+    deselected = "tests/harness/stages/evidence/test_kit.py::test_an_unknown_level_is_refused"
+    junit, run, seconds = tor.run_suite(f"tests/harness/stages/evidence/test_kit.py -m 'not slow' --deselect "
+                                        f"{deselected}", tmp_path)
+    assert seconds is not None and run["returncode"] == 0 and junit.is_relative_to(tmp_path)
+    assert (junit.parent / "cwd").is_dir() and not (junit.parent / "cwd").is_relative_to(tor.REPO)
+    assert run["assay"] == configuration.report()["assay"] and run["rootdir"] == "$ASSAY"
+    assert run["configuration"]["verdict"] == configuration.report()["verdict"]
+    cases = tor.junit_cases(junit)
+    names = {case["test"] for case in cases}  # the suite's names: relative to Assay's tree
+    assert "tests/harness/stages/evidence/test_kit.py::test_a_known_problem_without_a_workaround_or_given_twice_" \
+           "is_refused" in names and deselected not in names
+    assert all(case["outcome"] == "passed" for case in cases)
+    again = tor.run_suite(f"tests/harness/stages/evidence/test_kit.py -m 'not slow' --deselect {deselected}", tmp_path)
+    assert again == (junit, run, None)  # content-keyed: reused

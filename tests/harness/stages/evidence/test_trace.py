@@ -33,4 +33,12 @@ def test_one_row_per_layer_and_every_line_accounted_for(tmp_path):
     assert all(row["tests"] == "2 inputs, seed 0" for row in rows)
     untraced = trace.untraced_lines(MANIFEST, tmp_path)
     assert [line["line"] for line in untraced] == [2, 3]
-    assert trace.as_csv(rows).splitlines()[2].startswith("clip,Clip,net.c,5-7,")
+    assert trace.as_csv(rows).splitlines()[2].startswith("clip,,Clip,net.c,5-7,")
+    # with the requirements: each layer's id and the tests verifying it, different per layer
+    verified = {0: {"requirement": "LLR-001", "tests": "input sets uniform, corners"},
+                1: {"requirement": "LLR-002", "tests": "input sets uniform, thresholds"}}
+    rows = trace.rows(MANIFEST, coverage, {}, [], "2 inputs, seed 0", None, verified)
+    assert [(row["requirement"], row["tests"]) for row in rows] == [
+        ("LLR-001", "input sets uniform, corners"), ("LLR-002", "input sets uniform, thresholds"),
+        (None, "2 inputs, seed 0")]
+    assert trace.as_csv(rows).splitlines()[2].startswith("clip,LLR-002,Clip,net.c,5-7,")

@@ -13,9 +13,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.core.locks import exclusive
-from harness.stages.evidence import integrity, package
+from harness.errors import AssayError
+from harness.stages.evidence import integrity, package, signature, verdicts
 
 pytestmark = pytest.mark.skipif(shutil.which("gcovr") is None, reason="gcovr not installed (the package measures "
                                 "coverage); run .ci/setup")
@@ -28,29 +31,43 @@ def assay(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=1200)
 
 
+def write_key_pair(folder: Path, name: str) -> tuple[Path, Path]:
+    """An Ed25519 key pair as PEM files (what openssl genpkey and openssl pkey -pubout write): (private, public)."""
+    key = Ed25519PrivateKey.generate()
+    private, public = folder / f"{name}.pem", folder / f"{name}.pub.pem"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    return private, public
+
+
 @pytest.fixture(scope="session")
 def built_package(tmp_path_factory) -> Path:
     """A real package, built once per session by ``assay evidence`` (pytest-xdist's workers share it, under a
-    lock): acas-reg50 on the host, 20 inputs, the uniform input set, 2 mutants, a few of Assay's own tests."""
+    lock): acas-reg50 on the host, 20 inputs, the uniform input set, 2 mutants, a few of Assay's own tests, signed
+    with the key ``signer.pem`` beside it (public key ``signer.pub.pem``)."""
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # the session's folder, above the workers' own
     out = shared / "evidence-package" / "pkg"
     with exclusive(shared / "evidence-package.lock"):
         if not package.digest_file(out).is_file():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            key, _public = write_key_pair(out.parent, "signer")
             done = assay("evidence", "--models", "acas-reg50", "--targets", "host", "--inputs", "20",
                          "--set-inputs", "5", "--input-sets", "uniform", "--mutants", "2", "--tor-tests", TOR_TESTS,
-                         "--out", str(out), "--work", str(out.parent / "work"))
+                         "--sign-key", str(key), "--out", str(out), "--work", str(out.parent / "work"))
             assert done.returncode in (0, 1) and package.digest_file(out).is_file(), done.stderr[-2000:]
     return out
 
 
 @pytest.fixture
 def pkg(built_package, tmp_path) -> Path:
-    """A copy of the package (folder, zip and digest file) to attack."""
+    """A copy of the package (folder, zip, digest file and signature) to attack."""
     copy = tmp_path / "pkg"
     shutil.copytree(built_package, copy, symlinks=True)
-    for suffix in (".zip", package.DIGEST_SUFFIX):
+    for suffix in (".zip", package.DIGEST_SUFFIX, signature.SUFFIX):
         shutil.copyfile(built_package.with_name("pkg" + suffix), copy.with_name("pkg" + suffix))
     return copy
 
@@ -96,7 +113,8 @@ def test_the_untouched_package_its_zip_and_its_digest_verify(built_package, pkg)
     assert integrity.verify(pkg).digest == "package digest not checked: no pkg.sha256 and no --digest"
     done = assay("evidence", "verify", str(pkg.with_name("pkg.zip")), "--digest", recorded)
     assert done.returncode == 0, done.stdout
-    assert done.stdout.splitlines()[-2:] == [f"package digest checked: {recorded} against --digest",
+    assert done.stdout.splitlines()[-3:] == [f"package digest checked: {recorded} against --digest",
+                                             "signature not checked: no --public-key",
                                              f"{pkg.with_name('pkg.zip')}: intact ({result.checked} files checked)"]
 
 
@@ -206,8 +224,59 @@ def test_a_forged_tor_matrix_differs_from_its_packaged_junit_xml(pkg):
                                                                   "incomplete": 0, "not run": 0})
     package.write_json(pkg / path, matrix)
     relist(pkg, path)
-    rewrite_index(pkg, lambda index: index.update(tool_qualification="pass"))
+    # the forger states what the forged matrix gives: tool qualification pass, hence the package verdict
+    rewrite_index(pkg, lambda index: index.update(tool_qualification="pass",
+                                                  verdict=verdicts.overall(index["verdicts"], "pass")))
     lines = integrity.verify(pkg).lines()
     assert f"{path}: TOR-CFG-001 says pass, the packaged JUnit XML gives incomplete" in lines
     assert f"{path}: verdict 'pass', the packaged JUnit XML gives 'incomplete'" in lines
     assert len(lines) == len(matrix["rows"]) + 3  # every row, the counts, the verdict and the results' verdict
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_the_signed_package_verifies_with_the_signers_public_key_only(built_package, pkg, tmp_path):
+    public = built_package.parent / "signer.pub.pem"
+    for location in (pkg, pkg.with_name("pkg.zip")):
+        result = integrity.verify(location, public_key=public)
+        assert result.intact, result.lines()
+        assert result.signature.startswith("signature verified: Ed25519, key ")
+    done = assay("evidence", "verify", str(pkg), "--public-key", str(public))
+    assert done.returncode == 0 and "signature verified" in done.stdout, done.stdout
+    _other, other_public = write_key_pair(tmp_path, "other")
+    assert integrity.verify(pkg, public_key=other_public).lines() == [
+        "pkg.sig: the signature does not verify with other.pub.pem over evidence.json: the package was changed "
+        "after signing, or signed with another key"]
+    signature.signature_file(pkg).unlink()
+    assert integrity.verify(pkg, public_key=public).lines() == [
+        f"pkg.sig: missing: the package is not signed (--public-key {public} given)"]
+    with pytest.raises(AssayError, match="not a PEM public key"):
+        integrity.verify(pkg, public_key=built_package.parent / "signer.pem")
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_a_forged_package_with_its_digest_rewritten_keeps_an_old_signature_that_no_longer_verifies(built_package,
+                                                                                                  pkg):
+    """D1 done completely (the weight, its hashes in evidence.json and sci.json, the digest file beside): every hash
+    agrees, only the signature, which the forger cannot make, shows it."""
+    (params,) = pkg.glob("code/acas-reg50/assay-v2-keras/acas_reg50_params.c")
+    text = params.read_text()
+    start = text.index("{", text.index("=")) + 1
+    params.write_text(text[:start] + " 1.5f," + text[start:].split(",", 1)[1])
+    sci = json.loads((pkg / "sci" / "sci.json").read_text())
+    next(code for code in sci["generated_code"] if code["directory"] == "code/acas-reg50/assay-v2-keras")[
+        "files"]["acas_reg50_params.c"] = package.sha256(params)
+    package.write_json(pkg / "sci" / "sci.json", sci)
+    relist(pkg, "sci/sci.json")
+    relist(pkg, params.relative_to(pkg).as_posix())
+    assert integrity.verify(pkg).lines() == []  # without the recorded digest or the key: nothing to see
+    assert integrity.verify(pkg, public_key=built_package.parent / "signer.pub.pem").lines() == [
+        "pkg.sig: the signature does not verify with signer.pub.pem over evidence.json: the package was changed "
+        "after signing, or signed with another key"]
+
+
+def test_a_key_that_cannot_sign_is_refused_before_the_build(tmp_path):
+    public = write_key_pair(tmp_path, "k")[1]
+    done = assay("evidence", "--models", "acas-reg50", "--targets", "host", "--sign-key", str(public),
+                 "--out", str(tmp_path / "pkg"), "--work", str(tmp_path / "work"))
+    assert done.returncode == 2 and "not an unencrypted PEM private key" in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "pkg").exists()

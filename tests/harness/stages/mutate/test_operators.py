@@ -94,6 +94,15 @@ def test_statements_are_deleted_whole_and_activations_swapped(snippet):
     assert swaps == {(11, "v"), (11, "tanhf(v)"), (14, "arena[k]"), (14, "(arena[k] > 0.0f ? arena[k] : 0.0f)")}
 
 
+def test_log_and_sqrt_of_the_new_ops_are_swapped(tmp_path):
+    """LogSoftmax's logf and ReduceL2's sqrtf (issue 26) are activation points like tanhf and expf."""
+    path = tmp_path / "ops.c"
+    path.write_text("#include <math.h>\nvoid f(const float *x, float *y) {\n    y[0] = x[0] - logf(x[1]);\n"
+                    "    y[1] = sqrtf(x[2]);\n}\n")
+    swaps = {(line, new) for line, _, new in edits(path, "activation")}
+    assert swaps == {(3, "x[1]"), (3, "expf(x[1])"), (4, "x[2]"), (4, "expf(x[2])")}
+
+
 def test_every_mutant_applies_alone_and_compiles(snippet, tmp_path):
     mutants = code_mutants(snippet)
     assert len(mutants) > 30

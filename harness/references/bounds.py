@@ -1,0 +1,819 @@
+"""A derived tolerance: a rigorous bound, per output and input, on how far a correct float32 implementation may be
+from the float64 evaluation of the model.
+
+The fixed tolerance (atol 1e-5, rtol 5e-6) is picked, and wrong both ways: an ill-conditioned model (ACAS Xu on
+its raw input domain) fails correct code by 1e-2, while on well-conditioned ones defects of 1e-6 pass. Here the
+bound follows from the model's weights and each test input, in the manner of Higham (*Accuracy and Stability of
+Numerical Algorithms*, ch. 3), for *any* float32 implementation that
+
+- sums dot products, convolutions and pooling windows in any order, fused (FMA) or not: a dot product of
+  length n is within ``gamma_n |W| . |x^|`` of the exact one (``gamma_n = n u / (1 - n u)``);
+- calls a libm within the ulp ``libm_ulp.toml`` documents (expf, tanhf), and computes sigmoid, softmax and
+  batch normalisation by their textbook formulas (sigmoid ``1 / (1 + exp(-x))``, softmax with or without the
+  max subtracted, batch normalisation folded or not);
+- stores the file's float32 weights exactly.
+
+``u`` is 2^-24 + 2^-53: the float64 yardstick's own rounding is inside the bound, so ``|C - f64| <= bound``
+holds for correct code. Two passes over the model's ONNX graph, on a batch of inputs:
+
+1. **A priori** (forward): every tensor ``t`` gets its float64 value and ``e(t) >= |t^ - t|``, the worst-case
+   error of its float32 value: the error carried in through the op (``|W| . e(x)`` for a dot product, the
+   Lipschitz constant of an activation on ``[x - e, x + e]``, nothing for an input of a ReLU below ``-e``)
+   plus the op's own rounding (its *local* error ``d(t)``). Rigorous, and loose on deep networks: the carried
+   error grows by ``|| |W| ||`` per layer, ignoring every cancellation.
+2. **Sensitivity** (reverse): the output error is the sum over ops of the local rounding ``d(t)`` carried to
+   the output by the rest of the network; by the mean-value theorem that carriage is the rest's Jacobian at
+   some point of the box ``[t - e, t + e]`` the a-priori pass proved. The reverse pass carries, for each
+   output, that Jacobian as an interval (centre and radius: a ReLU whose input box straddles 0 has slope
+   [0, 1], a max-pool window whose top two values are within their errors routes to both, tanh's slope is
+   ``1 - tanh^2`` over the box), and bound = sum over tensors of ``(|centre| + radius) . d(t)``.
+
+Both are rigorous; the bound is the smaller of the two, per output (on the zoo the sensitivity bound is 100 to
+10 000 times tighter: benchmarks/tolerance.py). An op with no rule (Elu, Selu, Softplus, Softsign, Div by a
+computed tensor, ...) is named in ``Derivation.missing``; the semantic stage then falls back to the fixed
+tolerance for that model, visibly. An op with an a-priori rule but no reverse one keeps the a-priori bound.
+
+The graph is the model's ONNX file (its own, or Assay's export of its Keras file, which the semantic stage
+checks against Keras first). ``layer_tolerances`` gives the a-priori bound of named intermediate tensors, for
+the evidence stage's per-layer requirements.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import ModelError
+from harness.models.model import Model
+from harness.references import check_inputs
+from harness.references import float64
+from harness.tensors import convert, shape_in
+
+U32 = 2.0 ** -24  # float32 unit roundoff
+U = U32 + 2.0 ** -53  # with the float64 yardstick's own rounding
+ULP_BELOW_ONE = 2.0 ** -24  # the ulp of a float32 in [0.5, 1): every ulp of a result in (-1, 1) is at most this
+TINY = 2.0 ** -149  # the smallest float32 subnormal: the absolute error of an underflowing exp
+LIBM_TABLE = Path(__file__).with_name("libm_ulp.toml")
+BATCH = 64
+SAFETY = 1 + 2.0 ** -20  # the bound's own float64 arithmetic (sums of up to millions of terms) rounds too
+
+
+def gamma(n: int | np.ndarray) -> float | np.ndarray:
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n roundings (a sum of n + 1 terms)."""
+    nu = np.asarray(n, np.float64) * U
+    if np.any(nu >= 1):
+        raise ValueError(f"gamma_{n} is undefined: n u >= 1")
+    return nu / (1 - nu)
+
+
+@functools.cache
+def libm_ulp() -> dict[str, float]:
+    """The documented ulp error of each float32 math function (``libm_ulp.toml``), validated."""
+    try:
+        table = tomllib.loads(LIBM_TABLE.read_text())["ulp"]
+    except (OSError, tomllib.TOMLDecodeError, KeyError) as error:
+        raise ModelError(f"{LIBM_TABLE}: cannot read the [ulp] table ({error})") from None
+    needed = {"exp", "tanh", "sqrt"}
+    if set(table) != needed or not all(isinstance(v, (int, float)) and v > 0 for v in table.values()):
+        raise ModelError(f"{LIBM_TABLE}: [ulp] must give a positive number for exactly {', '.join(sorted(needed))}, "
+                         f"has {table}")
+    return {name: float(value) for name, value in table.items()}
+
+
+def exp_relative() -> float:
+    """The relative error of expf: k ulp of a result y is at most k 2^-23 |y|; plus u for float64's own."""
+    return libm_ulp()["exp"] * 2 * U32 + U
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """The bound of one model on a batch of inputs: ``bound`` (N, *output_shape), canonical layout, or None when
+    some op has no rule (``missing`` names them); ``apriori`` the forward pass's alone; ``exact`` the graph's
+    float64 outputs; ``layers`` the a-priori bound of each tensor asked for, (N, size) in the graph's own
+    layout (None for a tensor the graph lacks)."""
+
+    bound: np.ndarray | None
+    apriori: np.ndarray | None
+    exact: np.ndarray | None
+    missing: tuple[str, ...] = ()
+    layers: dict[str, np.ndarray | None] = field(default_factory=dict)
+
+
+def missing_rules(model: Model) -> tuple[str, ...]:
+    """The ops of the model's ONNX graph that have no bound rule (with the attribute that lacks one)."""
+    return _Propagator.of(model).missing
+
+
+def derive(model: Model, inputs: np.ndarray, tensors: tuple[str, ...] = ()) -> Derivation:
+    """The derived bound of every output of ``model`` for each of ``inputs`` (canonical layout, float32)."""
+    propagator = _Propagator.of(model)
+    if propagator.missing:
+        return Derivation(None, None, None, propagator.missing, {t: None for t in tensors})
+    in_layout, out_layout = model.layouts_of("onnx")
+    batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
+    one_at_a_time = propagator.rank == batch.ndim - 1  # no batch axis (docs/zoo.md)
+    step = 1 if one_at_a_time else BATCH
+    parts: dict[str, list] = {"value": [], "apriori": [], "bound": []}
+    layers: dict[str, list] = {t: [] for t in tensors}
+    for start in range(0, len(batch), step):
+        chunk = batch[start:start + step]
+        pass_ = propagator.run(chunk[0] if one_at_a_time else chunk, tensors, batched=not one_at_a_time)
+        for key in parts:
+            parts[key].append(np.asarray(getattr(pass_, key)).reshape(len(chunk), -1))
+        for name in tensors:
+            value = pass_.named[name]
+            layers[name].append(None if value is None else value.reshape(len(chunk), -1))
+    expected = shape_in(model.output_shape, model.output_layout, out_layout)
+
+    def canonical(chunks: list[np.ndarray]) -> np.ndarray:
+        whole = np.concatenate(chunks) if chunks else np.zeros((0, int(np.prod(expected))))
+        return convert(whole.reshape(len(batch), *expected), out_layout, model.output_layout)
+
+    stacked = {name: (None if not chunks or chunks[0] is None else np.concatenate(chunks))
+               for name, chunks in layers.items()}
+    return Derivation(canonical(parts["bound"]), canonical(parts["apriori"]), canonical(parts["value"]), (),
+                      stacked)
+
+
+def layer_tolerances(model: Model, inputs: np.ndarray, tensors: list[str]) -> list[np.ndarray | None]:
+    """For the evidence stage's per-layer low-level requirements: for each named tensor of the model's ONNX
+    graph (a node output, as ``onnxruntime_ref.layer_outputs`` names them), an (N, size) float64 array bounding
+    |float32 value - exact value| for each input (the a-priori bound: rigorous for the layer whatever follows
+    it), in the graph's own layout; None for a tensor the graph does not have. A ModelError names the ops
+    without a rule when the bound cannot be derived."""
+    derivation = derive(model, inputs, tuple(tensors))
+    if derivation.missing:
+        raise ModelError(f"{model.name}: no derived bound for {', '.join(derivation.missing)}")
+    return [derivation.layers[name] for name in tensors]
+
+
+# --- the two passes ----------------------------------------------------------------------------------
+
+# forward: (p, args, errors, attrs, y) -> (carried, local), e(y) = carried + local
+Forward = Callable[["_Propagator", list, list, dict, np.ndarray], tuple]
+# reverse: (p, args, errors, attrs, y, centre, radius) -> [(centre, radius) or None per input]
+Reverse = Callable[["_Propagator", list, list, dict, np.ndarray, np.ndarray, np.ndarray], list]
+_FORWARD: dict[str, Forward] = {}
+_REVERSE: dict[str, Reverse] = {}
+
+
+def _forward(*ops: str):
+    def register(function: Forward) -> Forward:
+        for op in ops:
+            _FORWARD[op] = function
+        return function
+
+    return register
+
+
+def _reverse(*ops: str):
+    def register(function: Reverse) -> Reverse:
+        for op in ops:
+            _REVERSE[op] = function
+        return function
+
+    return register
+
+
+@dataclass
+class _Pass:
+    value: np.ndarray  # the graph's float64 output
+    apriori: np.ndarray  # e(output)
+    bound: np.ndarray  # min(a priori, sensitivity)
+    named: dict
+
+
+class _Propagator:
+    """The model's float64 graph, run node by node on (value, error) pairs, then back on sensitivities."""
+
+    def __init__(self, proto):
+        self.evaluator = float64.Evaluator(proto)
+        self.current = ""  # the op being propagated, for the rules several ops share
+        self.node = ""  # the output of the node being propagated back (``_memo``)
+        self.memo: dict = {}  # per node, what its reverse rule computes alike for every output element
+        self.opset = self.evaluator.opset
+        first = self.evaluator.inputs[0]
+        self.input_name = first.name
+        self.rank = len(first.type.tensor_type.shape.dim)
+        self.missing = tuple(sorted({why for node in self.evaluator.graph.node
+                                     if (why := _unsupported(node)) is not None}))
+        self.reversible = all(_reversible(node) for node in self.evaluator.graph.node)
+
+    @staticmethod
+    def of(model: Model) -> "_Propagator":
+        path = Path(model.file("onnx")).resolve()
+        return _propagator(str(path), path.stat().st_mtime_ns)
+
+    def run(self, batch: np.ndarray, tensors: tuple[str, ...], batched: bool = True) -> _Pass:
+        """Both passes on ``batch``: inputs along its first axis when ``batched``, else one input."""
+        from onnx import helper
+
+        ev = self.evaluator
+        values = dict(ev.constants)
+        errors: dict[str, np.ndarray | None] = {name: None for name in ev.constants}
+        values[self.input_name], errors[self.input_name] = batch, np.zeros_like(batch)
+        local: dict[str, np.ndarray] = {}
+        steps = []
+        with np.errstate(over="ignore", under="ignore"):
+            for node in ev.graph.node:
+                args = [values[name] if name else None for name in node.input]
+                errs = [errors.get(name) if name else None for name in node.input]
+                attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+                result = float64._OPS[node.op_type](ev, args, attrs)
+                y = np.asarray(result[0] if isinstance(result, tuple) else result)
+                values[node.output[0]] = y
+                if not np.issubdtype(y.dtype, np.floating) or all(e is None for e in errs):
+                    errors[node.output[0]] = None  # computed from constants alone (shapes, folded weights)
+                    continue
+                self.current = node.op_type
+                carried, own = _FORWARD[node.op_type](self, args, errs, attrs, y)
+                local[node.output[0]] = np.broadcast_to(own, y.shape)
+                errors[node.output[0]] = np.broadcast_to(carried + own, y.shape)
+                steps.append((node, args, errs, attrs, y))
+            output = ev.graph.output[0].name
+            apriori = errors[output] * SAFETY
+            bound = np.minimum(apriori, self._sensitivity(steps, local, values[output], batched) * SAFETY) \
+                if self.reversible else apriori
+        return _Pass(values[output], apriori, bound,
+                     {name: None if errors.get(name) is None else errors[name] * SAFETY for name in tensors})
+
+    def _sensitivity(self, steps: list, local: dict, y_out: np.ndarray, batched: bool) -> np.ndarray:
+        """Per output element, the sum over tensors of (|centre| + radius) . local rounding (module docstring):
+        one reverse pass per output element, for every input of the batch at once."""
+        output = self.evaluator.graph.output[0].name
+        self.memo = {}  # per node, what its reverse rule computes alike for every output element
+        flat = y_out.reshape(len(y_out), -1) if batched else y_out.reshape(1, -1)
+        bound = np.zeros(flat.shape)
+        for k in range(flat.shape[1]):
+            seed = np.zeros(flat.shape)
+            seed[:, k] = 1.0
+            grads = {output: (seed.reshape(y_out.shape), np.zeros(y_out.shape))}
+            total = np.zeros(len(flat))
+            for node, args, errs, attrs, y in reversed(steps):
+                name = node.output[0]
+                if name not in grads:
+                    continue
+                centre, radius = grads.pop(name)
+                weight = (np.abs(centre) + radius) * local[name]
+                total += weight.reshape(len(flat), -1).sum(axis=1) if batched else weight.sum()
+                self.current, self.node = node.op_type, name
+                for input_name, err, grad in zip(node.input, errs,
+                                                 _REVERSE[node.op_type](self, args, errs, attrs, y, centre, radius)):
+                    if grad is None or err is None or not input_name:
+                        continue
+                    if input_name in grads:
+                        c0, r0 = grads[input_name]
+                        grad = (c0 + grad[0], r0 + grad[1])
+                    grads[input_name] = grad
+            bound[:, k] = total
+        return bound.reshape(y_out.shape)
+
+
+@functools.lru_cache(maxsize=8)
+def _propagator(path: str, mtime_ns: int) -> _Propagator:
+    import onnx
+
+    return _Propagator(float64.to_float64(onnx.load(path)))
+
+
+def _unsupported(node) -> str | None:
+    """Why ``node`` has no bound rule (its op, or its op and attribute), or None when it has one."""
+    from onnx import helper
+
+    if node.op_type not in _FORWARD:
+        return node.op_type
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if node.op_type == "Pad" and mode not in ("constant", "reflect", "edge"):
+        return f"Pad mode={mode}"
+    return None
+
+
+def _reversible(node) -> bool:
+    """Whether the sensitivity pass has a rule for ``node`` (else the model keeps its a-priori bound)."""
+    from onnx import helper
+
+    if node.op_type == "Pad":
+        mode = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"), b"constant")
+        return (mode.decode() if isinstance(mode, bytes) else mode) == "constant"
+    return node.op_type in _REVERSE
+
+
+def _zero(error, like) -> np.ndarray:
+    return np.zeros(np.shape(like)) if error is None else error
+
+
+def _unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """A gradient of a broadcast result summed back to an operand's ``shape``."""
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1 and grad.shape[axis] != 1:
+            grad = grad.sum(axis=axis, keepdims=True)
+    return grad
+
+
+def _memo(p, compute):
+    """``compute()`` once per node of a sensitivity pass (the same for every output element)."""
+    if p.node not in p.memo:
+        p.memo[p.node] = compute()
+    return p.memo[p.node]
+
+
+def _elementwise(slope_low: np.ndarray, slope_high: np.ndarray, centre, radius) -> list:
+    """The reverse step of y = f(x) elementwise, f's slope over the box within [low, high]."""
+    mid, half = (slope_low + slope_high) / 2, (slope_high - slope_low) / 2
+    return [(centre * mid, np.abs(centre) * half + radius * np.maximum(np.abs(slope_low), np.abs(slope_high)))]
+
+
+# --- ops that only move values --------------------------------------------------------------------------
+
+STRUCTURAL = ("Identity", "Dropout", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Pad")
+
+
+@_forward(*STRUCTURAL)
+def _structural(p, args, errs, attrs, y):
+    """The same op moves the errors (padding has none)."""
+    moved = [_zero(e, a) if a is not None and np.issubdtype(np.asarray(a).dtype, np.floating) else a
+             for a, e in zip(args, errs)]
+    if p.current == "Pad":  # the padding value is exact: zero error (an input from opset 11, else an attribute)
+        moved[2:3] = [None if a is None else np.zeros_like(np.asarray(a)) for a in moved[2:3]]
+        attrs = {**attrs, "value": 0.0} if "value" in attrs else attrs
+    result = float64._OPS[p.current](p.evaluator, moved, attrs)
+    return np.asarray(result[0] if isinstance(result, tuple) else result, np.float64), 0.0
+
+
+@_reverse(*STRUCTURAL)
+def _structural_back(p, args, errs, attrs, y, centre, radius):
+    x = args[0]
+    op = p.current
+    if op in ("Identity", "Dropout", "Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+        return [(centre.reshape(x.shape), radius.reshape(x.shape))]
+    if op == "Transpose":
+        perm = attrs.get("perm") or list(range(x.ndim))[::-1]
+        inverse = np.argsort(perm)
+        return [(centre.transpose(inverse), radius.transpose(inverse))]
+    if op == "Concat":
+        axis = attrs["axis"] % y.ndim
+        cuts = np.cumsum([a.shape[axis] for a in args])[:-1]
+        return list(zip(np.split(centre, cuts, axis=axis), np.split(radius, cuts, axis=axis)))
+    # Pad, constant mode (``_reversible``): the input's cells are a slice of the output
+    pads = attrs["pads"] if p.opset < 11 else [int(v) for v in args[1]]
+    axes = list(range(x.ndim)) if p.opset < 11 or len(args) < 4 or args[3] is None \
+        else [int(a) % x.ndim for a in args[3]]
+    begin = [0] * x.ndim
+    for i, axis in enumerate(axes):
+        begin[axis] = pads[i]
+    inside = tuple(slice(b, b + s) for b, s in zip(begin, x.shape))
+    return [(centre[inside], radius[inside])] + [None] * (len(args) - 1)
+
+
+# --- exact, 1-Lipschitz ops ------------------------------------------------------------------------------
+
+
+@_forward("Relu")
+def _relu(p, args, errs, attrs, y):
+    e = _zero(errs[0], args[0])  # x < -e: the exact and the float32 input both negative, both outputs 0
+    return np.where(args[0] < -e, 0.0, e), 0.0
+
+
+@_reverse("Relu")
+def _relu_back(p, args, errs, attrs, y, centre, radius):
+    x, e = args[0], _zero(errs[0], args[0])
+    return _elementwise(*_memo(p, lambda: (np.where(x > e, 1.0, 0.0), np.where(x < -e, 0.0, 1.0))), centre, radius)
+
+
+@_forward("Clip")
+def _clip(p, args, errs, attrs, y):
+    return np.broadcast_to(_zero(errs[0], args[0]), y.shape), 0.0
+
+
+@_reverse("Clip")
+def _clip_back(p, args, errs, attrs, y, centre, radius):
+    x, e = args[0], _zero(errs[0], args[0])
+    low = args[1] if len(args) > 1 and args[1] is not None else attrs.get("min", -np.inf)
+    high = args[2] if len(args) > 2 and args[2] is not None else attrs.get("max", np.inf)
+    inside = (x - e > low) & (x + e < high)
+    outside = (x + e < low) | (x - e > high)
+    return _elementwise(np.where(inside, 1.0, 0.0), np.where(outside, 0.0, 1.0), centre, radius) + [None, None]
+
+
+@_forward("Max", "Min")
+def _extremum(p, args, errs, attrs, y):
+    return np.maximum.reduce([np.broadcast_to(_zero(e, a), y.shape) for a, e in zip(args, errs)]), 0.0
+
+
+@_reverse("Max", "Min")
+def _extremum_back(p, args, errs, attrs, y, centre, radius):
+    """Each operand that may be the extremum (within its and the extremum's errors) gets the whole gradient as
+    radius; a clear winner gets it exactly."""
+    e_y = np.maximum.reduce([np.broadcast_to(_zero(e, a), y.shape) for a, e in zip(args, errs)])
+    candidates = [np.abs(np.broadcast_to(a, y.shape) - y) <= np.broadcast_to(_zero(e, a), y.shape) + e_y
+                  for a, e in zip(args, errs)]
+    count = sum(c.astype(int) for c in candidates)
+    out = []
+    for a, candidate in zip(args, candidates):
+        sole = candidate & (count == 1)
+        shared = candidate & (count > 1)
+        c = np.where(sole, centre, 0.0)
+        r = np.where(sole, radius, 0.0) + np.where(shared, np.abs(centre) + radius, 0.0)
+        out.append((_unbroadcast(c, np.shape(a)), _unbroadcast(r, np.shape(a))))
+    return out
+
+
+@_forward("MaxPool", "GlobalMaxPool")
+def _max_pool(p, args, errs, attrs, y):
+    error = _zero(errs[0], args[0])
+    if p.current == "GlobalMaxPool":
+        return np.max(error, axis=tuple(range(2, error.ndim)), keepdims=True), 0.0
+    kernel, strides, dilations, pads = float64._window_attrs(error, attrs, attrs["kernel_shape"])
+    windows = float64._windows(error, kernel, strides, dilations, pads, fill=0.0)
+    return windows.max(axis=tuple(range(-len(kernel), 0))), 0.0
+
+
+@_reverse("MaxPool", "GlobalMaxPool")
+def _max_pool_back(p, args, errs, attrs, y, centre, radius):
+    x, e = args[0], _zero(errs[0], args[0])
+    if p.current == "GlobalMaxPool":
+        attrs = {"kernel_shape": list(x.shape[2:])}
+    kernel, strides, dilations, pads = float64._window_attrs(x, attrs, attrs["kernel_shape"])
+
+    def candidates():
+        xs = float64._windows(x, kernel, strides, dilations, pads, fill=-np.inf)
+        es = float64._windows(e, kernel, strides, dilations, pads, fill=0.0)
+        top = xs.max(axis=axes, keepdims=True)
+        e_top = np.take_along_axis(es.reshape(*es.shape[:-len(kernel)], -1),
+                                   xs.reshape(*xs.shape[:-len(kernel)], -1).argmax(axis=-1)[..., None], axis=-1)
+        e_top = e_top.reshape(*e_top.shape[:-1], *([1] * len(kernel)))
+        candidate = xs >= top - es - e_top
+        count = candidate.sum(axis=axes, keepdims=True)
+        return candidate & (count == 1), candidate & (count > 1)
+
+    axes = tuple(range(-len(kernel), 0))
+    sole, shared = _memo(p, candidates)
+    c_out, r_out = centre[(...,) + (None,) * len(kernel)], radius[(...,) + (None,) * len(kernel)]
+    c = np.where(sole, c_out, 0.0)
+    r = np.where(sole, r_out, 0.0) + np.where(shared, np.abs(c_out) + r_out, 0.0)
+    return [(_scatter(c, x.shape, kernel, strides, dilations, pads),
+             _scatter(r, x.shape, kernel, strides, dilations, pads))]
+
+
+def _scatter(per_tap: np.ndarray, shape: tuple, kernel, strides, dilations, pads) -> np.ndarray:
+    """The adjoint of ``float64._windows``: sums (N, C, *out, *kernel) values back onto the (N, C, *spatial)
+    input they were read from (padding dropped)."""
+    spatial = len(kernel)
+    padded_shape = [*shape[:2], *(shape[2 + i] + pads[i] + pads[i + spatial] for i in range(spatial))]
+    out = np.zeros(padded_shape)
+    outs = per_tap.shape[2:2 + spatial]
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        where = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, dilations, outs, strides))
+        out[(slice(None), slice(None), *where)] += per_tap[(..., *tap)]
+    return out[(slice(None), slice(None), *(slice(pads[i], pads[i] + shape[2 + i]) for i in range(spatial)))]
+
+
+# --- dot products -------------------------------------------------------------------------------------------
+
+
+@_forward("LeakyRelu")
+def _leaky_relu(p, args, errs, attrs, y):
+    alpha = abs(attrs.get("alpha", 0.01))
+    e = _zero(errs[0], args[0])
+    return max(1.0, alpha) * e, U * (np.abs(y) + alpha * e)
+
+
+@_reverse("LeakyRelu")
+def _leaky_relu_back(p, args, errs, attrs, y, centre, radius):
+    x, e, alpha = args[0], _zero(errs[0], args[0]), attrs.get("alpha", 0.01)
+    low = np.where(x > e, 1.0, np.where(x < -e, alpha, min(1.0, alpha)))
+    high = np.where(x > e, 1.0, np.where(x < -e, alpha, max(1.0, alpha)))
+    return _elementwise(low, high, centre, radius)
+
+
+@_forward("HardSigmoid")
+def _hard_sigmoid(p, args, errs, attrs, y):
+    alpha, beta = abs(attrs.get("alpha", 0.2)), abs(attrs.get("beta", 0.5))
+    e = _zero(errs[0], args[0])
+    return alpha * e, gamma(2) * (alpha * (np.abs(args[0]) + e) + beta)
+
+
+@_reverse("HardSigmoid")
+def _hard_sigmoid_back(p, args, errs, attrs, y, centre, radius):
+    x, e = args[0], _zero(errs[0], args[0])
+    alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
+    low_z, high_z = np.minimum(alpha * (x - e), alpha * (x + e)) + beta, np.maximum(alpha * (x - e), alpha * (x + e)) + beta
+    inside = (low_z > 0) & (high_z < 1)
+    outside = (high_z < 0) | (low_z > 1)
+    return _elementwise(np.where(inside, alpha, 0.0) if alpha >= 0 else np.where(outside, 0.0, alpha),
+                        np.where(outside, 0.0, alpha) if alpha >= 0 else np.where(inside, alpha, 0.0), centre, radius)
+
+
+def _operands(args, errs, attrs):
+    a, b = args[0], args[1]
+    ea, eb = _zero(errs[0], a), _zero(errs[1], b)
+    if attrs.get("transA", 0):
+        a, ea = a.T, ea.T
+    if attrs.get("transB", 0):
+        b, eb = b.T, eb.T
+    return a, b, ea, eb
+
+
+@_forward("MatMul", "Gemm")
+def _matrix_product(p, args, errs, attrs, y):
+    """|a^ b^ - a b| <= |a| e_b + e_a |b| + e_a e_b carried; gamma_{n (+1 for the bias)} |a^| |b^| local."""
+    a, b, ea, eb = _operands(args, errs, attrs)
+    carried = np.matmul(np.abs(a), eb) + np.matmul(ea, np.abs(b)) + np.matmul(ea, eb)
+    magnitude = np.matmul(np.abs(a) + ea, np.abs(b) + eb)
+    n = a.shape[-1]
+    alpha, beta = abs(attrs.get("alpha", 1.0)), abs(attrs.get("beta", 1.0))
+    scaled = int(alpha != 1.0) + int(beta != 1.0)
+    if len(args) > 2 and args[2] is not None:
+        ec = _zero(errs[2], args[2])
+        return alpha * carried + beta * ec, gamma(n + 1 + scaled) * (alpha * magnitude + beta * (np.abs(args[2]) + ec))
+    return alpha * carried, gamma(n + scaled) * alpha * magnitude
+
+
+@_reverse("MatMul", "Gemm")
+def _matrix_product_back(p, args, errs, attrs, y, centre, radius):
+    """d(a b) = da b^ + a db, with b^ in [b - e_b, b + e_b]: the slope for a is an interval (weights: exact)."""
+    a, b, ea, eb = _operands(args, errs, attrs)
+    alpha = attrs.get("alpha", 1.0)
+    grads: list = [None, None]
+    if errs[0] is not None:
+        b2 = b if b.ndim > 1 else b[:, None]
+        c2, r2 = (centre, radius) if b.ndim > 1 else (centre[..., None], radius[..., None])
+        eb2 = eb if eb.ndim > 1 else eb[:, None]
+        grad = (alpha * np.matmul(c2, b2.swapaxes(-1, -2)),
+                abs(alpha) * (np.matmul(np.abs(c2), eb2.swapaxes(-1, -2)) + np.matmul(r2, (np.abs(b2) + eb2)
+                                                                                         .swapaxes(-1, -2))))
+        grad = (grad[0].T, grad[1].T) if attrs.get("transA", 0) else grad
+        grads[0] = (_unbroadcast(grad[0], args[0].shape), _unbroadcast(grad[1], args[0].shape))
+    if errs[1] is not None:
+        a2 = a if a.ndim > 1 else a[None, :]
+        c2, r2 = (centre, radius) if a.ndim > 1 else (centre[None], radius[None])
+        grad = (alpha * np.matmul(a2.swapaxes(-1, -2), c2), abs(alpha) * np.matmul(np.abs(a2).swapaxes(-1, -2), r2))
+        grad = (grad[0].T, grad[1].T) if attrs.get("transB", 0) else grad
+        grads[1] = (_unbroadcast(grad[0], args[1].shape), _unbroadcast(grad[1], args[1].shape))
+    if len(args) > 2 and args[2] is not None:
+        beta = attrs.get("beta", 1.0)
+        grads.append((_unbroadcast(beta * centre, np.shape(args[2])),
+                      _unbroadcast(abs(beta) * radius, np.shape(args[2]))))
+    return grads
+
+
+@_forward("Conv")
+def _conv(p, args, errs, attrs, y):
+    x, w = args[0], args[1]
+    ex, ew = _zero(errs[0], x), _zero(errs[1], w)
+    conv = float64._OPS["Conv"]
+    carried = conv(p.evaluator, [ex, np.abs(w)], attrs) + conv(p.evaluator, [np.abs(x), ew], attrs) \
+        + conv(p.evaluator, [ex, ew], attrs)
+    magnitude = conv(p.evaluator, [np.abs(x) + ex, np.abs(w) + ew], attrs)
+    n = int(np.prod(w.shape[1:]))  # input channels per group x kernel taps
+    if len(args) > 2 and args[2] is not None:
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        eb = _zero(errs[2], args[2]).reshape(shape)
+        return carried + eb, gamma(n + 1) * (magnitude + np.abs(args[2]).reshape(shape) + eb)
+    return carried, gamma(n) * magnitude
+
+
+def _conv_transpose(g: np.ndarray, w: np.ndarray, x_shape: tuple, attrs: dict) -> np.ndarray:
+    """The adjoint of Conv (no bias) with weights ``w``, applied to ``g`` (N, M, *out): (N, C, *spatial)."""
+    kernel, strides, dilations, pads = float64._window_attrs(np.zeros((1, 1, *x_shape[2:])), attrs,
+                                                             attrs.get("kernel_shape", w.shape[2:]))
+    group = attrs.get("group", 1)
+    n, m = g.shape[:2]
+    c = x_shape[1]
+    gg = g.reshape(n, group, m // group, *g.shape[2:])
+    ww = w.reshape(group, m // group, c // group, *w.shape[2:])
+    letters = "hwdtuv"[: len(kernel)]
+    taps = "ijklmo"[: len(kernel)]
+    per_tap = np.einsum(f"ngm{letters},gmc{taps}->ngc{letters}{taps}", gg, ww, optimize=True)
+    per_tap = per_tap.reshape(n, c, *per_tap.shape[3:])
+    return _scatter(per_tap, x_shape, kernel, strides, dilations, pads)
+
+
+@_reverse("Conv")
+def _conv_back(p, args, errs, attrs, y, centre, radius):
+    x, w = args[0], args[1]
+    ew = _zero(errs[1], w)
+    grad_x = (_conv_transpose(centre, w, x.shape, attrs),
+              _conv_transpose(np.abs(centre), ew, x.shape, attrs) + _conv_transpose(radius, np.abs(w) + ew, x.shape,
+                                                                                    attrs))
+    grads = [grad_x, None]  # weights are constants (a computed weight tensor has an a-priori bound only)
+    if len(args) > 2 and args[2] is not None:
+        grads.append((centre.sum(axis=tuple(i for i in range(centre.ndim) if i != 1)),
+                      radius.sum(axis=tuple(i for i in range(radius.ndim) if i != 1))))
+    return grads
+
+
+@_forward("Add", "Sub")
+def _add(p, args, errs, attrs, y):
+    carried = _zero(errs[0], args[0]) + _zero(errs[1], args[1])
+    return carried, U * (np.abs(y) + carried)
+
+
+@_reverse("Add", "Sub")
+def _add_back(p, args, errs, attrs, y, centre, radius):
+    sign = -1.0 if p.current == "Sub" else 1.0
+    return [(_unbroadcast(centre, np.shape(args[0])), _unbroadcast(radius, np.shape(args[0]))),
+            (_unbroadcast(sign * centre, np.shape(args[1])), _unbroadcast(radius, np.shape(args[1])))]
+
+
+@_forward("Sum")
+def _sum(p, args, errs, attrs, y):
+    carried = sum(_zero(e, a) for a, e in zip(args, errs))
+    magnitude = sum(np.abs(a) for a in args) + carried
+    return carried, (gamma(len(args) - 1) if len(args) > 1 else 0.0) * magnitude
+
+
+@_reverse("Sum")
+def _sum_back(p, args, errs, attrs, y, centre, radius):
+    return [(_unbroadcast(centre, np.shape(a)), _unbroadcast(radius, np.shape(a))) for a in args]
+
+
+@_forward("Mul")
+def _mul(p, args, errs, attrs, y):
+    (a, b), (ea, eb) = args, (_zero(errs[0], args[0]), _zero(errs[1], args[1]))
+    carried = np.abs(a) * eb + np.abs(b) * ea + ea * eb
+    return carried, U * (np.abs(y) + carried)
+
+
+@_reverse("Mul")
+def _mul_back(p, args, errs, attrs, y, centre, radius):
+    """a^ b^ - a b = (a^ - a) b^ + a (b^ - b): the slope for a is b^, within [b - e_b, b + e_b]."""
+    (a, b), eb = args, _zero(errs[1], args[1])
+    return [(_unbroadcast(centre * b, np.shape(a)), _unbroadcast(np.abs(centre) * eb + radius * (np.abs(b) + eb),
+                                                                 np.shape(a))),
+            (_unbroadcast(centre * a, np.shape(b)), _unbroadcast(radius * np.abs(a), np.shape(b)))]
+
+
+@_forward("Div")
+def _div(p, args, errs, attrs, y):
+    """x / c for an exact, nonzero divisor c (a constant); any other divisor has an infinite bound."""
+    divisor = np.abs(args[1])
+    if np.any(_zero(errs[1], args[1]) > 0) or np.any(divisor == 0):
+        return np.full(y.shape, np.inf), 0.0
+    carried = _zero(errs[0], args[0]) / divisor
+    return carried, U * (np.abs(y) + carried)
+
+
+@_reverse("Div")
+def _div_back(p, args, errs, attrs, y, centre, radius):
+    a, b = args
+    return [(_unbroadcast(centre / b, np.shape(a)), _unbroadcast(radius / np.abs(b), np.shape(a))), None]
+
+
+# --- smooth activations -----------------------------------------------------------------------------------
+
+
+def _tanh_slopes(x, e):
+    near, far = np.maximum(np.abs(x) - e, 0.0), np.abs(x) + e
+    return 1.0 - np.tanh(far) ** 2, 1.0 - np.tanh(near) ** 2
+
+
+@_forward("Tanh")
+def _tanh(p, args, errs, attrs, y):
+    """1 - tanh^2 on [x - e, x + e] is the Lipschitz constant; tanhf is within its ulp of a result below 1."""
+    e = _zero(errs[0], args[0])
+    return _tanh_slopes(args[0], e)[1] * e, libm_ulp()["tanh"] * ULP_BELOW_ONE + U * np.abs(y)
+
+
+@_reverse("Tanh")
+def _tanh_back(p, args, errs, attrs, y, centre, radius):
+    return _elementwise(*_memo(p, lambda: _tanh_slopes(args[0], _zero(errs[0], args[0]))), centre, radius)
+
+
+def _sigmoid_slopes(x, e):
+    near, far = np.maximum(np.abs(x) - e, 0.0), np.abs(x) + e
+    s_near, s_far = 1.0 / (1.0 + np.exp(-near)), 1.0 / (1.0 + np.exp(-far))
+    return s_far * (1 - s_far), s_near * (1 - s_near)
+
+
+@_forward("Sigmoid")
+def _sigmoid(p, args, errs, attrs, y):
+    """s (1 - s) on the box is the Lipschitz constant. 1 / (1 + expf(-x)) is within expf's relative error and two
+    roundings of s (no cancellation: 1 + t > t), which is 2 k + 2 ulp for expf's k; a runtime's own sigmoid
+    (ONNX Runtime's rational approximation) is held to the same ulp of a result below 1, absolutely."""
+    e = _zero(errs[0], args[0])
+    lipschitz = _sigmoid_slopes(args[0], e)[1]
+    return lipschitz * e, (2 * libm_ulp()["exp"] + 2) * ULP_BELOW_ONE + U * (np.abs(y) + lipschitz * e)
+
+
+@_reverse("Sigmoid")
+def _sigmoid_back(p, args, errs, attrs, y, centre, radius):
+    return _elementwise(*_memo(p, lambda: _sigmoid_slopes(args[0], _zero(errs[0], args[0]))), centre, radius)
+
+
+@_forward("Exp")
+def _exp(p, args, errs, attrs, y):
+    e = _zero(errs[0], args[0])
+    grown = np.abs(y) * np.exp(e)
+    return grown - np.abs(y), exp_relative() * grown + TINY
+
+
+@_reverse("Exp")
+def _exp_back(p, args, errs, attrs, y, centre, radius):
+    e = _zero(errs[0], args[0])
+    return _elementwise(y * np.exp(-e), y * np.exp(e), centre, radius)
+
+
+def _softmax_axis(p, x, attrs) -> int:
+    if p.opset < 13 and x.ndim != 2:
+        raise ModelError("Softmax before opset 13 on a tensor of rank other than 2 has no derived bound")
+    return attrs.get("axis", -1 if p.opset >= 13 else 1) % x.ndim
+
+
+@_forward("Softmax")
+def _softmax(p, args, errs, attrs, y):
+    """Perturbing the inputs by at most D moves y_i by at most y_i (e^{2D} - 1). Rounding: expf of x_j - max
+    (itself rounded: relative u |x_j - m| in the argument), a sum of n positive terms, a division."""
+    x, e = args[0], _zero(errs[0], args[0])
+    axis = _softmax_axis(p, x, attrs)
+    n = x.shape[axis]
+    drift = np.max(e, axis=axis, keepdims=True)
+    spread = np.abs(x - np.max(x, axis=axis, keepdims=True))
+    a = np.max((1 + exp_relative()) * np.exp(spread * U + 2 * drift * U) - 1, axis=axis, keepdims=True)
+    if np.any(a >= 1):
+        return np.full(y.shape, np.inf), 0.0
+    relative = (1 + a) * (1 + U) / ((1 - a) * (1 - gamma(max(n - 1, 1)))) - 1
+    perturbed = np.abs(y) * np.exp(2 * drift)
+    return perturbed - np.abs(y), relative * np.minimum(perturbed, 1.0) + TINY
+
+
+@_reverse("Softmax")
+def _softmax_back(p, args, errs, attrs, y, centre, radius):
+    """J = diag(y) - y y^T along the axis; over the box every y moves by a factor within e^{+-2D}, so every
+    |J_ij| by e^{4D} (and 1 - y_i by y_i (e^{2D} - 1)): the radius."""
+    x, e = args[0], _zero(errs[0], args[0])
+    axis = _softmax_axis(p, x, attrs)
+    drift = np.max(e, axis=axis, keepdims=True)
+    inner = np.sum(centre * y, axis=axis, keepdims=True)
+    c = y * (centre - inner)
+
+    def abs_jacobian_t(v):  # |J|^T v, v >= 0
+        return y * (v * (1 - 2 * y) + np.sum(y * v, axis=axis, keepdims=True))
+
+    growth = np.exp(4 * drift)
+    r = abs_jacobian_t(np.abs(centre)) * (growth - 1) + 2 * y * (np.exp(2 * drift) - 1) * np.abs(centre) \
+        + abs_jacobian_t(radius) * growth + 2 * y * (np.exp(2 * drift) - 1) * radius
+    return [(c, r)]
+
+
+# --- normalisation and pooling ------------------------------------------------------------------------------
+
+
+def _batch_norm_factor(args, attrs, ndim):
+    scale, bias, mean, var = args[1:5]
+    shape = (1, -1) + (1,) * (ndim - 2)
+    return (scale / np.sqrt(var + attrs.get("epsilon", 1e-5))).reshape(shape), shape
+
+
+@_forward("BatchNormalization")
+def _batch_norm(p, args, errs, attrs, y):
+    """y = a x + c with a = scale / sqrt(var + eps), c = bias - mean a, however the code folds them: at most
+    eight roundings (eps, sqrt, divide, the fold, the product, the sum) on each term."""
+    x, bias, mean = args[0], args[2], args[3]
+    a, shape = _batch_norm_factor(args, attrs, x.ndim)
+    e = _zero(errs[0], x)
+    terms = np.abs(a) * (np.abs(x) + e) + np.abs(a * mean.reshape(shape)) + np.abs(bias).reshape(shape)
+    return np.abs(a) * e, gamma(8) * terms
+
+
+@_reverse("BatchNormalization")
+def _batch_norm_back(p, args, errs, attrs, y, centre, radius):
+    a, _ = _batch_norm_factor(args, attrs, args[0].ndim)
+    return [(centre * a, radius * np.abs(a)), None, None, None, None]
+
+
+@_forward("AveragePool", "GlobalAveragePool")
+def _average_pool(p, args, errs, attrs, y):
+    """A window sum of k terms (k - 1 roundings) and a division by k (or a product by a rounded 1/k)."""
+    x, e = args[0], _zero(errs[0], args[0])
+    op = float64._OPS[p.current]
+    k = int(np.prod(x.shape[2:])) if p.current == "GlobalAveragePool" else int(np.prod(attrs["kernel_shape"]))
+    return op(p.evaluator, [e], attrs), gamma(k + 1) * op(p.evaluator, [np.abs(x) + e], attrs)
+
+
+@_reverse("AveragePool", "GlobalAveragePool")
+def _average_pool_back(p, args, errs, attrs, y, centre, radius):
+    x = args[0]
+    if p.current == "GlobalAveragePool":
+        k = int(np.prod(x.shape[2:]))
+        return [(np.broadcast_to(centre / k, x.shape), np.broadcast_to(radius / k, x.shape))]
+    # the pool is linear: its adjoint spreads each output's gradient over its window, divided by the count
+    kernel, strides, dilations, pads = float64._window_attrs(x, attrs, attrs["kernel_shape"])
+    ones = float64._OPS["AveragePool"](p.evaluator, [np.ones((1, 1, *x.shape[2:]))], attrs)
+    total = float64._windows(np.ones((1, 1, *x.shape[2:])), kernel, strides, dilations, pads).sum(
+        axis=tuple(range(-len(kernel), 0)))
+    count = total / ones  # the divisor of each output position
+    spread = (...,) + (None,) * len(kernel)
+    taps = np.ones(tuple(kernel))
+    return [(_scatter((centre / count)[spread] * taps, x.shape, kernel, strides, dilations, pads),
+             _scatter((radius / count)[spread] * taps, x.shape, kernel, strides, dilations, pads))]

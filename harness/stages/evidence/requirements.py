@@ -1,0 +1,105 @@
+"""Requirements-based tests of one generated code: low-level requirements derived from the model and the code's
+manifest, one per layer (operation, shapes, input domain, tolerance) and one for the network (``LLR-000``: the
+input domain and the output tolerance), each with an id; the input sets that verify each one; and the neuron
+activation coverage per layer (each output element of a layer seen positive and not positive by the reference),
+with every neuron a set never drove to one side listed.
+
+Which set verifies which requirement is a rule, stated once (``VERIFIES``): the corner set holds the boundary values
+of every input (the network requirement and the first layer, which reads the inputs); the threshold and
+coverage-directed sets are made to drive activation states of every layer to both sides; the uniform set exercises
+every layer over the domain. The neuron coverage then shows, per layer, what the sets actually reached.
+
+The ids are per generated code (``LLR-003`` of ``acas-reg50/assay-v2-keras`` is its layer 2): two codes of one model
+may have different layers. The tolerance of a layer requirement is the model's output tolerance; a tolerance
+derived per layer is not yet there (docs/known-problems.md, KP-003).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.core import intermediate
+from harness.generators.generated import GeneratedCode
+from harness.models.model import Model
+from harness.runners import probed
+
+SCHEMA = "assay-requirements/1"
+NETWORK = "LLR-000"
+# what each input set is made to verify: "network" (LLR-000), "first" (the layer reading the inputs), "layers" (every
+# layer requirement)
+VERIFIES = {"uniform": ("network", "layers"), "corners": ("network", "first"), "thresholds": ("layers",),
+            "coverage": ("layers",)}
+RULE = ("corners: the boundary values of every input (LLR-000 and the first layer); thresholds and coverage: "
+        "activation states of every layer driven to both sides (every layer requirement); uniform: every "
+        "requirement over the input domain")
+
+
+def layer_id(index: int) -> str:
+    """The requirement id of the manifest layer ``index``."""
+    return f"LLR-{index + 1:03d}"
+
+
+def derive(model: Model, manifest: dict) -> list[dict]:
+    """The low-level requirements of a code: ``LLR-000`` for the network, then one per manifest layer."""
+    tolerance = {"atol": model.tolerance, "rtol": model.rtol, "derived_per_layer": False}
+    found = [{"id": NETWORK, "layer": None, "text": f"For every input of the input domain (shape "
+              f"{list(model.input_shape)}), the outputs (shape {list(model.output_shape)}) are those of the model "
+              f"{model.name} within the tolerance.",
+              "input_domain": model.domain_json(), "tolerance": tolerance}]
+    layers = manifest.get("layers", [])
+    for position, layer in enumerate(layers):
+        source = "the network's inputs" if position == 0 else \
+            "the outputs of " + ", ".join(layers[i]["name"] if i is not None and i < len(layers) else "the inputs"
+                                          for i in layer.get("inputs") or [position - 1])
+        found.append({"id": layer_id(layer["index"]), "layer": layer["name"], "op": layer.get("op"),
+                      "input_shapes": layer.get("input_shapes"), "output_shape": layer.get("output_shape"),
+                      "c_file": layer.get("file"), "c_lines": layer.get("lines"),
+                      "text": f"Layer {layer['name']} computes {layer.get('op')} of {source} "
+                              f"{layer.get('input_shapes')} into {layer.get('output_shape')} as the model does, "
+                              f"within the model's tolerance, for every input of the domain.",
+                      "input_domain": model.domain_json() if position == 0 else f"outputs of the previous layers",
+                      "tolerance": tolerance})
+    return found
+
+
+def traced(requirements: list[dict], sets: list[str]) -> dict[str, list[str]]:
+    """Requirement id -> the input sets that verify it (``VERIFIES``)."""
+    layers = [r["id"] for r in requirements if r["layer"] is not None]
+    by_id: dict[str, list[str]] = {r["id"]: [] for r in requirements}
+    for kind in sets:
+        for scope in VERIFIES.get(kind, ()):
+            for requirement in {"network": [NETWORK], "first": layers[:1], "layers": layers}[scope]:
+                by_id[requirement].append(kind)
+    return by_id
+
+
+def neuron_coverage(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray]) -> dict | None:
+    """Per layer with an output buffer, the neurons (output elements) the reference saw positive and not positive,
+    per set and for all sets together, with every neuron never driven to one side; None when no reference gives the
+    intermediate outputs (``intermediate.unavailable``)."""
+    if intermediate.unavailable(code, model):
+        return None
+    probes = probed.probes_of(code.manifest)
+    _, layer_outputs = intermediate.reference_of(code)
+    seen = {kind: layer_outputs(model, inputs, [p.tensor for p in probes]) for kind, inputs in sets.items()}
+    layers = []
+    for number, probe in enumerate(probes):
+        outputs = {kind: values[number] for kind, values in seen.items() if values[number] is not None}
+        if not outputs:
+            layers.append({"layer": probe.name, "requirement": layer_id(probe.index), "available": False})
+            continue
+        per_set = {kind: _sides(values) for kind, values in outputs.items()}
+        positive = np.any([p for p, _ in per_set.values()], axis=0)
+        negative = np.any([n for _, n in per_set.values()], axis=0)
+        layers.append({"layer": probe.name, "requirement": layer_id(probe.index), "available": True,
+                       "neurons": int(positive.size), "both_sides": int((positive & negative).sum()),
+                       "by_set": {kind: int((p & n).sum()) for kind, (p, n) in per_set.items()},
+                       "unreached": [{"neuron": int(i), "never": "positive" if not positive[i] else "not positive"}
+                                     for i in np.flatnonzero(~(positive & negative))]})
+    return {"rule": "a neuron is reached when some input of the sets makes it > 0 and another makes it <= 0",
+            "layers": layers}
+
+
+def _sides(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(neurons seen > 0, neurons seen <= 0) over the inputs of one set: (N, size) -> two (size,) masks."""
+    return (values > 0).any(axis=0), (values <= 0).any(axis=0)

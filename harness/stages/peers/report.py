@@ -1,0 +1,167 @@
+"""``assay peers report FINDING --out DIR``: a folder that reproduces a peer finding without Assay.
+
+What a peer's maintainers need to see a defect for themselves: the model in a file their tool reads, the
+inputs, the expected outputs (Assay's Keras reference), their tool's own API called by a short script, a C
+driver, and the cause located in their source. ``findings.toml`` (beside this file) lists the findings this
+command knows; ``reproducers/<peer>.py`` is the script for each peer, copied as ``reproduce.py``. The
+command then runs that script once with the peer environment's Python, which has the peer's locked closure
+and nothing of Assay: what it prints and writes (the generated C, the actual outputs) lands in the folder,
+and the folder is proof that the reproduction needs only the peer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness import references
+from harness.core.inputs import make_inputs
+from harness.core.plan import Settings, load_model
+from harness.errors import ConfigError
+from harness.generators.peers import DRIVERS, PeerEnv
+from harness.generators.peers.keras_graph import write
+from harness.tensors import convert
+
+HERE = Path(__file__).resolve().parent
+FINDINGS = HERE / "findings.toml"
+REPRODUCERS = HERE / "reproducers"
+ROLES = ("control", "defective")
+KEYS = {"peer": str, "model": str, "inputs": int, "summary": str, "implementations": dict, "causes": list}
+RUN_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One entry of ``findings.toml``, validated."""
+
+    name: str
+    peer: str
+    model: str
+    inputs: int
+    summary: str
+    implementations: dict[str, str]
+    causes: list[str]
+
+    @property
+    def script(self) -> Path:
+        return REPRODUCERS / f"{self.peer.replace('-', '_')}.py"
+
+
+def findings() -> dict[str, Finding]:
+    """Every finding in ``findings.toml``; ConfigError naming the entry and key that is wrong."""
+    data = tomllib.loads(FINDINGS.read_text())
+    known = {}
+    for name, entry in data.items():
+        for key, kind in KEYS.items():
+            if not isinstance(entry.get(key), kind):
+                raise ConfigError(f"{FINDINGS}: [{name}] needs {key} as a {kind.__name__}")
+        unknown = set(entry) - set(KEYS)
+        bad_roles = {role for role in entry["implementations"].values() if role not in ROLES}
+        if unknown or bad_roles:
+            raise ConfigError(f"{FINDINGS}: [{name}] has unknown keys {sorted(unknown)} or roles {sorted(bad_roles)} "
+                              f"(roles: {', '.join(ROLES)})")
+        finding = Finding(name=name, **entry)
+        if not finding.script.is_file():
+            raise ConfigError(f"{FINDINGS}: [{name}]: no reproducer script for peer {finding.peer} ({finding.script})")
+        known[name] = finding
+    return known
+
+
+def write_folder(finding: Finding, out: Path, work: Path, log=print) -> dict:
+    """Write ``out`` (created afresh) for ``finding`` and run its script once in the peer's environment; return
+    the run's exit status, its last line and where its log is."""
+    peer = PeerEnv(finding.peer)
+    stamp = peer.ensure(log=log)
+    settings = Settings(n_inputs=finding.inputs, work_dir=work)
+    model = load_model(finding.model, settings)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    log(f"{finding.name}: {finding.model} as model.h5, read by the peer's own Keras")
+    _keras2_h5(model, peer, out / "model.h5")
+    canonical = make_inputs(model, finding.inputs, settings.seed)
+    expected = references.get("keras").run(model, canonical)
+    in_layout, out_layout = model.layouts_of("keras")
+    np.save(out / "inputs.npy", convert(canonical, model.layout, in_layout).astype(np.float32))
+    np.save(out / "expected.npy", convert(expected, model.output_layout, out_layout).astype(np.float32))
+    shutil.copyfile(finding.script, out / "reproduce.py")
+    shutil.copyfile(REPRODUCERS / "driver.c", out / "driver.c")
+    shutil.copyfile(peer.requirements, out / "requirements.txt")  # the closure the peer was tested with
+    pins = {name: stamp["pins"][name] for name in sorted(stamp["pins"])}
+    (out / "finding.json").write_text(json.dumps({
+        "finding": finding.name, "peer": finding.peer, "summary": finding.summary, "model": "model.h5",
+        "input_size": model.input_size, "output_size": model.output_size, "inputs": finding.inputs,
+        "seed": settings.seed, "atol": model.tolerance, "rtol": model.rtol,
+        "implementations": finding.implementations,
+        "pins": pins, "python": stamp["python"]}, indent=2) + "\n")
+    (out / "README.md").write_text(_readme(finding, model.name, pins, stamp["python"], model.tolerance, model.rtol))
+    log(f"{finding.name}: running reproduce.py with {peer.python} (the peer's environment, no Assay)")
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    proc = subprocess.run([str(peer.python), "reproduce.py"], cwd=out, capture_output=True, text=True, env=env,
+                          timeout=RUN_TIMEOUT_S, check=False)
+    (out / "run.log").write_text(proc.stdout + proc.stderr)
+    lines = proc.stdout.strip().splitlines()
+    return {"exit": proc.returncode, "last": lines[-1] if lines else "(no output)", "stdout": proc.stdout,
+            "log": out / "run.log"}
+
+
+def _keras2_h5(model, peer: PeerEnv, h5: Path) -> None:
+    """The model rebuilt in the peer's Keras 2 (what Assay hands ACETONE, ``drivers/_keras2.py``), saved as
+    ``.h5``: the format the peer's own importer reads."""
+    with tempfile.TemporaryDirectory() as scratch:
+        spec, weights = write(model, Path(scratch) / "graph")
+        code = (f"import sys; sys.path.insert(0, {str(DRIVERS)!r}); import _keras2; "
+                f"_keras2.load({str(spec)!r}, {str(weights)!r}).save({str(h5)!r})")
+        proc = subprocess.run([str(peer.python), "-c", code], capture_output=True, text=True, cwd=scratch,
+                              timeout=RUN_TIMEOUT_S, check=False)
+    if proc.returncode != 0 or not h5.is_file():
+        lines = proc.stderr.strip().splitlines() or ["no output"]
+        raise ConfigError(f"{peer.name}: saving {model.name} as {h5.name} in the peer's Keras failed: {lines[-1]}")
+
+
+def _readme(finding: Finding, model: str, pins: dict[str, str], python: str, atol: float, rtol: float) -> str:
+    install = " ".join(f"{name}=={pins[name]}" for name in (finding.peer, "tensorflow") if name in pins)
+    roles = "\n".join(f"- `{name}`: {role}" for name, role in finding.implementations.items())
+    causes = "\n".join(f"- `{cause.split(': ', 1)[0]}`: {cause.split(': ', 1)[1]}" if ": " in cause else f"- {cause}"
+                       for cause in finding.causes)
+    return f"""# {finding.name}: {finding.summary}
+
+Written by `assay peers report {finding.name}` (docs/peers.md); runs without Assay.
+
+## Run it
+
+```
+python{python.rsplit('.', 1)[0]} -m venv env && env/bin/pip install --no-deps --require-hashes -r requirements.txt
+env/bin/python reproduce.py
+```
+
+`requirements.txt` is the closure {finding.peer} was tested with, every package pinned with its hashes (Assay's
+`harness/generators/peers/{finding.peer}.txt`); `pip install {install}` is the short form, with pip resolving
+the rest (which may then differ from the tested closure). gcc is needed.
+
+The script asks {finding.peer}'s own API for C from `model.h5` for each
+implementation below, compiles it with `driver.c`, runs it on `inputs.npy` ({finding.inputs} inputs, seed 0, the
+model `{model}` of Assay's zoo) and compares with `expected.npy` (Keras's outputs) within
+|C - expected| <= {atol:g} + {rtol:g} x |expected|. Exit status 1: the defect is reproduced.
+
+{roles}
+
+## What is in this folder
+
+- `model.h5`: the network, as the peer's Keras saves it; `inputs.npy`, `expected.npy`: inputs and Keras's outputs;
+- `reproduce.py`, `driver.c`: the script and the C driver (`./run inputs.bin outputs.bin N`);
+- `c/<implementation>/`: the C the peer generated, `actual/<implementation>.npy`: its outputs, `reproduction.json`
+  and `run.log`: the verdicts and the output of the run Assay made with only the peer installed.
+
+## Cause in the peer's source ({finding.peer} {pins.get(finding.peer, '')})
+
+{causes}
+"""

@@ -1,0 +1,300 @@
+"""The derived bound (``harness.references.bounds``) of every op against exact arithmetic.
+
+For each op a one-node graph with float32 weights runs on float32 inputs through real float32 implementations
+(ONNX Runtime; the numpy evaluator in float32, another summation order; a sequential dot product; glibc's
+expf/tanhf through ctypes). The exact result is computed with ``fractions.Fraction`` (the evaluator's own
+op semantics on Fraction arrays: exact rational arithmetic) or, for exp, tanh, sigmoid, softmax and batch
+normalisation's square root, with ``decimal`` at 50 digits. Each implementation must be within the bound of
+every output, and the bound must not be absurdly loose: the worst observed error uses at least 1/1000 of it
+(each case prints ``bound / worst observed``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import decimal
+from fractions import Fraction
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from harness.models import zoo
+from harness.references import bounds, float64
+
+decimal.getcontext().prec = 50
+_R = np.random.default_rng(2026)
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
+for _name in ("expf", "tanhf"):
+    getattr(_LIBM, _name).restype = ctypes.c_float
+    getattr(_LIBM, _name).argtypes = [ctypes.c_float]
+LOOSEST = 1e3  # bound / worst observed error above this is absurdly loose
+
+
+def _f32(*shape, scale=1.0):
+    return (_R.standard_normal(shape) * scale).astype(np.float32)
+
+
+# op, attributes, constants (float32 initializers or int64), input (float32 batch), exact: "fraction" or a function
+_CASES = {
+    "Gemm": ("Gemm", dict(transB=1), [_f32(6, 40), _f32(6)], _f32(64, 40), "fraction"),
+    "Gemm-cancelling": ("Gemm", {}, [np.concatenate([_f32(20, 3), -_f32(20, 3)]), _f32(3) * 0],
+                        np.tile(_f32(64, 20, scale=100), 2), "fraction"),
+    "MatMul": ("MatMul", {}, [_f32(30, 4)], _f32(64, 30), "fraction"),
+    "Conv": ("Conv", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 1], group=2),
+             [_f32(4, 2, 3, 3), _f32(4)], _f32(8, 4, 6, 5), "fraction"),
+    "Add": ("Add", {}, [_f32(7)], _f32(64, 7), "fraction"),
+    "Sub": ("Sub", {}, [_f32(7)], _f32(64, 7), "fraction"),
+    "Mul": ("Mul", {}, [_f32(7)], _f32(64, 7), "fraction"),
+    "Sum": ("Sum", {}, [_f32(7), _f32(7)], _f32(64, 7), "fraction"),
+    "AveragePool": ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [],
+                    _f32(8, 3, 7, 6), "fraction"),
+    "AveragePool-ceil": ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), [],
+                         _f32(8, 3, 7, 5), "fraction"),
+    "GlobalAveragePool": ("GlobalAveragePool", {}, [], _f32(8, 3, 7, 6), "fraction"),
+    "BatchNormalization": ("BatchNormalization", dict(epsilon=1e-3),
+                           [_f32(3), _f32(3), _f32(3), np.abs(_f32(3)) + 0.5], _f32(16, 3, 4, 4), "decimal"),
+    "LeakyRelu": ("LeakyRelu", dict(alpha=0.1), [], _f32(64, 9), "fraction"),
+    "HardSigmoid": ("HardSigmoid", dict(alpha=1 / 6, beta=0.5), [], _f32(64, 9, scale=4), "fraction"),
+    "Tanh": ("Tanh", {}, [], _f32(64, 9, scale=2), "decimal"),
+    "Sigmoid": ("Sigmoid", {}, [], _f32(64, 9, scale=4), "decimal"),
+    "Exp": ("Exp", {}, [], _f32(64, 9, scale=3), "decimal"),
+    "Softmax": ("Softmax", dict(axis=-1), [], _f32(64, 10, scale=4), "decimal"),
+}
+# exact ops: the bound is 0 and every implementation gives the exact result
+_EXACT = {
+    "Relu": ("Relu", {}, [], _f32(64, 9)),
+    "Clip": ("Clip", {}, [np.array(-0.5, np.float32), np.array(0.7, np.float32)], _f32(64, 9)),
+    "Max": ("Max", {}, [_f32(9)], _f32(64, 9)),
+    "MaxPool": ("MaxPool", dict(kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 1, 1]), [], _f32(8, 3, 7, 6)),
+    "GlobalMaxPool": ("GlobalMaxPool", {}, [], _f32(8, 3, 7, 6)),
+    "Flatten": ("Flatten", {}, [], _f32(8, 3, 2, 2)),
+    "Transpose": ("Transpose", dict(perm=[0, 2, 3, 1]), [], _f32(8, 3, 2, 2)),
+    "Pad": ("Pad", dict(mode="constant"), [np.array([0, 0, 1, 0, 0, 0, 0, 2], np.int64)], _f32(8, 3, 2, 2)),
+}
+
+
+def _graph_file(tmp_path, name, op, attrs, constants, x):
+    names = [f"c{i}" for i in range(len(constants))]
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x", *names], ["y"], **attrs)], name.replace("-", "_"),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *x.shape[1:]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(c, n) for c, n in zip(constants, names)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto = onnx.shape_inference.infer_shapes(proto)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(proto, str(path))
+    return path, proto
+
+
+def _ort(proto, x):
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0].astype(np.float64)
+
+
+def _numpy_float32(proto, x):
+    """The evaluator in float32: numpy's own summation orders (pairwise, BLAS), another correct implementation."""
+    return np.asarray(float64.Evaluator(proto).run({"x": x})[0], np.float32).astype(np.float64)
+
+
+def _sequential_gemm(constants, x, trans_b):
+    """y = x W^T + b summed left to right, one float32 rounding per step, then from the right."""
+    w, b = (constants[0].T if trans_b else constants[0]), (constants[1] if len(constants) > 1 else None)
+    outs = []
+    for order in (slice(None), slice(None, None, -1)):
+        acc = np.zeros((len(x), w.shape[1]), np.float32) if b is None else np.tile(b, (len(x), 1))
+        for k in range(w.shape[0])[order]:
+            acc = (acc + x[:, k:k + 1] * w[k]).astype(np.float32)
+        outs.append(acc.astype(np.float64))
+    return outs
+
+
+def _libm(name):
+    return np.vectorize(lambda v: getattr(_LIBM, name)(float(v)), otypes=[np.float32])
+
+
+def _glibc(op, x):
+    """The float32 formulas generated C uses, with glibc's expf and tanhf."""
+    expf, tanhf = _libm("expf"), _libm("tanhf")
+    if op == "Tanh":
+        return [tanhf(x).astype(np.float64)]
+    if op == "Exp":
+        return [expf(x).astype(np.float64)]
+    if op == "Sigmoid":
+        return [(np.float32(1) / (np.float32(1) + expf(-x))).astype(np.float64)]
+    if op == "Softmax":
+        shifted = expf((x - x.max(axis=-1, keepdims=True)).astype(np.float32))
+        plain = expf(x)
+        return [(e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float64) for e in (shifted, plain)]
+    return []
+
+
+def _fractions(array):
+    return np.vectorize(Fraction, otypes=[object])(np.asarray(array, np.float64))
+
+
+def _decimal_exact(op, attrs, constants, x):
+    D = decimal.Decimal
+    to_d = np.vectorize(lambda v: D(float(v)), otypes=[object])
+    xd = to_d(x)
+    if op == "Exp":
+        return np.vectorize(lambda v: v.exp(), otypes=[object])(xd)
+    if op == "Tanh":
+        return np.vectorize(lambda v: (1 - (-2 * v).exp()) / (1 + (-2 * v).exp()), otypes=[object])(xd)
+    if op == "Sigmoid":
+        return np.vectorize(lambda v: 1 / (1 + (-v).exp()), otypes=[object])(xd)
+    if op == "Softmax":
+        e = np.vectorize(lambda v: v.exp(), otypes=[object])(xd)
+        return e / e.sum(axis=-1, keepdims=True)
+    scale, bias, mean, var = (to_d(c).reshape(1, -1, 1, 1) for c in constants)
+    eps = D(float(np.float32(attrs["epsilon"])))
+    root = np.vectorize(lambda v: (v + eps).sqrt(), otypes=[object])(var)
+    return (xd - mean) * scale / root + bias
+
+
+def _distance(got, exact):
+    """|got - exact| exactly (Fraction or Decimal), as float64 rounded up by one ulp."""
+    kind = decimal.Decimal if isinstance(exact.flat[0], decimal.Decimal) else Fraction
+    convert = np.vectorize(lambda v: kind(float(v)), otypes=[object])
+    diff = np.abs(convert(got) - exact).astype(np.float64)
+    return np.nextafter(diff, np.inf)
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_bound_holds_against_exact_arithmetic_and_is_not_absurdly_loose(case, tmp_path, record_property):
+    op, attrs, constants, x, exact_kind = _CASES[case]
+    path, proto = _graph_file(tmp_path, case, op, attrs, constants, x)
+    model = zoo.load(path, cache_dir=tmp_path / "cache")
+    derivation = bounds.derive(model, x)
+    assert derivation.missing == ()
+    bound = derivation.bound.reshape(derivation.exact.shape)
+    implementations = {"onnxruntime": _ort(proto, x), "numpy float32": _numpy_float32(proto, x)}
+    if op in ("Gemm", "MatMul"):
+        for i, out in enumerate(_sequential_gemm(constants, x, attrs.get("transB", 0))):
+            implementations[f"sequential {i}"] = out
+    for i, out in enumerate(_glibc(op, x)):
+        implementations[f"glibc {i}"] = out
+    if exact_kind == "fraction":
+        exact_proto = float64.to_float64(proto)
+        exact = float64.Evaluator(exact_proto).run({"x": _fractions(x)})[0]
+        exact = np.asarray(exact, dtype=object)
+    else:
+        exact = _decimal_exact(op, attrs, constants, x)
+    worst = 0.0
+    for name, got in implementations.items():
+        distance = _distance(got.reshape(bound.shape), exact.reshape(bound.shape))
+        outside = distance > bound
+        assert not outside.any(), (f"{name}: |{name} - exact| = {distance[outside].max():.3e} above the bound "
+                                   f"{bound[outside][np.argmax(distance[outside])]:.3e}")
+        worst = max(worst, float((distance / np.where(bound > 0, bound, np.inf)).max()))
+    ratio = 1 / worst if worst else np.inf
+    record_property("bound_over_worst_observed", ratio)
+    print(f"{case}: bound / worst observed error = {ratio:.3g}")
+    assert ratio <= LOOSEST, f"{case}: the bound is {ratio:.3g} times the worst observed error"
+
+
+@pytest.mark.parametrize("case", sorted(_EXACT))
+def test_exact_ops_have_a_zero_bound_and_exact_results(case, tmp_path):
+    op, attrs, constants, x = _EXACT[case]
+    path, proto = _graph_file(tmp_path, case, op, attrs, constants, x)
+    derivation = bounds.derive(zoo.load(path, cache_dir=tmp_path / "cache"), x)
+    assert derivation.missing == () and not derivation.bound.any()
+    np.testing.assert_array_equal(_ort(proto, x).reshape(derivation.exact.shape), derivation.exact)
+
+
+def test_errors_carried_through_a_network_stay_within_the_bound(tmp_path):
+    """Gemm -> Relu -> Gemm -> Tanh -> Mul by a computed tensor -> Softmax: the carried error (a priori and by
+    sensitivity) against the exact result, for ONNX Runtime and the evaluator in float32."""
+    w1, b1, w2, b2, w3 = _f32(12, 8), _f32(12), _f32(6, 12), _f32(6), _f32(6, 8)
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h1"], transB=1), helper.make_node("Relu", ["h1"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["h2"], transB=1), helper.make_node("Tanh", ["h2"], ["t"]),
+             helper.make_node("Gemm", ["x", "w3"], ["g"], transB=1), helper.make_node("Mul", ["t", "g"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["y"], axis=-1)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])],
+                              [numpy_helper.from_array(a, n) for a, n in
+                               ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"), (w3, "w3"))])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(proto, str(tmp_path / "net.onnx"))
+    x = _f32(256, 8)
+    derivation = bounds.derive(zoo.load(tmp_path / "net.onnx", cache_dir=tmp_path / "cache"), x)
+    assert (derivation.bound <= derivation.apriori).all() and (derivation.bound > 0).all()
+    exact = float64.Evaluator(float64.to_float64(proto)).run({"x": x.astype(np.float64)})[0]  # tanh, exp: float64
+    for got in (_ort(proto, x), _numpy_float32(proto, x)):
+        assert (np.abs(got - exact) <= derivation.bound).all()
+    print(f"network: bound / worst observed = {1 / (np.abs(_ort(proto, x) - exact) / derivation.bound).max():.3g}, "
+          f"a priori / sensitivity bound (median) = {np.median(derivation.apriori / derivation.bound):.3g}")
+
+
+@pytest.mark.parametrize("name", ["acas-reg50", "lenet5"])
+def test_zoo_references_are_within_the_bound(name, tmp_path_factory):
+    """ONNX Runtime and Keras, two correct float32 implementations, are within the bound of every output."""
+    from harness import references
+
+    model = zoo.load(name, cache_dir=tmp_path_factory.getbasetemp() / "zoo-cache")
+    x = np.random.default_rng(1).uniform(*model.input_domain, (16, *model.input_shape)).astype(np.float32)
+    derivation = bounds.derive(model, x)
+    exact = references.get("float64").run(model, x)
+    for reference in ("onnxruntime", "keras"):
+        distance = np.abs(references.get(reference).run(model, x).astype(np.float64) - exact)
+        assert (distance <= derivation.bound).all()
+        print(f"{name} {reference}: bound / worst observed = {np.min(derivation.bound / distance.max()):.3g}")
+
+
+def test_an_op_without_a_rule_is_named(tmp_path):
+    path, _ = _graph_file(tmp_path, "elu", "Elu", {}, [], _f32(4, 3))
+    model = zoo.load(path, cache_dir=tmp_path / "cache")
+    assert bounds.missing_rules(model) == ("Elu",)
+    derivation = bounds.derive(model, _f32(4, 3))
+    assert derivation.bound is None and derivation.missing == ("Elu",)
+
+
+def test_gamma_and_the_libm_table():
+    assert bounds.gamma(1) == pytest.approx(bounds.U / (1 - bounds.U), rel=1e-15)
+    with pytest.raises(ValueError, match="undefined"):
+        bounds.gamma(2 ** 24)
+    assert bounds.libm_ulp() == {"exp": 1.0, "tanh": 2.0, "sqrt": 0.5}
+
+
+def test_a_graph_without_batch_axis_is_bounded_one_input_at_a_time(tmp_path):
+    w, b = _f32(5, 3), _f32(3)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["z"]),
+         helper.make_node("Tanh", ["z"], ["y"])], "unbatched",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(proto, str(tmp_path / "unbatched.onnx"))
+    x = _f32(6, 5)
+    derivation = bounds.derive(zoo.load(tmp_path / "unbatched.onnx", cache_dir=tmp_path / "cache"), x)
+    assert derivation.bound.shape == (6, 3) and (derivation.bound > 0).all()
+    exact = np.tanh(x.astype(np.float64) @ w + b)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = np.stack([session.run(None, {"x": row})[0] for row in x]).astype(np.float64)
+    assert (np.abs(got - exact) <= derivation.bound).all()
+
+
+def test_layer_tolerances_bound_each_intermediate_tensor(tmp_path):
+    """The evidence stage's per-layer tolerance: ONNX Runtime's intermediate float32 values are within it."""
+    from harness.references import onnxruntime_ref
+
+    w1, b1, w2 = _f32(10, 6), _f32(10), _f32(4, 10)
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1), helper.make_node("Tanh", ["h"], ["t"]),
+             helper.make_node("Gemm", ["t", "w2"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "layers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+                              [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "layers.onnx"))
+    model = zoo.load(tmp_path / "layers.onnx", cache_dir=tmp_path / "cache")
+    x = _f32(32, 6)
+    h_bound, t_bound, missing = bounds.layer_tolerances(model, x, ["h", "t", "nope"])
+    assert missing is None and h_bound.shape == (32, 10) and t_bound.shape == (32, 10)
+    h_exact = x.astype(np.float64) @ w1.T.astype(np.float64) + b1
+    h_ort, t_ort = onnxruntime_ref.layer_outputs(model, x, ["h", "t"])
+    assert (np.abs(h_ort - h_exact) <= h_bound).all() and (np.abs(t_ort - np.tanh(h_exact)) <= t_bound).all()
+    assert (h_bound > 0).all()
