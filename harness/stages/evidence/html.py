@@ -220,7 +220,7 @@ def _trace_pages(root: Path, trace: dict, rendered: set[str]) -> list[Path]:
                 f"<b>{_escape(str(error.get('first_over_tolerance')))}</b>. Raw data: "
                 f"<a href=\"{_escape(_href(TRACE + SUFFIX, page))}\">trace.json</a>, "
                 f"<a href=\"{_escape(_href(f'{folder}/trace.csv' + SUFFIX, page))}\">trace.csv</a>.</p>"
-                "<table><tr><th>layer</th><th>op</th><th>C lines</th><th>object code</th><th>tests</th>"
+                "<table><tr><th>layer</th><th>requirement</th><th>op</th><th>C lines</th><th>object code</th><th>tests</th>"
                 "<th>lines not reached</th><th>error</th><th>WCET / max measured [cycles]</th></tr>"
                 + "".join(rows) + "</table>"
                 + (f"<h2>C lines outside every layer</h2><ul>{untraced}</ul>" if untraced else ""))
@@ -256,14 +256,14 @@ def _matrix_row(code: str, row: dict, page: str, layer_page: str) -> str:
     cycles = "<br>".join(f"{_escape(k)}: {v['wcet_cycles']} / {v['max_measured_cycles']}"
                          for k, v in sorted(row.get("cycles", {}).items()))
     return (f"<tr><td><a href=\"{_escape(_href(layer_page, page))}\">{_escape(row['layer'])}</a></td>"
-            f"<td>{_escape(str(row.get('op') or '-'))}</td><td>{c_link}</td><td class=\"mono\">{objects or '-'}</td>"
+            f"<td>{_escape(str(row.get('requirement') or '-'))}</td><td>{_escape(str(row.get('op') or '-'))}</td><td>{c_link}</td><td class=\"mono\">{objects or '-'}</td>"
             f"<td>{_escape(str(row.get('tests', '-')))}</td><td>{len(row.get('lines_not_reached', []))}</td>"
             f"{error_cell}<td class=\"num\">{cycles or '-'}</td></tr>")
 
 
 def _layer_page(root: Path, code: str, row: dict, page: str, wcet: list[dict], rendered: set[str]) -> Path:
-    parts = [f"<p>Operation <b>{_escape(str(row.get('op') or '-'))}</b>, layer index {_escape(str(row.get('index')))}."
-             "</p>"]
+    parts = [f"<p>Operation <b>{_escape(str(row.get('op') or '-'))}</b>, layer index {_escape(str(row.get('index')))}"
+             f", low-level requirement <b>{_escape(str(row.get('requirement') or '-'))}</b>.</p>"]
     lines, c_file = row.get("c_lines"), row.get("c_file")
     source = root / "code" / code / c_file if c_file else None
     if lines and source is not None and source.is_file():

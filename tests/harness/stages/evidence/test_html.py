@@ -29,7 +29,8 @@ def small_package(root: Path) -> Path:
         "code/m/g-v/net.c": C_SOURCE,
         "trace/trace.json": json.dumps({"schema": "assay-trace/1", "codes": {"m/g-v": {
             "layer_error": {"reference": "keras", "inputs": 3, "first_over_tolerance": None},
-            "layers": [{"layer": "d", "op": "Dense", "index": 0, "c_file": "net.c", "c_lines": [2, 3],
+            "layers": [{"layer": "d", "op": "Dense", "index": 0, "requirement": "LLR-001", "c_file": "net.c",
+                        "c_lines": [2, 3],
                         "lines_not_reached": [3], "object_code": {}, "tests": "3 inputs",
                         "error": {"compared": True, "within_tolerance": True, "max_abs_error": 1.2e-7}}],
             "untraced_lines": [{"file": "net.c", "line": 1, "text": "void net(const float *x, float *y) {"}]}}}),
@@ -64,7 +65,7 @@ def test_trace_pages_lead_from_layer_to_highlighted_c_lines(tmp_path):
     root = small_package(tmp_path)
     assert "../trace/m/g-v/trace.html" in hrefs(root / "trace/trace.json.html")
     matrix = root / "trace/m/g-v/trace.html"
-    assert "../../../trace/m/g-v/layers/d.html" in hrefs(matrix)
+    assert "../../../trace/m/g-v/layers/d.html" in hrefs(matrix) and "<td>LLR-001</td>" in matrix.read_text()
     assert "../../../code/m/g-v/net.c.html#L-2" in hrefs(matrix)
     layer = (root / "trace/m/g-v/layers/d.html").read_text()
     highlighted = [unescape(re.sub(r"<[^>]+>", "", line)) for line in re.findall(r'<span class="hll">(.*?)\n', layer)]
