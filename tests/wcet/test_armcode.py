@@ -153,7 +153,7 @@ def test_capstone_writes_pc_only_in_branches_and_instructions_naming_pc(tmp_path
             checked += 1
             if A.ARM_REG_PC in insn.regs_access()[1]:
                 assert insn.id in timing._BRANCHES or timing.names_pc(insn), (elf.name, insn)
-    assert checked > 1000
+    assert checked > (1000 if OTAWA.is_dir() else 900)  # OTAWA's recorded ELFs add about 300 instructions
 
 
 @pytest.mark.parametrize("kind, mclass", [("a", False), ("t", False), ("t", True)])
