@@ -63,8 +63,12 @@ def profile_identity(profile: targets.TargetProfile, opt: str) -> dict:
     """The profile (with what it extends) by content, the compiler's version, the flags and the runners' code.
 
     The profile's own file counts by the keys read from it (``path`` is where it lies, left out); a file it
-    names (the linker script) counts by its bytes."""
+    names (the linker script) counts by its bytes, and so does the reset code a multi-core profile is linked
+    with (``<name>-start.S`` beside it, harness.runners.qemu_smp), which it names by convention only."""
     fields = {name: _content(value) for name, value in dataclasses.asdict(profile).items() if name != "path"}
+    startup = targets.beside(profile.path, f"{profile.name}-start.S")
+    if startup is not None:
+        fields["startup"] = _content(startup)
     return {"profile": fields, "flags": profile.flags(opt),
             "compiler": profile.compiler_version(), "runners": tree_digest(RUNNERS_DIR)}
 

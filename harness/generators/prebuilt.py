@@ -32,8 +32,10 @@ class Prebuilt:
         return code
 
     def identity(self, model: Model, variant: str) -> dict:
-        """Every file of the directory, by content: edited C or manifest is checked again."""
+        """Every file under the directory, by its path in it and its content: edited C, header or manifest is
+        checked again. Where the directory lies is left out (content keys hold content only,
+        harness.core.fingerprint), so a copy elsewhere, or on a shard's host, has the same key."""
         if not self.directory.is_dir():
-            return {"directory": str(self.directory), "missing": True}
-        return {"directory": str(self.directory.resolve()),
-                "files": {p.name: file_sha256(p) for p in sorted(self.directory.iterdir()) if p.is_file()}}
+            return {"missing": True}
+        return {"files": {p.relative_to(self.directory).as_posix(): file_sha256(p)
+                          for p in sorted(self.directory.rglob("*")) if p.is_file()}}

@@ -47,6 +47,20 @@ def test_a_linker_script_counts_by_its_bytes_not_its_path(tmp_path):
         "profile.linker_script"]
 
 
+def test_the_reset_code_of_a_multi_core_profile_counts_by_its_bytes(tmp_path):
+    original = targets.get("cortex-a15x4")
+    start = original.path.parent / "cortex-a15x4-start.S"
+    identity = profile_identity(original, "-O0")
+    assert identity["profile"]["startup"] == file_sha256(start)
+    folder = tmp_path / "board"
+    folder.mkdir()
+    shutil.copy(original.path, folder / original.path.name)
+    (folder / start.name).write_text(start.read_text() + "\n@ edited\n")  # found beside the profile first
+    edited = profile_identity(targets.load_profile(folder / original.path.name), "-O0")
+    assert [d.component for d in differences(identity, edited, "b")] == ["profile.startup"]
+    assert "startup" not in profile_identity(targets.get(targets.HOST), "-O0")["profile"]
+
+
 def test_the_platform_in_a_key_is_the_system_and_c_library_not_the_kernel_release():
     tools = fingerprint.key_tools()
     assert platform.machine() in tools["platform"] and platform.system() in tools["platform"]
