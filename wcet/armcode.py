@@ -747,14 +747,26 @@ def line_table(elf: Path) -> list[tuple[int, int, str, int]]:
         if not elf_file.has_dwarf_info():
             return []
         dwarf = elf_file.get_dwarf_info()
+        discarded_at_zero = not _function_at_zero(elf_file)
         for cu in dwarf.iter_CUs():
-            rows += _unit_rows(dwarf, cu)
+            rows += _unit_rows(dwarf, cu, discarded_at_zero)
     rows.sort()
     return rows
 
 
-def _unit_rows(dwarf, cu) -> list[tuple[int, int, str, int]]:
-    """The line rows of one compilation unit."""
+def _function_at_zero(elf_file) -> bool:
+    """Whether a function of the image starts at address 0 (Thumb symbols carry bit 0). When none does, a line
+    sequence or address range starting at 0 is the linker's mark of code it discarded (``--gc-sections``: a
+    library function never called, e.g. libm's ``erff`` in an image that does not call it), not code at 0; on a
+    Cortex-M image, whose vector table sits at 0 and whose code follows it, such a sequence would otherwise claim
+    the addresses of the real code it overlaps."""
+    symbols = elf_file.get_section_by_name(".symtab")
+    return symbols is not None and any(symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"] & ~1 == 0
+                                       for symbol in symbols.iter_symbols())
+
+
+def _unit_rows(dwarf, cu, discarded_at_zero: bool) -> list[tuple[int, int, str, int]]:
+    """The line rows of one compilation unit (without the sequences starting at 0 when ``discarded_at_zero``)."""
     program = dwarf.line_program_for_CU(cu)
     if program is None:
         return []
@@ -762,8 +774,11 @@ def _unit_rows(dwarf, cu) -> list[tuple[int, int, str, int]]:
     names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in program["file_entry"]]
     rows = []
     previous = None  # (address, file, line) of the last row of the sequence
+    discarded = False  # the current sequence starts at 0 and is a discarded function's
     for address, file, line, end in _line_states(program):
-        if previous is not None and address > previous[0]:
+        if previous is None:
+            discarded = discarded_at_zero and address == 0
+        elif address > previous[0] and not discarded:
             index = previous[1] - base
             rows.append((previous[0], address, names[index] if 0 <= index < len(names) else "", previous[2]))
         previous = None if end else (address, file, line)
@@ -866,18 +881,22 @@ class _LineTable:
         self.starts: list[int] = []
         self.pending: list[tuple[int, int, int]] = []  # (start, end, unit offset) of units not read yet
         self.dwarf = None
+        self.discarded_at_zero = False
         with Path(elf).open("rb") as stream:
             elf_file = ELFFile(stream)
             if not elf_file.has_dwarf_info():
                 return
             self.dwarf = elf_file.get_dwarf_info()  # the debug sections are read into memory
+            self.discarded_at_zero = not _function_at_zero(elf_file)
         aranges = self.dwarf.get_aranges()
         listed = {entry.info_offset for entry in aranges.entries} if aranges is not None else set()
         self.pending = sorted((entry.begin_addr, entry.begin_addr + entry.length, entry.info_offset)
-                              for entry in aranges.entries if entry.length) if aranges is not None else []
+                              for entry in aranges.entries
+                              if entry.length and not (self.discarded_at_zero and entry.begin_addr == 0)) \
+            if aranges is not None else []
         for cu in self.dwarf.iter_CUs():
             if cu.cu_offset not in listed:
-                self.rows += _unit_rows(self.dwarf, cu)
+                self.rows += _unit_rows(self.dwarf, cu, self.discarded_at_zero)
         self._sort()
 
     def line(self, address: int) -> tuple[str, int] | None:
@@ -891,7 +910,7 @@ class _LineTable:
         """Read the rows of the compilation units at the given offsets."""
         if units:
             for unit in sorted(units):
-                self.rows += _unit_rows(self.dwarf, self.dwarf.get_CU_at(unit))
+                self.rows += _unit_rows(self.dwarf, self.dwarf.get_CU_at(unit), self.discarded_at_zero)
             self.pending = [entry for entry in self.pending if entry[2] not in units]
             self._sort()
 

@@ -9,6 +9,7 @@ import sys
 import capstone
 import programs
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from wcet import armcode
 from recordings import OTAWA, needs_recordings
@@ -203,6 +204,44 @@ def test_shared_shapes_and_relative_branches_equal_capstone_on_random_encodings(
                 continue
         assert shape.details() == armcode._Shape.of(expected).details(), (encoding.hex(), expected.mnemonic)
     assert branches > 1000
+
+
+DISCARDED = """
+float unused(float x) {  /* never called: --gc-sections drops it, its line sequence is left at address 0 */
+    float s = 0.0f;
+    for (int i = 0; i < 100; ++i) { s += x * (float)i; s *= 0.5f; s -= x; s += 1.0f; s *= x; s += 2.0f; }
+    for (int i = 0; i < 100; ++i) { s += x * (float)i; s *= 0.5f; s -= x; s += 1.0f; s *= x; s += 2.0f; }
+    return s;
+}
+
+int entry(void) {
+    volatile int a = 1;
+    return a + 2;
+}
+"""
+
+
+@needs_gcc
+def test_a_discarded_functions_line_sequence_at_address_0_claims_no_address(tmp_path):
+    """A Cortex-M image's code starts just after the vector table at 0, and the line sequence of a function the
+    linker discarded is left at address 0: it must not name the lines of the real code there (V1's dispatch
+    call was taken for a line of libm's erff when an unused library function was discarded)."""
+    source = tmp_path / "discarded.c"
+    source.write_text(DISCARDED)
+    elf = tmp_path / "discarded.elf"
+    subprocess.run([programs.GCC, *programs.FLAGS["cortex-m4"], "-O0", "-g", "-nostdlib", "-nostartfiles",
+                    "-ffunction-sections", "-Wl,--gc-sections", "-Wl,-e,entry", "-Wl,-Ttext=0x40", str(source),
+                    "-o", str(elf)], check=True, capture_output=True, text=True)
+    first_entry_line = DISCARDED.splitlines().index("int entry(void) {") + 1
+    with elf.open("rb") as stream:
+        dwarf = ELFFile(stream).get_dwarf_info()
+        unfiltered = [row for cu in dwarf.iter_CUs() for row in armcode._unit_rows(dwarf, cu, False)]
+    rows = armcode.line_table(elf)
+    assert rows and all(line >= first_entry_line for _, _, _, line in rows)  # only the entry's lines are left
+    start = min(row[0] for row in rows)
+    # the premise: without the rule, a row of the discarded function covers the entry's first address
+    assert any(row[0] <= start < row[1] and row[3] < first_entry_line for row in unfiltered)
+    assert armcode.ArmCode(elf).line(start)[1] >= first_entry_line
 
 
 @needs_gcc
