@@ -43,6 +43,9 @@ STRATEGIES = ("assay-v1", "assay-v2", "assay-v3")
 # (its reference convolution, 6loops, and its one variant of a dense net).
 PEERS = "emx-onnx-cgen,acetone-nnet:6loops:default"
 ARM = "arm7tdmi-ext,cortex-m4f"
+# emx-onnx-cgen's allocation-free mode puts all of LeNet-5's temporaries in one frame (43 160 bytes on the deepest
+# path, finding X3 of docs/peers.md): the peers' memory run paints 48 KiB of stack instead of the default 16.
+PEER_OPTIONS = {"memory": ["--paint", "49152"]}
 
 
 def commands(out: Path, models: str, inputs: int, v3: str, v3_wcet: str,
@@ -56,7 +59,8 @@ def commands(out: Path, models: str, inputs: int, v3: str, v3_wcet: str,
         pick = ":all" if every else ":keras"
         return [(stage, [*cli, *argv, "--models", models, "--generators", f"assay-v1{pick},assay-v2{pick}"]),
                 (stage, [*cli, *argv, "--models", v3_models, "--generators", f"assay-v3{pick}"]),
-                *([(stage, [*cli, *argv, "--models", models, "--generators", peers])] if peers else [])]
+                *([(stage, [*cli, *argv, *PEER_OPTIONS.get(stage, []), "--models", models, "--generators", peers])]
+                  if peers else [])]
 
     runs = {
         "semantic": both("semantic", ["semantic", "--targets", "host", "--inputs", str(inputs), "--out",

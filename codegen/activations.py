@@ -8,6 +8,8 @@ Softmax is not elementwise; it is an epilogue of its own (``layers.py``).
 
 from __future__ import annotations
 
+import math
+
 from codegen.cwriter import c_float
 
 
@@ -66,6 +68,19 @@ def _selu(v, p):
     return f"({v} > 0.0f ? {scale} * {v} : {scale} * ({alpha} * expm1f({v})))"
 
 
+def _gelu(v, p):
+    """ONNX Gelu ``approximate="none"`` and Keras ``gelu`` (approximate=False): ``0.5 x (1 + erf(x / sqrt 2))``,
+    the spec's formula with erff (exact up to libm's ulp and the roundings the derived bound counts)."""
+    return f"(0.5f * {v} * (1.0f + erff({v} * {c_float(math.sqrt(0.5))})))"
+
+
+def _gelu_tanh(v, p):
+    """ONNX Gelu ``approximate="tanh"`` and Keras ``gelu(approximate=True)``:
+    ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``, the spec's own formula."""
+    inner = f"({v} + {c_float(0.044715)} * {v} * {v} * {v})"
+    return f"(0.5f * {v} * (1.0f + tanhf({c_float(math.sqrt(2.0 / math.pi))} * {inner})))"
+
+
 EXPRESSIONS = {
     "linear": lambda v, p: v,
     "relu": _relu,
@@ -90,10 +105,12 @@ EXPRESSIONS = {
     "neg": lambda v, p: f"(-{v})",
     "abs": lambda v, p: f"fabsf({v})",
     "reciprocal": lambda v, p: f"(1.0f / {v})",
+    "gelu": _gelu,
+    "gelu_tanh": _gelu_tanh,
 }
 
 # Math functions the generated code may call (the only calls it contains).
-MATH_FUNCTIONS = ("expf", "expm1f", "tanhf", "log1pf", "fabsf", "logf", "sqrtf", "powf")
+MATH_FUNCTIONS = ("expf", "expm1f", "tanhf", "log1pf", "fabsf", "logf", "sqrtf", "powf", "erff")
 
 
 def expression(kind: str, params: tuple, var: str) -> str:

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from codegen.errors import UnsupportedModel
-from codegen.ir import Activation, Graph, Node, default_layout, dense_axes, resize_params, resize_taps
+from codegen.ir import (MAX_RANK, Activation, Graph, Node, default_layout, dense_axes, pack_outputs, resize_params,
+                        resize_taps, unpack_inputs)
 
 SELU = (1.6732632423543772, 1.0507009873554805)
 
@@ -45,6 +46,7 @@ ACTIVATIONS = {
     "hard_sigmoid": Activation("keras_hard_sigmoid"),
     "hard_silu": Activation("keras_hard_silu"),
     "hard_swish": Activation("keras_hard_silu"),
+    "gelu": Activation("gelu"),  # keras.activations.gelu: approximate=False, the erf form
 }
 
 IDENTITY_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
@@ -464,6 +466,16 @@ def _function_op(b, op, node, out):
     _activation_node(b, op, values, out, Activation(kind, tuple(float(getattr(op, a)) for a in attributes)))
 
 
+@handles_op("Gelu")
+def _gelu_op(b, op, node, out):
+    """keras.ops.gelu / keras.activations.gelu in a functional graph: the erf form, or the tanh one when
+    ``approximate`` (keras.ops.gelu's default)."""
+    values = _arguments(b, op, node)
+    if len(values) != 1 or not isinstance(values[0], str):
+        raise _reject_op(b, op, f"has {len(values)} arguments; one tensor is supported")
+    _activation_node(b, op, values, out, Activation("gelu_tanh" if op.approximate else "gelu"))
+
+
 @handles_op("Softmax")
 def _softmax_op(b, op, node, out):
     values = _arguments(b, op, node)
@@ -514,12 +526,19 @@ def load(path: Path) -> Graph:
     functional = getattr(model, "_functional", None) or model
     if not hasattr(functional, "inputs") or functional.inputs is None:
         raise UnsupportedModel(f"{source}: the model is not built (no input shape)")
-    if len(functional.inputs) != 1 or len(functional.outputs) != 1:
-        raise UnsupportedModel(f"{source}: the model has {len(functional.inputs)} inputs and "
-                               f"{len(functional.outputs)} outputs; exactly one of each is supported")
     b = _Builder(keras, source)
     graph = b.graph
-    calls = _calls_in_order(b, functional.outputs[0])
+    packed = len(functional.inputs) > 1 or len(functional.outputs) > 1  # one packed vector each (ir.unpack_inputs)
+    if packed:
+        inputs = [(f"{t._keras_history[0].name}:{t._keras_history[1]}", t._keras_history[0].name)
+                  for t in functional.inputs]
+        for (tensor, _), value in zip(inputs, functional.inputs):
+            shape = _shape(b, value._keras_history[0], value)
+            graph.add_tensor(tensor, shape, default_layout(len(shape), channels_last=True))
+        unpack_inputs(graph, inputs)
+    calls = []
+    for output in functional.outputs:  # every call any output depends on, once, inputs first
+        calls += [call for call in _calls_in_order(b, output) if call not in calls]
     uses: dict[int, int] = {}
     for layer, _ in calls:
         uses[id(layer)] = uses.get(id(layer), 0) + 1
@@ -533,9 +552,10 @@ def load(path: Path) -> Graph:
         shape = _shape(b, layer, node.output_tensors[0])
         graph.add_tensor(out, shape, default_layout(len(shape), channels_last=True))
         if cls == "InputLayer":
-            if len(shape) > 3:
-                raise b.reject(layer, f"has rank-{len(shape)} input {list(shape)}; ranks 1 to 3 are supported")
-            graph.input, graph.input_name = out, layer.name
+            if len(shape) > MAX_RANK:
+                raise b.reject(layer, f"has rank-{len(shape)} input {list(shape)}; ranks 1 to {MAX_RANK} are supported")
+            if not packed:
+                graph.input, graph.input_name = out, layer.name
             continue
         if isinstance(layer, keras.Model):
             raise b.reject(layer, "is a nested model; flatten it into one functional model")
@@ -556,9 +576,14 @@ def load(path: Path) -> Graph:
         if uses[id(layer)] > 1:  # a shared layer: one IR node per call
             for added in graph.nodes[before:]:
                 added.name = f"{layer.name}_call{count}"
-    out_layer, out_index, _ = functional.outputs[0]._keras_history
-    graph.output, graph.output_name = f"{out_layer.name}:{out_index}", out_layer.name
-    if len(graph.tensors[graph.output].shape) > 3:
-        raise UnsupportedModel(f"{source}: the output has rank {len(graph.tensors[graph.output].shape)}; "
-                               "ranks 1 to 3 are supported")
+    outputs = [(f"{t._keras_history[0].name}:{t._keras_history[1]}", t._keras_history[0].name)
+               for t in functional.outputs]
+    for tensor, _ in outputs:
+        if len(graph.tensors[tensor].shape) > MAX_RANK:
+            raise UnsupportedModel(f"{source}: the output has rank {len(graph.tensors[tensor].shape)}; "
+                                   f"ranks 1 to {MAX_RANK} are supported")
+    if packed:
+        pack_outputs(graph, outputs)
+    else:
+        graph.output, graph.output_name = outputs[0]
     return graph

@@ -288,7 +288,7 @@ def load(path: Path) -> Graph:
     output = nnef_graph.outputs[0]
     if output not in b.graph.tensors or b.graph.producer(output) is None:
         raise UnsupportedModel(f"{source}: the output '{output}' is not computed from the input")
-    if b.graph.tensors[output].layout is None:
+    if len(b.graph.tensors[output].shape) > 3:
         raise UnsupportedModel(f"{source}: the output '{output}' has shape {list(b.full(output))}; ranks 2 to 4 "
                                "(with the batch axis) are supported")
     b.graph.output = b.graph.output_name = output

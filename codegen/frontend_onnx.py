@@ -25,26 +25,25 @@ import onnx
 from onnx import helper, numpy_helper
 
 from codegen.errors import UnsupportedModel
-from codegen.ir import (CONTRACTED, RESIZE_COORDINATES, Activation, Graph, Node, default_layout, resize_params,
-                        resize_taps)
+from codegen.ir import (CONTRACTED, MAX_RANK, NEAREST_MODES, RESIZE_COORDINATES, RESIZE_MODES, Activation, Graph, Node,
+                        default_layout, pack_outputs, resize_params, resize_taps, unpack_inputs)
 
 SELU = (1.67326319217681884765625, 1.05070102214813232421875)
-# Graph inputs and outputs have at most this many axes besides a batch axis; rank 4 has no axis letters
-# (``ir.default_layout``), so only the ops that index by position (element-wise, reductions, Slice...) read it.
-MAX_RANK = 4
+# ``MAX_RANK``: rank 4 is a ``CDHW`` volume (``ir.default_layout``) for 3-D pooling and ConvTranspose; any other
+# rank-4 tensor is read by position.
 
 
 def batch_axis(dims: list) -> bool:
     """Whether the first of these declared dimensions is a batch axis (the rule of docs/zoo.md).
 
     It is when it is symbolic (a name, or unset), or when it is 1 and the rank
-    is 2 or 4 (``[1, F]``, ``[1, C, H, W]``). Otherwise every axis is data:
+    is 2, 4 or 5 (``[1, F]``, ``[1, C, H, W]``, ``[1, C, D, H, W]``). Otherwise every axis is data:
     ``[5]`` is a vector, ``[1, 28, 28]`` and ``[3, 32, 32]`` are ``CHW``
     images. ``dims`` holds ints, or strings for symbolic dimensions.
     """
     if not dims:
         return False
-    return not isinstance(dims[0], int) or (dims[0] == 1 and len(dims) in (2, 4))
+    return not isinstance(dims[0], int) or (dims[0] == 1 and len(dims) in (2, 4, 5))
 
 
 def declared(value_info) -> list | None:
@@ -67,8 +66,7 @@ class _Builder:
         self.model = model
         self.uses: dict[str, int] = {}
         self.lead: dict[str, bool] = {}  # tensor -> its ONNX shape has a leading 1 the IR shape omits
-        self.output = ""
-        self.output_lead: bool | None = None  # the graph output's batch axis, when its shape is declared
+        self.output_leads: dict[str, bool | None] = {}  # graph output -> its batch axis, when its shape is declared
 
     # -- errors and attributes
     def reject(self, node, name: str, why: str = "is not supported") -> UnsupportedModel:
@@ -123,11 +121,12 @@ class _Builder:
         else drop it when the rank is at least 2.
         """
         free = len(full) >= 2 and full[0] == 1
-        if (output or node.output[0]) == self.output and self.output_lead is not None:
-            if lead is not None and lead != self.output_lead or self.output_lead and not free:
+        declared_lead = self.output_leads.get(output or node.output[0])
+        if declared_lead is not None:
+            if lead is not None and lead != declared_lead or declared_lead and not free:
                 raise self.reject(node, name, f"computes the graph output with shape {list(full)}, which does not "
                                               "match its declared batch axis (docs/zoo.md)")
-            return self.output_lead
+            return declared_lead
         return free if lead is None else lead
 
     def add(self, node, name: str, op: str, inputs: list[str], full, attrs=None, params=None, act=None,
@@ -189,27 +188,28 @@ def handles(*op_types):
     return register
 
 
-def _image(b: _Builder, node, name: str, tensor: str) -> tuple[str, bool]:
+def _image(b: _Builder, node, name: str, tensor: str, volumes: bool = False) -> tuple[str, bool]:
     """The input of a Conv or pooling node as an IR image ``[C, H, W]``, and whether the node is 1-D.
 
     ONNX gives ``[1, C, H, W]`` or, for 1-D, ``[1, C, L]``; a 1-D input (or
     one whose leading 1 the IR keeps) is read through a ``View`` of shape
     ``[C, 1, L]`` (the same memory, no code), so the 2-D emitters serve both.
+    ``volumes``: the op also takes 3-D ``[1, C, D, H, W]``, read as ``[C, D, H, W]``.
     """
     full = b.full(tensor)
-    if len(full) not in (3, 4):
+    if len(full) not in ((3, 4, 5) if volumes else (3, 4)):
         raise b.reject(node, name, f"has a rank-{len(full)} input {list(full)}; 1-D ([N, C, L]) and 2-D "
-                                   "([N, C, H, W]) are supported")
+                                   f"([N, C, H, W]){' and 3-D ([N, C, D, H, W])' if volumes else ''} are supported")
     if full[0] != 1:
         raise b.reject(node, name, f"reads '{tensor}' of shape {list(full)}, a batch of {full[0]}; "
                                    f"{node.op_type} is generated for one sample (N = 1)")
-    image = (full[1], 1 if len(full) == 3 else full[2], full[-1])
+    image = full[1:] if len(full) == 5 else (full[1], 1 if len(full) == 3 else full[2], full[-1])
     if b.shape(tensor) != image:
         tensor = b.internal(node, f"{name}:2d", "View", [tensor], image)
     return tensor, len(full) == 3
 
 
-def _image_out(b: _Builder, node, name: str, op: str, x: str, shape: tuple[int, int, int], one_d: bool,
+def _image_out(b: _Builder, node, name: str, op: str, x: str, shape: tuple[int, ...], one_d: bool,
                attrs: dict, params: dict | None = None) -> None:
     """The node writing IR image ``shape``; a 1-D node's output is viewed back as ``[1, C, L]``."""
     if not one_d:
@@ -219,9 +219,13 @@ def _image_out(b: _Builder, node, name: str, op: str, x: str, shape: tuple[int, 
     b.add(node, f"{name}:1d", "View", [image], (1, shape[0], shape[2]))
 
 
-def _window_attrs(b: _Builder, node, name: str, kernel, one_d: bool) -> tuple[tuple, tuple, tuple, list]:
-    """(kernel, strides, dilations, explicit pads [t, l, b, r] or None) as 2-D values; 1-D gets H = 1."""
-    rank = 1 if one_d else 2
+def _window_attrs(b: _Builder, node, name: str, kernel, one_d: bool, rank: int = 2) -> tuple[tuple, tuple, tuple,
+                                                                                            list]:
+    """(kernel, strides, dilations, explicit pads (begins, then ends) or None) per spatial axis; 1-D gets H = 1.
+
+    ``rank``: the spatial axes of a node that is not 1-D (2, or 3 for a volume).
+    """
+    rank = 1 if one_d else rank
     kernel = tuple(kernel)
     strides = tuple(b.attr(node, "strides", [1] * rank))
     dilations = tuple(b.attr(node, "dilations", [1] * rank))
@@ -235,16 +239,20 @@ def _window_attrs(b: _Builder, node, name: str, kernel, one_d: bool) -> tuple[tu
     return kernel, strides, dilations, list(pads) if pads else None
 
 
-def _window(b: _Builder, node, name: str, size: tuple[int, int], kernel, ceil_mode: bool = False,
+def _window(b: _Builder, node, name: str, size: tuple[int, ...], kernel, ceil_mode: bool = False,
             one_d: bool = False):
-    """(kernel, strides, dilations, pads [t, l, b, r], output size) of a Conv or pooling node."""
-    kernel, strides, dilations, explicit = _window_attrs(b, node, name, kernel, one_d)
+    """(kernel, strides, dilations, pads (begins, then ends), output size) of a Conv or pooling node.
+
+    ``size`` is the IR image's spatial size (H, W) or a volume's (D, H, W).
+    """
+    kernel, strides, dilations, explicit = _window_attrs(b, node, name, kernel, one_d, len(size))
     auto_pad = b.attr(node, "auto_pad", "NOTSET")
     reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    spatial = len(size)
     if auto_pad == "NOTSET":
-        pads = tuple(explicit or (0, 0, 0, 0))
+        pads = tuple(explicit or (0,) * 2 * spatial)
     elif auto_pad == "VALID":
-        pads = (0, 0, 0, 0)
+        pads = (0,) * 2 * spatial
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         begin, end = [], []
         for n, s, r in zip(size, strides, reach):
@@ -252,14 +260,14 @@ def _window(b: _Builder, node, name: str, size: tuple[int, int], kernel, ceil_mo
             small = total // 2
             begin.append(small if auto_pad == "SAME_UPPER" else total - small)
             end.append(total - begin[-1])
-        pads = (begin[0], begin[1], end[0], end[1])
+        pads = (*begin, *end)
     else:
         raise b.reject(node, name, f"has auto_pad={auto_pad!r}")
     if min(pads) < 0:
         raise b.reject(node, name, f"has pads {list(pads)}; non-negative values are supported")
     out = []
     for k, (n, s, r) in enumerate(zip(size, strides, reach)):
-        span = n + pads[k] + pads[k + 2] - r
+        span = n + pads[k] + pads[k + spatial] - r
         if span < 0:
             raise b.reject(node, name, f"has a window larger than its padded input ({n})")
         count = (-(-span // s) if ceil_mode else span // s) + 1
@@ -304,11 +312,12 @@ def _conv(b, node, name):
 @handles("ConvTranspose")
 def _conv_transpose(b, node, name):
     """y[oc, ih * s + kh * d - pad] += x[ic, ih] * w[ic, oc, kh]: the output size from ONNX's formula."""
-    x, one_d = _image(b, node, name, b.tensor(node, name))
-    c, h, w = b.shape(x)
+    x, one_d = _image(b, node, name, b.tensor(node, name), volumes=True)
+    c, *size = b.shape(x)
+    rank = 1 if one_d else len(size)
     weight = b.const(node, name, 1, "weight")
-    if weight.ndim != (3 if one_d else 4):
-        raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for a {2 - one_d}-D input")
+    if weight.ndim != rank + 2:
+        raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for a {rank}-D input")
     group = int(b.attr(node, "group", 1))
     if weight.shape[0] != c or c % group:
         raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for {c} input channels and "
@@ -316,54 +325,49 @@ def _conv_transpose(b, node, name):
     c_out = weight.shape[1] * group
     if one_d:
         weight = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
-    kernel, strides, dilations, explicit = _window_attrs(b, node, name, weight.shape[2 + one_d:], one_d)
-    rank = 1 if one_d else 2
+    kernel, strides, dilations, explicit = _window_attrs(b, node, name, weight.shape[2 + one_d:], one_d, rank)
     extra = list(b.attr(node, "output_padding", [0] * rank))
     shape = b.attr(node, "output_shape")
     auto_pad = b.attr(node, "auto_pad", "NOTSET")
     if one_d:
         extra = [0, *extra]
         shape = [1, *shape] if shape else shape
-    size = (h, w)
+    spatial = len(size)
     full = [s * (n - 1) + o + (k - 1) * d + 1 for n, s, o, k, d in zip(size, strides, extra, kernel, dilations)]
     if shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        target = list(shape[-2:]) if shape else [n * s for n, s in zip(size, strides)]
+        target = list(shape[-spatial:]) if shape else [n * s for n, s in zip(size, strides)]
         total = [f - t for f, t in zip(full, target)]
         upper = auto_pad == "SAME_UPPER"  # the spec: the smaller half first for SAME_UPPER, else the larger
         # an output_shape beyond the full output extends it at the end (a negative end pad: bias only there)
         begin = [0 if t < 0 else t // 2 if upper else t - t // 2 for t in total]
-        pads = (begin[0], begin[1], total[0] - begin[0], total[1] - begin[1])
+        pads = (*begin, *(t - g for t, g in zip(total, begin)))
     elif auto_pad in ("NOTSET", "VALID"):
-        pads = tuple(explicit or (0, 0, 0, 0)) if auto_pad == "NOTSET" else (0, 0, 0, 0)
+        pads = tuple(explicit or (0,) * 2 * spatial) if auto_pad == "NOTSET" else (0,) * 2 * spatial
     else:
         raise b.reject(node, name, f"has auto_pad={auto_pad!r}")
-    out = [f - pads[k] - pads[k + 2] for k, f in enumerate(full)]
-    if min(pads[:2]) < 0 or min(out) < 1:
+    out = [f - pads[k] - pads[k + spatial] for k, f in enumerate(full)]
+    if min(pads[:spatial]) < 0 or min(out) < 1:
         raise b.reject(node, name, f"has pads {list(pads)} for an output of {full}")
     params = {"kernel": weight}
     if b.has_input(node, 2):
         params["bias"] = b.const(node, name, 2, "bias")
-    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads, "kernel_layout": "IOHW",
-             "group": group}
+    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads,
+             "kernel_layout": "IO" + b.graph.tensors[x].layout[1:], "group": group}
     _image_out(b, node, name, "ConvTranspose2D", x, (c_out, *out), one_d, attrs, params)
 
 
 @handles("MaxPool", "AveragePool")
 def _pool(b, node, name):
-    x, one_d = _image(b, node, name, b.tensor(node, name))
-    c, h, w = b.shape(x)
+    x, one_d = _image(b, node, name, b.tensor(node, name), volumes=True)
+    c, *size = b.shape(x)
     # storage_order only orders MaxPool's Indices output, which ``add`` refuses when it is used.
     ceil_mode = bool(b.attr(node, "ceil_mode", 0))
-    kernel, strides, dilations, pads, (oh, ow) = _window(b, node, name, (h, w), b.attr(node, "kernel_shape", []),
-                                                         ceil_mode, one_d)
+    kernel, strides, dilations, pads, out = _window(b, node, name, tuple(size), b.attr(node, "kernel_shape", []),
+                                                    ceil_mode, one_d)
     include = bool(b.attr(node, "count_include_pad", 0))
-    if node.op_type == "AveragePool" and include:
-        for k, (n, o) in enumerate(zip((h, w), (oh, ow))):
-            if (o - 1) * strides[k] + (kernel[k] - 1) * dilations[k] + 1 > n + pads[k] + pads[k + 2]:
-                raise b.reject(node, name, "has windows past the padding (ceil_mode with count_include_pad=1)")
     attrs = {"kind": "max" if node.op_type == "MaxPool" else "avg", "kernel": kernel, "strides": strides,
              "dilations": dilations, "pads": pads, "count_include_pad": include}
-    _image_out(b, node, name, "Pool2D", x, (c, oh, ow), one_d, attrs)
+    _image_out(b, node, name, "Pool2D", x, (c, *out), one_d, attrs)
 
 
 @handles("GlobalAveragePool", "GlobalMaxPool")
@@ -450,21 +454,18 @@ def _gemm(b, node, name):
 
 @handles("MatMul")
 def _matmul(b, node, name):
-    """X W or W X with W a constant matrix; X of any rank (numpy matmul broadcasting over leading axes)."""
+    """X W with W a constant of any rank (numpy matmul), or W X with W a constant matrix; X of any rank."""
     side = 0 if node.input[0] in b.graph.tensors else 1
     x = b.tensor(node, name, side)
     weight = b.const(node, name, 1 - side, "matrix")
     x_full = b.full(x)
-    if weight.ndim > 2 and side == 0 and len(x_full) >= 2:
-        return _batched_matmul(b, node, name, x, x_full, weight)
+    if side == 0:
+        return _matmul_by_constant(b, node, name, x, x_full, weight)
     if weight.ndim != 2:
-        raise b.reject(node, name, f"multiplies by a constant of shape {list(weight.shape)}; a matrix is supported")
+        raise b.reject(node, name, f"multiplies a constant of shape {list(weight.shape)} by a tensor; a matrix is "
+                                   "supported on the left")
     rank = len(x_full)
-    if side == 0:  # X [..., K] @ W [K, N] -> [..., N]
-        k_x, k_w = x_full[-1], weight.shape[0]
-        full = x_full[:-1] + (weight.shape[1],)
-        x_axes, w_axes = tuple(range(rank - 1)) + (CONTRACTED,), (CONTRACTED, len(full) - 1)
-    elif rank == 1:  # W [M, K] @ X [K] -> [M]
+    if rank == 1:  # W [M, K] @ X [K] -> [M]
         k_x, k_w = x_full[0], weight.shape[1]
         full, x_axes, w_axes = (weight.shape[0],), (CONTRACTED,), (0, CONTRACTED)
     else:  # W [M, K] @ X [..., K, P] -> [..., M, P]
@@ -473,30 +474,38 @@ def _matmul(b, node, name):
         x_axes = tuple(range(rank - 2)) + (CONTRACTED, rank - 1)
         w_axes = (rank - 2, CONTRACTED)
     if k_x != k_w:
-        operands = (x_full, weight.shape) if side == 0 else (weight.shape, x_full)
-        raise b.reject(node, name, f"multiplies {list(operands[0])} by {list(operands[1])}")
+        raise b.reject(node, name, f"multiplies {list(weight.shape)} by {list(x_full)}")
     _dense(b, node, name, x, x_axes, weight, w_axes, full)
 
 
-def _batched_matmul(b: _Builder, node, name: str, x: str, x_full: tuple[int, ...], weight: np.ndarray) -> None:
-    """X [..., M, K] @ W [..., K, N], the leading axes broadcast (numpy matmul): a Dense node whose index maps
-    send each leading axis to its output axis, or to index 0 where it has size 1 against a larger one."""
+def _matmul_by_constant(b: _Builder, node, name: str, x: str, x_full: tuple[int, ...], weight: np.ndarray) -> None:
+    """X [..., M, K] @ W [..., K, N] as numpy's matmul: the leading axes broadcast, a 1-D operand promoted
+    (X to [1, K], W to [K, 1]) and its added axis removed from the result.
+
+    One Dense node: its index maps send each leading axis to its output axis,
+    or to index 0 (None) where it has size 1 against a larger one.
+    """
+    xs = (1,) + tuple(x_full) if len(x_full) == 1 else tuple(x_full)
+    ws = weight.shape + (1,) if weight.ndim == 1 else weight.shape
     try:
-        lead_axes = tuple(np.broadcast_shapes(x_full[:-2], weight.shape[:-2]))
+        lead_axes = tuple(np.broadcast_shapes(xs[:-2], ws[:-2]))
     except ValueError:
         lead_axes = None
-    if lead_axes is None or x_full[-1] != weight.shape[-2]:
+    if weight.ndim == 0 or lead_axes is None or xs[-1] != ws[-2]:
         raise b.reject(node, name, f"multiplies {list(x_full)} by {list(weight.shape)}")
-    full = lead_axes + (x_full[-2], weight.shape[-1])
-    rank = len(full)
+    promoted = lead_axes + (xs[-2], ws[-1])
+    rank = len(promoted)
+    dropped = [rank - 2] * (len(x_full) == 1) + [rank - 1] * (weight.ndim == 1)  # axes numpy squeezes
 
-    def axes(shape: tuple[int, ...], last: tuple) -> tuple:
+    def axes(shape: tuple[int, ...], last: tuple, stored: slice) -> tuple:
         offset = rank - len(shape)
-        leading = tuple(k + offset if d == full[k + offset] else None for k, d in enumerate(shape[:-2]))
-        return leading + last
+        leading = tuple(k + offset if d == promoted[k + offset] else None for k, d in enumerate(shape[:-2]))
+        kept = [a if a in (CONTRACTED, None) else a - sum(d < a for d in dropped) for a in leading + last]
+        return tuple(kept[stored])  # a promoted operand's added axis (X: first, W: last) is not stored
 
-    _dense(b, node, name, x, axes(x_full, (rank - 2, CONTRACTED)), weight, axes(weight.shape, (CONTRACTED, rank - 1)),
-           full)
+    full = tuple(d for k, d in enumerate(promoted) if k not in dropped)
+    _dense(b, node, name, x, axes(xs, (rank - 2, CONTRACTED), slice(-1, None) if len(x_full) == 1 else slice(None)),
+           weight, axes(ws, (CONTRACTED, rank - 1), slice(0, 1) if weight.ndim == 1 else slice(None)), full)
 
 
 def _const_operand(value: np.ndarray, rank: int) -> np.ndarray:
@@ -768,6 +777,16 @@ HANDLERS.update({
     "Reciprocal": _activation("reciprocal"),
 })
 
+GELU = {"none": "gelu", "tanh": "gelu_tanh"}  # Gelu's ``approximate`` (opset 20) -> activation kind
+
+
+@handles("Gelu")
+def _gelu(b, node, name):
+    approximate = b.attr(node, "approximate", "none")
+    if approximate not in GELU:
+        raise b.reject(node, name, f"has approximate='{approximate}'; 'none' and 'tanh' are supported")
+    _activation(GELU[approximate])(b, node, name)
+
 
 @handles("PRelu")
 def _prelu(b, node, name):
@@ -915,22 +934,30 @@ def _split(b, node, name):
 
 @handles("Resize", "Upsample")
 def _resize(b, node, name):
-    """Nearest or linear interpolation per axis, as tables of source indices and weights (``ir.resize_taps``)."""
+    """Every mode as tables of K taps per output index per axis (``ir.resize_taps``): nearest, linear, cubic,
+    antialias, every coordinate transformation, ``tf_crop_and_resize``'s region and extrapolation value."""
     x = b.tensor(node, name)
     full, lead = b.full(x), b.lead[x]
     rank = len(full)
     mode = b.attr(node, "mode", "nearest")
-    if mode not in ("nearest", "linear", "bilinear"):
-        raise b.reject(node, name, f"has mode={mode!r}; 'nearest' and 'linear' are supported")
     mode = "linear" if mode == "bilinear" else mode
+    if mode not in RESIZE_MODES:
+        raise b.reject(node, name, f"has mode={mode!r}; {', '.join(repr(m) for m in RESIZE_MODES)} are supported")
     old = node.op_type == "Upsample" or b.opset < 11
     coordinate = "asymmetric" if old else b.attr(node, "coordinate_transformation_mode", "half_pixel")
     nearest = "floor" if old else b.attr(node, "nearest_mode", "round_prefer_floor")
     if coordinate not in RESIZE_COORDINATES:
         raise b.reject(node, name, f"has coordinate_transformation_mode={coordinate!r}")
-    if b.attr(node, "antialias", 0) or b.attr(node, "keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise b.reject(node, name, "has antialias or keep_aspect_ratio_policy, which are not supported")
+    if nearest not in NEAREST_MODES:
+        raise b.reject(node, name, f"has nearest_mode={nearest!r}")
+    antialias = bool(b.attr(node, "antialias", 0))
+    if antialias and mode == "nearest":
+        raise b.reject(node, name, "has antialias=1 with mode='nearest', which the spec does not define")
+    policy = b.attr(node, "keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise b.reject(node, name, f"has keep_aspect_ratio_policy={policy!r}")
     axes = [int(a) % rank for a in b.attr(node, "axes", range(rank))]
+    roi = [(0.0, 1.0)] * rank
     if node.op_type == "Upsample" and b.opset < 9:
         scales, sizes = list(b.attr(node, "scales")), None
     else:
@@ -938,11 +965,22 @@ def _resize(b, node, name):
         scales = b.const(node, name, k, "scales") if b.has_input(node, k) else None
         scales = [float(v) for v in scales.reshape(-1)] if scales is not None and scales.size else None
         sizes = [int(v) for v in b.const(node, name, 3, "sizes")] if not old and b.has_input(node, 3) else None
+        if coordinate == "tf_crop_and_resize":
+            region = b.const(node, name, 1, "roi").reshape(-1) if b.has_input(node, 1) else np.zeros(0)
+            if region.size != 2 * len(axes):
+                raise b.reject(node, name, f"has a roi of {region.size} values for {len(axes)} axes")
+            for k, axis in enumerate(axes):
+                roi[axis] = (float(region[k]), float(region[len(axes) + k]))
     per_axis_scale, out = [1.0] * rank, list(full)
+    common = None  # keep_aspect_ratio_policy: one scale for every resized axis, from the sizes
+    if sizes is not None and policy != "stretch":
+        pick = min if policy == "not_larger" else max
+        common = pick(size / full[axis] for size, axis in zip(sizes, axes))
+        sizes = [int(common * full[axis] + 0.5) for axis in axes]  # the spec's round half up
     for k, axis in enumerate(axes):
         if sizes is not None:
             out[axis] = sizes[k]
-            per_axis_scale[axis] = sizes[k] / full[axis]
+            per_axis_scale[axis] = sizes[k] / full[axis] if common is None else common
         elif scales is not None:
             per_axis_scale[axis] = scales[k]
             out[axis] = int(math.floor(full[axis] * scales[k]))
@@ -950,11 +988,14 @@ def _resize(b, node, name):
             raise b.reject(node, name, "has neither scales nor sizes")
     taps = []
     for axis in range(rank):
-        tap = resize_taps(full[axis], out[axis], mode, coordinate, nearest, per_axis_scale[axis])
+        tap = resize_taps(full[axis], out[axis], mode, coordinate, nearest, per_axis_scale[axis],
+                          cubic_a=float(b.attr(node, "cubic_coeff_a", -0.75)),
+                          exclude_outside=bool(b.attr(node, "exclude_outside", 0)), antialias=antialias,
+                          roi=roi[axis])
         if tap is not None and axis < lead:
             raise b.reject(node, name, "resizes the batch axis")
         taps.append(tap)
-    attrs, params = resize_params(taps[lead:])
+    attrs, params = resize_params(taps[lead:], float(b.attr(node, "extrapolation_value", 0.0)))
     b.add(node, name, "Resize", [x], out, attrs, params, lead=lead)
 
 
@@ -1040,21 +1081,24 @@ def load(path: Path) -> Graph:
     g = model.graph
     consts = {init.name: numpy_helper.to_array(init) for init in g.initializer}
     inputs = [vi for vi in g.input if vi.name not in consts]
-    if len(inputs) != 1 or len(g.output) != 1:
+    if not inputs or not g.output:
         raise UnsupportedModel(f"{source}: the graph has {len(inputs)} inputs and {len(g.output)} outputs; "
-                               "exactly one of each is supported")
+                               "at least one of each is needed")
     b = _Builder(source, opset, consts, model)
     for node in g.node:
         for name in node.input:
             b.uses[name] = b.uses.get(name, 0) + 1
     for out in g.output:
         b.uses[out.name] = b.uses.get(out.name, 0) + 1
+        out_dims = declared(out)
+        b.output_leads[out.name] = batch_axis(out_dims) if out_dims else None
     graph = b.graph
-    graph.input = graph.input_name = inputs[0].name
-    b.new(inputs[0].name, *_input_shape(source, inputs[0]))
-    b.output = g.output[0].name
-    out_dims = declared(g.output[0])
-    b.output_lead = batch_axis(out_dims) if out_dims else None
+    packed = len(inputs) > 1 or len(g.output) > 1
+    if packed:
+        _unpack_inputs(b, inputs)
+    else:
+        graph.input = graph.input_name = inputs[0].name
+        b.new(inputs[0].name, *_input_shape(source, inputs[0]))
     names: set[str] = set()
     for k, node in enumerate(g.node):
         name = node.name or f"{node.op_type}_{k}"
@@ -1069,10 +1113,21 @@ def load(path: Path) -> Graph:
         if handler is None:
             raise b.reject(node, name)
         handler(b, node, name)
-    graph.output = graph.output_name = g.output[0].name
-    if graph.output not in graph.tensors:
-        raise UnsupportedModel(f"{source}: the output '{graph.output}' is a constant, not computed from the input")
-    if len(graph.tensors[graph.output].shape) > MAX_RANK:
-        raise UnsupportedModel(f"{source}: the output '{graph.output}' has shape {list(b.full(graph.output))}; "
-                               f"ranks 1 to {MAX_RANK} (without a batch axis) are supported")
+    for out in g.output:
+        if out.name not in graph.tensors:
+            raise UnsupportedModel(f"{source}: the output '{out.name}' is a constant, not computed from the input")
+        if len(graph.tensors[out.name].shape) > MAX_RANK:
+            raise UnsupportedModel(f"{source}: the output '{out.name}' has shape {list(b.full(out.name))}; "
+                                   f"ranks 1 to {MAX_RANK} (without a batch axis) are supported")
+    if packed:
+        pack_outputs(graph, [(out.name, out.name) for out in g.output])
+    else:
+        graph.output = graph.output_name = g.output[0].name
     return graph
+
+
+def _unpack_inputs(b: _Builder, inputs: list) -> None:
+    """The graph inputs (with their batch-axis rule) as Slices of one packed input vector (``ir.unpack_inputs``)."""
+    for value in inputs:
+        b.new(value.name, *_input_shape(b.graph.source, value))
+    unpack_inputs(b.graph, [(value.name, value.name) for value in inputs])

@@ -26,6 +26,11 @@ Ops and their attrs (the contract every front end builds to; shapes are IR shape
   (ONNX, ``(C_in, C_out / group, kh, kw)``) or ``HWOI`` (Keras); input cell
   (ih, iw) adds ``x * w`` to output (ih * s + kh * d - pad_top, ...). The
   output tensor's shape already includes ``output_padding``.
+* 3-D: ``Pool2D`` and ``ConvTranspose2D`` also read ``CDHW`` volumes (rank-4
+  IR tensors); their ``kernel``, ``strides`` and ``dilations`` then have one
+  value per spatial axis in layout order (D, H, W), ``pads`` the begins then
+  the ends (``(front, top, left, back, bottom, right)``) and the transposed
+  kernel layout is ``IODHW``. Emitters loop over the input's spatial letters.
 * ``Pool2D`` (``kind`` max or avg), ``GlobalPool2D``, ``Dense`` (``x_axes``,
   ``w_axes``: ``dense_axes``), ``BatchNorm``, ``Pad``, ``Transpose``,
   ``Gather``, ``View``: as before; ``Concat`` (``axis``, any; ``parts``
@@ -43,9 +48,12 @@ Ops and their attrs (the contract every front end builds to; shapes are IR shape
   the kept axes in order (keepdims or not: same memory).
 * ``Slice``: per input axis ``starts`` and ``steps``; output index e reads
   input index ``starts + e * steps`` (Split: one Slice per output).
-* ``Resize``: resized ``axes`` and ``linear``, tables ``lo<k>`` (and for
-  linear ``hi<k>``, ``wlo<k>``, ``whi<k>``) per resized axis k, made by
-  ``resize_params`` from ``resize_taps``: y = wlo * x[lo] + whi * x[hi].
+* ``Resize``: resized ``axes``, ``taps`` (K per axis) and ``extrapolation``;
+  tables ``i<k>`` (and, unless nearest, ``w<k>``; ``in<k>`` where
+  ``tf_crop_and_resize`` leaves the region) of K taps per output index of
+  resized axis k, made by ``resize_params`` from ``resize_taps``: y is the
+  sum over the taps of every axis of the product of their weights times x
+  at their indices (nearest, linear, cubic, antialias: all data).
 * ``LRN``: ``size``, ``alpha``, ``beta``, ``bias`` over channel ``axis``.
 """
 
@@ -64,6 +72,10 @@ FUSABLE_OPS = frozenset({"Dense", "Conv2D", "ConvTranspose2D", "Pool2D", "Global
                          "Concat", "PRelu", "Reduce", "Slice", "Resize", "LRN"})
 
 
+# Graph inputs and outputs have at most this many axes besides a batch axis (both front ends).
+MAX_RANK = 4
+
+
 def default_layout(rank: int, channels_last: bool) -> str | None:
     """Axis letters of a tensor of this rank (no batch axis), as harness/tensors.py names them."""
     if rank == 1:
@@ -72,6 +84,8 @@ def default_layout(rank: int, channels_last: bool) -> str | None:
         return "HC" if channels_last else "CH"
     if rank == 3:
         return "HWC" if channels_last else "CHW"
+    if rank == 4:  # a volume ([C, D, H, W] for 3-D pooling), or any rank-4 tensor read by position
+        return "DHWC" if channels_last else "CDHW"
     return None
 
 
@@ -96,71 +110,145 @@ def dense_axes(rank: int, weight_layout: str) -> dict:
 # Reductions of a ``Reduce`` node (ONNX ReduceSum, ReduceMean, ...; Keras ``keras.ops`` reductions).
 REDUCTIONS = ("sum", "mean", "max", "min", "prod", "l1", "l2", "sumsquare", "logsum", "logsumexp")
 # Coordinate transformations and nearest rounding of ``resize_taps`` (the ONNX Resize attribute values).
-RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn")
+RESIZE_COORDINATES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+                      "tf_crop_and_resize", "tf_half_pixel_for_nn")
+RESIZE_MODES = ("nearest", "linear", "cubic")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
-def resize_taps(in_size: int, out_size: int, mode: str, coordinate: str, nearest: str = "round_prefer_floor",
-                scale: float | None = None) -> tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]] | None:
-    """The (lo, hi, weight) of each output index of one resized axis, or None when it copies the axis.
+@dataclass(frozen=True)
+class ResizeTaps:
+    """One resized axis: output index o is sum over t of ``weight[o, t] * x[index[o, t]]`` (K taps per index).
 
-    Computed in float32 as ONNX Runtime computes it (the source coordinate of
-    output index o, clamped to the input; ``linear`` weights the two
-    neighbours, ``nearest`` picks one), so nearest ties fall the same way.
-    ``scale`` is the ONNX ``scales`` value (default ``out_size / in_size``).
+    ``weight`` is None for ``nearest`` (K = 1, the tap copied); ``inside`` is None unless some output index
+    falls outside ``tf_crop_and_resize``'s region, where the output is the extrapolation value.
     """
-    f = np.float32
-    scale = f(out_size / in_size if scale is None else scale)
-    if out_size == in_size and scale == 1 and coordinate != "tf_half_pixel_for_nn":
-        return None
-    o = np.arange(out_size, dtype=f)
+
+    index: np.ndarray  # (out, K) source indices, clamped to the input
+    weight: np.ndarray | None  # (out, K) float64
+    inside: np.ndarray | None  # (out,) bool
+
+
+def _resize_source(o: np.ndarray, in_size: int, out_size: int, scale: float, coordinate: str,
+                   roi: tuple[float, float]) -> np.ndarray:
+    """The source coordinate of output indices ``o`` (the spec's formulas; the resized length is
+    ``in_size * scale``, a fraction when made from scales, as in ONNX's reference)."""
+    width = scale * in_size
     if coordinate == "half_pixel":
-        x = (o + f(0.5)) / scale - f(0.5)
-    elif coordinate == "pytorch_half_pixel":
-        x = (o + f(0.5)) / scale - f(0.5) if out_size > 1 else np.zeros_like(o)
-    elif coordinate == "align_corners":  # the resized length is in_size * scale, not rounded (ONNX's reference)
-        length = f(in_size) * scale
-        x = o * f(in_size - 1) / (length - f(1)) if length > 1 else np.zeros_like(o)
-    elif coordinate == "asymmetric":
-        x = o / scale
-    elif coordinate == "tf_half_pixel_for_nn":
-        x = (o + f(0.5)) / scale
-    else:
-        raise ValueError(f"coordinate transformation {coordinate!r}")
+        return (o + 0.5) / scale - 0.5
+    if coordinate == "half_pixel_symmetric":
+        return in_size / 2 * (1 - out_size / width) + (o + 0.5) / scale - 0.5
+    if coordinate == "pytorch_half_pixel":
+        return np.full_like(o, -0.5) if width == 1 else (o + 0.5) / scale - 0.5
+    if coordinate == "align_corners":
+        return np.zeros_like(o) if width == 1 else o * (in_size - 1) / (width - 1)
+    if coordinate == "asymmetric":
+        return o / scale
+    if coordinate == "tf_half_pixel_for_nn":
+        return (o + 0.5) / scale
+    if coordinate == "tf_crop_and_resize":
+        start, end = roi
+        span = np.full_like(o, (end - start) * (in_size - 1) / 2) if width == 1 else \
+            o * (end - start) * (in_size - 1) / (width - 1)
+        return span + start * (in_size - 1)
+    raise ValueError(f"coordinate transformation {coordinate!r}")
+
+
+def _resize_coefficients(ratio: np.ndarray, mode: str, nearest: str, scale: float, cubic_a: float,
+                         antialias: bool) -> np.ndarray:
+    """Per output index (rows), the filter's coefficients for a source at ``ratio`` in (0, 1] right of the
+    tap before it; antialias widens the filter by 1 / scale when downsampling (ONNX's definitions)."""
+    r = ratio[:, None]
     if mode == "nearest":
-        rounded = {"floor": np.floor(x), "ceil": np.ceil(x),
-                   "round_prefer_floor": np.where(x - np.floor(x) == f(0.5), np.floor(x), np.round(x)),
-                   "round_prefer_ceil": np.where(x - np.floor(x) == f(0.5), np.ceil(x), np.round(x))}[nearest]
-        lo = np.clip(rounded, 0, in_size - 1).astype(int)
-        return tuple(int(v) for v in lo), tuple(int(v) for v in lo), (0.0,) * out_size
-    if mode != "linear":
+        pick_high = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
+                     "floor": np.zeros(ratio.shape, bool), "ceil": np.ones(ratio.shape, bool)}[nearest]
+        pick_high = pick_high | (ratio == 1)
+        return np.stack([~pick_high, pick_high], axis=1).astype(np.float64)
+    a, s = cubic_a, min(scale, 1.0)
+    if mode == "linear" and not antialias:
+        return np.concatenate([1 - r, r], axis=1)
+    if mode == "linear":
+        start = int(np.floor(-1 / s) + 1)
+        coeffs = np.clip(1 - np.abs((np.arange(start, 2 - start)[None, :] - r) * s), 0, 1)
+        return coeffs / coeffs.sum(axis=1, keepdims=True)
+    if mode != "cubic":
         raise ValueError(f"resize mode {mode!r}")
-    x = np.clip(x, f(0), f(in_size - 1))
-    lo = np.floor(x).astype(int)
-    hi = np.minimum(lo + 1, in_size - 1)
-    weight = (x - lo.astype(f)).astype(f)
-    return tuple(int(v) for v in lo), tuple(int(v) for v in hi), tuple(float(v) for v in weight)
+    if not antialias:
+        u = 1 - r
+        return np.concatenate([((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+                               ((a + 2) * r - (a + 3)) * r * r + 1,
+                               ((a + 2) * u - (a + 3)) * u * u + 1,
+                               ((a * (u + 1) - 5 * a) * (u + 1) + 8 * a) * (u + 1) - 4 * a], axis=1)
+    start = int(np.floor(-2 / s) + 1)
+    d = np.abs(s * (np.arange(start, 2 - start)[None, :] - r))
+    coeffs = np.where(d <= 1, (a + 2) * d ** 3 - (a + 3) * d ** 2 + 1,
+                      np.where(d < 2, a * d ** 3 - 5 * a * d ** 2 + 8 * a * d - 4 * a, 0.0))
+    return coeffs / coeffs.sum(axis=1, keepdims=True)
 
 
-def resize_params(taps: list) -> tuple[dict, dict[str, np.ndarray]]:
+def resize_taps(in_size: int, out_size: int, mode: str, coordinate: str, nearest: str = "round_prefer_floor",
+                scale: float | None = None, *, cubic_a: float = -0.75, exclude_outside: bool = False,
+                antialias: bool = False, roi: tuple[float, float] = (0.0, 1.0)) -> ResizeTaps | None:
+    """The taps of each output index of one resized axis, or None when it copies the axis.
+
+    Computed in float64 as ONNX's reference computes them (``onnx/reference/ops/op_resize.py``: source
+    coordinate, its ``ratio`` in (0, 1] past the tap before it, the filter's K coefficients, the K nearest
+    source indices with ties to the lower, edge-clamped), so every mode is data: nearest K = 1, linear 2,
+    cubic 4, antialias the widened filter's support. ``scale`` is the ONNX ``scales`` value (default
+    ``out_size / in_size``); ``roi`` the (start, end) of ``tf_crop_and_resize`` on this axis.
+    """
+    scale = out_size / in_size if scale is None else float(scale)
+    if out_size == in_size and np.isclose(scale, 1.0) and coordinate != "tf_half_pixel_for_nn" and (
+            coordinate != "tf_crop_and_resize" or np.allclose(roi, (0.0, 1.0))):
+        return None
+    source = _resize_source(np.arange(out_size, dtype=np.float64), in_size, out_size, scale, coordinate, roi)
+    floor = np.floor(source)
+    ratio = np.where(source == floor, 1.0, source - floor)
+    coeffs = _resize_coefficients(ratio, mode, nearest, scale, cubic_a, antialias)
+    n = coeffs.shape[1]
+    pad = -(-n // 2)
+    padded = source + pad  # the K nearest indices of the edge-padded axis, ties to the lower (the reference's)
+    frac = padded - np.floor(padded)
+    if n % 2 == 0:
+        offset = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        offset = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    index = (np.floor(padded).astype(np.int64) + offset)[:, None] + np.arange(n)[None, :] - pad
+    if exclude_outside:
+        coeffs = np.where((index < 0) | (index >= in_size), 0.0, coeffs)
+        total = coeffs.sum(axis=1, keepdims=True)
+        coeffs = coeffs / np.where(total == 0, 1.0, total)
+    index = np.clip(index, 0, in_size - 1)
+    inside = None
+    if coordinate == "tf_crop_and_resize" and ((source < 0) | (source > in_size - 1)).any():
+        inside = (source >= 0) & (source <= in_size - 1)
+    if mode == "nearest":
+        return ResizeTaps(index[np.arange(out_size), np.argmax(coeffs, axis=1)][:, None], None, inside)
+    return ResizeTaps(index, coeffs, inside)
+
+
+def resize_params(taps: list[ResizeTaps | None],
+                  extrapolation: float = 0.0) -> tuple[dict, dict[str, np.ndarray]]:
     """A ``Resize`` node's attrs and params from ``resize_taps`` per IR axis (None: the axis is copied).
 
-    Params per resized axis k: ``lo<k>`` (int32 source indices) and, for
-    linear interpolation, ``hi<k>``, ``wlo<k>`` = 1 - weight and ``whi<k>`` =
-    weight (float32), so the C reads tables rather than recomputing
-    coordinates.
+    Attrs: ``axes`` (the resized ones), ``taps`` (K per IR axis, 0 when copied), ``extrapolation`` (the
+    value written outside the region, or None when no index is outside). Params per resized axis k, flat
+    (out, K) row-major: ``i<k>`` (int32 source indices), ``w<k>`` (float32 weights, none for nearest) and
+    ``in<k>`` (int32, 1 inside the region) when some index is outside, so the C reads tables rather than
+    recomputing coordinates.
     """
     axes = tuple(k for k, tap in enumerate(taps) if tap is not None)
-    linear = any(any(tap[2]) for tap in taps if tap is not None)
     params = {}
     for k in axes:
-        lo, hi, weight = taps[k]
-        params[f"lo{k}"] = np.array(lo, dtype=np.int32)
-        if linear:
-            whi = np.array(weight, dtype=np.float32)
-            params.update({f"hi{k}": np.array(hi, dtype=np.int32), f"whi{k}": whi,
-                           f"wlo{k}": (np.float32(1) - whi).astype(np.float32)})
-    return {"axes": axes, "linear": linear}, params
+        tap = taps[k]
+        params[f"i{k}"] = tap.index.astype(np.int32).reshape(-1)
+        if tap.weight is not None:
+            params[f"w{k}"] = tap.weight.astype(np.float32).reshape(-1)
+        if tap.inside is not None:
+            params[f"in{k}"] = tap.inside.astype(np.int32)
+    outside = any(taps[k].inside is not None for k in axes)
+    return ({"axes": axes, "taps": tuple(0 if tap is None else tap.index.shape[1] for tap in taps),
+             "extrapolation": float(extrapolation) if outside else None}, params)
 
 
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -177,7 +265,7 @@ class Tensor:
 
     name: str
     shape: tuple[int, ...]
-    layout: str | None  # one letter per axis, or None for ranks without a name (> 3)
+    layout: str | None  # one letter per axis, or None for ranks without a name (> 4)
 
     @property
     def size(self) -> int:
@@ -237,6 +325,10 @@ class Graph:
     output: str = ""
     input_name: str = ""  # source names reported in the manifest
     output_name: str = ""
+    # A graph of several inputs or outputs (frontend_onnx): (source name, IR shape, offset) of each tensor in the
+    # packed ``input`` and ``output`` vectors, in the source's order; empty for one input and one output.
+    packed_inputs: list[tuple[str, tuple[int, ...], int]] = field(default_factory=list)
+    packed_outputs: list[tuple[str, tuple[int, ...], int]] = field(default_factory=list)
 
     def add_tensor(self, name: str, shape: tuple[int, ...], layout: str | None) -> Tensor:
         tensor = Tensor(name, tuple(int(d) for d in shape), layout)
@@ -258,6 +350,56 @@ class Graph:
             if node.output == tensor:
                 return node
         return None
+
+
+# A graph of several inputs or outputs reads one packed input vector and writes one packed output vector: the
+# tensors in the source's order, each in row-major order in its own layout (docs/zoo.md), so that the C entry keeps
+# one input and one output pointer and every runner is unchanged. The front ends add the (un)packing as ordinary IR
+# nodes (a Slice, and a View for a tensor of rank above 1, per input; a View per output and one Concat), which
+# every strategy but V1's layer chain already emits.
+PACKED_INPUT, PACKED_OUTPUT = "input:packed", "output:packed"
+
+
+def unpack_inputs(graph: Graph, inputs: list[tuple[str, str]]) -> None:
+    """Make ``graph.input`` the packed vector of ``inputs`` ((IR tensor, source name), each tensor already added):
+    each becomes a Slice of it, viewed with the tensor's own shape."""
+    offset = 0
+    total = sum(graph.tensors[tensor].size for tensor, _ in inputs)
+    graph.add_tensor(PACKED_INPUT, (total,), default_layout(1, channels_last=False))
+    graph.input = graph.input_name = PACKED_INPUT
+    for tensor, source in inputs:
+        shape = graph.tensors[tensor].shape
+        flat = tensor if len(shape) == 1 else graph.add_tensor(f"{tensor}:flat", (graph.tensors[tensor].size,),
+                                                               default_layout(1, channels_last=False)).name
+        graph.add_node(Node(name=f"unpack:{source}", kind="Input", op="Slice", inputs=[PACKED_INPUT], output=flat,
+                            attrs={"starts": (offset,), "steps": (1,)}))
+        if flat != tensor:
+            graph.add_node(Node(name=f"view:{source}", kind="Input", op="View", inputs=[flat], output=tensor))
+        graph.packed_inputs.append((source, shape, offset))
+        offset += graph.tensors[tensor].size
+
+
+def pack_outputs(graph: Graph, outputs: list[tuple[str, str]]) -> None:
+    """Make ``graph.output`` the packed vector of ``outputs`` ((IR tensor, source name)): each viewed as a vector,
+    joined by a Concat (a lone output is its own vector)."""
+    flats, offset = [], 0
+    for tensor, source in outputs:
+        shape, flat = graph.tensors[tensor].shape, tensor
+        if len(shape) != 1:
+            flat = graph.add_tensor(f"{tensor}:flat", (graph.tensors[tensor].size,),
+                                    default_layout(1, channels_last=False)).name
+            graph.add_node(Node(name=f"view:{source}", kind="Output", op="View", inputs=[tensor], output=flat))
+        flats.append(flat)
+        graph.packed_outputs.append((source, shape, offset))
+        offset += graph.tensors[tensor].size
+    graph.output_name = PACKED_OUTPUT
+    if len(flats) == 1:
+        graph.output = flats[0]
+        return
+    graph.add_tensor(PACKED_OUTPUT, (offset,), default_layout(1, channels_last=False))
+    graph.add_node(Node(name="pack:outputs", kind="Output", op="Concat", inputs=flats, output=PACKED_OUTPUT,
+                        attrs={"axis": 0}))
+    graph.output = PACKED_OUTPUT
 
 
 def fuse_activations(graph: Graph) -> None:

@@ -159,17 +159,21 @@ def emit_dense(ctx: Context, node: Node) -> None:
 
 # ------------------------------------------------- convolution and pooling
 
-OUT_VARS = {"H": "oh", "W": "ow", "C": "oc"}
+OUT_VARS = {"D": "od", "H": "oh", "W": "ow", "C": "oc"}
+
+
+def spatial_letters(x: Tensor) -> str:
+    """The spatial axes of an image (``HW``) or a volume (``DHW``), in the order of the window attrs."""
+    return "".join(letter for letter in "DHW" if letter in x.layout)
 
 
 def _reach(node: Node, x: Tensor, y: Tensor) -> dict[str, tuple[bool, bool]]:
     """Per spatial axis: can a window reach before the start / past the end of the input?"""
     a = node.attrs
-    pads = {"H": (a["pads"][0], a["pads"][2]), "W": (a["pads"][1], a["pads"][3])}
     reach = {}
-    for k, letter in enumerate("HW"):
+    for k, letter in enumerate(spatial_letters(x)):
         kernel, stride, dilation = a["kernel"][k], a["strides"][k], a["dilations"][k]
-        begin = pads[letter][0]
+        begin = a["pads"][k]
         highest = (y.dim(letter) - 1) * stride + (kernel - 1) * dilation - begin
         reach[letter] = (begin > 0, highest >= x.dim(letter))
     return reach
@@ -177,7 +181,7 @@ def _reach(node: Node, x: Tensor, y: Tensor) -> dict[str, tuple[bool, bool]]:
 
 def _spatial_window(ctx: Context, node: Node, x: Tensor, y: Tensor, order: str, coords: dict[str, str],
                     body: Callable[[dict[str, str]], None]) -> None:
-    """Loops over the window of output position (oh, ow), nested in ``order`` (letters of H, W, I).
+    """Loops over the window of output position (od, oh, ow), nested in ``order`` (letters of D, H, W, I).
 
     ``body`` receives the input coordinates by axis letter; cells outside the
     input are skipped by ``if`` guards (zero padding for a convolution, ignored
@@ -185,7 +189,8 @@ def _spatial_window(ctx: Context, node: Node, x: Tensor, y: Tensor, order: str, 
     """
     a, w = node.attrs, ctx.w
     reach = _reach(node, x, y)
-    spatial = {"H": ("kh", "ih", "oh", 0, a["pads"][0]), "W": ("kw", "iw", "ow", 1, a["pads"][1])}
+    spatial = {letter: (f"k{letter.lower()}", f"i{letter.lower()}", OUT_VARS[letter], k, a["pads"][k])
+               for k, letter in enumerate(spatial_letters(x))}
     coords = dict(coords)
 
     def nest(level: int) -> None:
@@ -252,7 +257,7 @@ def emit_conv(ctx: Context, node: Node) -> None:
 
 def transposed_taps(node: Node, x: Tensor, letter: str, out: int, tap: int) -> int | None:
     """The input index that output index ``out`` reads at kernel tap ``tap`` of a transposed convolution."""
-    k = "HW".index(letter)
+    k = spatial_letters(x).index(letter)
     a = node.attrs
     shifted = out + a["pads"][k] - tap * a["dilations"][k]
     if shifted < 0 or shifted % a["strides"][k] or shifted // a["strides"][k] >= x.dim(letter):
@@ -269,14 +274,15 @@ def emit_conv_transpose(ctx: Context, node: Node) -> None:
     """
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     a, w = node.attrs, ctx.w
-    layout, group = a["kernel_layout"], a.get("group", 1)  # "IOHW" (ONNX) or "HWOI" (Keras)
-    dims = {"H": a["kernel"][0], "W": a["kernel"][1], "I": x.dim("C"), "O": y.dim("C") // group}
+    layout, group = a["kernel_layout"], a.get("group", 1)  # "IOHW" or "IODHW" (ONNX) or "HWOI" (Keras)
+    letters = spatial_letters(x)
+    dims = {**dict(zip(letters, a["kernel"])), "I": x.dim("C"), "O": y.dim("C") // group}
     k_strides = row_major_strides(tuple(dims[letter] for letter in layout))
-    k_vars = [{"H": "kh", "W": "kw", "I": "ic" if group == 1 else "gc + ic",
-               "O": "oc" if group == 1 else "oc % " + str(dims["O"])}[letter] for letter in layout]
+    k_vars = [{"I": "ic" if group == 1 else "gc + ic", "O": "oc" if group == 1 else "oc % " + str(dims["O"])}
+              .get(letter, f"k{letter.lower()}") for letter in layout]
     kernel = ctx.param(node, "kernel")
     spatial = {}
-    for k, letter in enumerate("HW"):
+    for k, letter in enumerate(letters):
         stride, dilation, pad = a["strides"][k], a["dilations"][k], a["pads"][k]
         out_var, k_var, in_var = OUT_VARS[letter], f"k{letter.lower()}", f"i{letter.lower()}"
         term = out_var + (f" + {pad}" if pad else "") + (f" - {k_var}" if dilation == 1 else f" - {k_var} * {dilation}")
@@ -286,23 +292,59 @@ def emit_conv_transpose(ctx: Context, node: Node) -> None:
         w.line("float acc = 0.0f;")
         group_base(ctx, node, x, y)
         with w.loop("ic", x.dim("C") // group):
-            def nest(letters: str) -> None:
-                if not letters:
-                    coords = {"H": "ih", "W": "iw", "C": "ic" if group == 1 else "gc + ic"}
+            def nest(rest: str) -> None:
+                if not rest:
+                    coords = {**{letter: f"i{letter.lower()}" for letter in letters},
+                              "C": "ic" if group == 1 else "gc + ic"}
                     x_index = index(x.strides, [coords[letter] for letter in x.layout])
                     w.line(f"acc += {ctx.at(x.name, x_index)} * {kernel}[{index(k_strides, k_vars)}];")
                     return
-                k_var, in_var, term, stride, taps = spatial[letters[0]]
+                k_var, in_var, term, stride, taps = spatial[rest[0]]
                 with w.loop(k_var, taps):
                     w.line(f"const int t{in_var} = {term};")
                     guards = [f"t{in_var} >= 0"] + ([f"t{in_var} % {stride} == 0"] if stride > 1 else [])
-                    guards.append(f"t{in_var} < {x.dim(letters[0]) * stride}")
+                    guards.append(f"t{in_var} < {x.dim(rest[0]) * stride}")
                     with w.block(f"if ({' && '.join(guards)})"):
                         w.line(f"const int {in_var} = t{in_var}" + (f" / {stride};" if stride > 1 else ";"))
-                        nest(letters[1:])
-            nest("HW")
+                        nest(rest[1:])
+            nest(letters)
         value = f"acc + {ctx.param(node, 'bias')}[oc]" if "bias" in node.params else "acc"
         ctx.store(node, ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout])), value)
+
+
+def padded_counts(node: Node, x: Tensor, y: Tensor) -> dict[str, list[int]]:
+    """Per spatial letter, per output index: the window taps inside the explicitly padded input.
+
+    ``count_include_pad`` divides by these (ONNX counts the explicit padding
+    but not the overhang of a ``ceil_mode`` window); they are the kernel size
+    but for the last windows of a ceil_mode axis.
+    """
+    a, letters = node.attrs, spatial_letters(x)
+    counts = {}
+    for k, letter in enumerate(letters):
+        padded = x.dim(letter) + a["pads"][k] + a["pads"][k + len(letters)]
+        counts[letter] = [sum(o * a["strides"][k] + tap * a["dilations"][k] < padded for tap in range(a["kernel"][k]))
+                          for o in range(y.dim(letter))]
+    return counts
+
+
+def _padded_divisor(node: Node, x: Tensor, y: Tensor) -> str:
+    """The C divisor of an average pool counting its padding: the product of ``padded_counts`` per axis, as
+    ``(o < first short window ? kernel : ceil((padded - o * stride) / dilation))``."""
+    a, letters = node.attrs, spatial_letters(x)
+    terms = []
+    for k, (letter, counts) in enumerate(padded_counts(node, x, y).items()):
+        taps, stride, dilation = a["kernel"][k], a["strides"][k], a["dilations"][k]
+        short = [o for o, count in enumerate(counts) if count < taps]
+        if not short:
+            terms.append(str(taps))
+            continue
+        padded, o = x.dim(letter) + a["pads"][k] + a["pads"][k + len(letters)], OUT_VARS[letter]
+        left = f"{padded} - {o}" + (f" * {stride}" if stride > 1 else "")
+        inside = f"({left} + {dilation - 1}) / {dilation}" if dilation > 1 else left
+        terms.append(f"({o} < {short[0]} ? {taps} : {inside})")
+    return "(float)(" + " * ".join(terms) + ")" if any("?" in term for term in terms) else c_float(int(
+        np.prod(a["kernel"])))
 
 
 @emitter("Pool2D")
@@ -310,7 +352,6 @@ def emit_pool(ctx: Context, node: Node) -> None:
     """Definition 8 with padding: max ignores padded cells; average divides by the cells counted."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     kind, w = node.attrs["kind"], ctx.w
-    kh, kw = node.attrs["kernel"]
     guarded = any(low or high for low, high in _reach(node, x, y).values())
     count = kind == "avg" and guarded and not node.attrs.get("count_include_pad", False)
 
@@ -327,8 +368,8 @@ def emit_pool(ctx: Context, node: Node) -> None:
         w.line("float acc = -INFINITY;" if kind == "max" else "float acc = 0.0f;")
         if count:
             w.line("float n = 0.0f;")
-        _spatial_window(ctx, node, x, y, "HW", {"C": "oc"}, body)
-        value = "acc" if kind == "max" else f"acc / {'n' if count else c_float(kh * kw)}"
+        _spatial_window(ctx, node, x, y, spatial_letters(x), {"C": "oc"}, body)
+        value = "acc" if kind == "max" else f"acc / {'n' if count else _padded_divisor(node, x, y)}"
         ctx.store(node, ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout])), value)
 
 
@@ -531,30 +572,43 @@ def emit_slice(ctx: Context, node: Node) -> None:
                   ctx.at(x.name, index(x.strides, slice_sources(node, variables))))
 
 
-def resize_terms(node: Node, variables: list[str], table) -> list[tuple[list[str], list[str]]]:
-    """Per corner of a Resize: (weight factors, source index per axis); ``table(key, var)`` reads a table."""
-    axes, linear = node.attrs["axes"], node.attrs["linear"]
+def resize_terms(node: Node, variables: list, table) -> list[tuple[list, list]]:
+    """Per combination of taps of a Resize (K per resized axis): (weight factors, source index per axis);
+    ``table(key, var, tap, k)`` reads entry (var, tap) of a (out, k) table."""
     corners = [([], [])]
     for k, var in enumerate(variables):
-        if k not in axes:
+        taps = node.attrs["taps"][k]
+        if not taps:
             corners = [(f, s + [var]) for f, s in corners]
-        elif not linear:
-            corners = [(f, s + [table(f"lo{k}", var)]) for f, s in corners]
-        else:
-            corners = [(f + [table(f"{w}{k}", var)], s + [table(f"{side}{k}", var)]) for f, s in corners
-                       for side, w in (("lo", "wlo"), ("hi", "whi"))]
+            continue
+        weighted = f"w{k}" in node.params
+        corners = [(f + ([table(f"w{k}", var, t, taps)] if weighted else []), s + [table(f"i{k}", var, t, taps)])
+                   for f, s in corners for t in range(taps)]
     return corners
+
+
+def resize_inside(node: Node, variables: list, table) -> list:
+    """The ``in<k>`` reads that must all hold for an output index to be inside the region (none: always)."""
+    return [table(f"in{k}", var, 0, 1) for k, var in enumerate(variables) if f"in{k}" in node.params]
 
 
 @emitter("Resize")
 def emit_resize(ctx: Context, node: Node) -> None:
-    """Nearest: one read through the index tables; linear: the weighted corners (2 per resized axis)."""
+    """The sum over the taps of every resized axis (nearest 1, linear 2, cubic 4, antialias more) of their
+    weights' product times the input there, all read from tables; outside the region, the extrapolation value."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     variables = [f"e{k}" for k in range(len(y.shape))]
-    terms = [" * ".join(factors + [ctx.at(x.name, index(x.strides, sources))])
-             for factors, sources in resize_terms(node, variables, lambda key, var: f"{ctx.param(node, key)}[{var}]")]
+
+    def table(key: str, var: str, tap: int, taps: int) -> str:
+        return f"{ctx.param(node, key)}[{var if taps == 1 else f'{var} * {taps} + {tap}'}]"
+
+    value = " + ".join(" * ".join(factors + [ctx.at(x.name, index(x.strides, sources))])
+                       for factors, sources in resize_terms(node, variables, table))
+    inside = resize_inside(node, variables, table)
+    if inside:
+        value = f"({' && '.join(inside)}) ? ({value}) : {c_float(node.attrs['extrapolation'])}"
     with ctx.w.nest(zip(variables, y.shape)):
-        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), " + ".join(terms))
+        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), value)
 
 
 @emitter("Pad")

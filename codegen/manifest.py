@@ -11,9 +11,15 @@ SCHEMA = "assay-manifest/1"
 FILE_NAME = "manifest.json"
 
 
-def tensor_record(graph: Graph, tensor: str, name: str) -> dict:
+def tensor_record(graph: Graph, tensor: str, name: str,
+                  packed: list[tuple[str, tuple[int, ...], int]] | None = None) -> dict:
+    """A buffer of the entry; a packed one (several inputs or outputs) lists its tensors and their offsets."""
     t = graph.tensors[tensor]
-    return {"name": name, "shape": list(t.shape), "layout": t.layout, "size": t.size, "dtype": "float32"}
+    record = {"name": name, "shape": list(t.shape), "layout": t.layout, "size": t.size, "dtype": "float32"}
+    if packed:
+        record["tensors"] = [{"name": source, "shape": list(shape), "offset": offset}
+                             for source, shape, offset in packed]
+    return record
 
 
 def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: str, c_file: str,
@@ -25,8 +31,8 @@ def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: s
         "model": model,
         "prefix": prefix,
         "entry": {"symbol": entry, "signature": signature, "file": c_file},
-        "inputs": [tensor_record(graph, graph.input, graph.input_name)],
-        "outputs": [tensor_record(graph, graph.output, graph.output_name)],
+        "inputs": [tensor_record(graph, graph.input, graph.input_name, graph.packed_inputs)],
+        "outputs": [tensor_record(graph, graph.output, graph.output_name, graph.packed_outputs)],
         "sources": sources,
         "headers": headers,
         "symbols": {"code": code_symbols, "data": data_symbols},

@@ -37,7 +37,7 @@ from codegen.activations import EXPRESSIONS, hard_sigmoid
 from codegen.cwriter import CWriter, Loop, c_float
 from codegen.errors import UnsupportedModel
 from codegen.ir import CONTRACTED, FUSED_OP, VIEW_OPS, Graph, Node, Tensor, row_major_strides
-from codegen.layers import broadcast_strides
+from codegen.layers import broadcast_strides, padded_counts
 
 LIB = "assay_v1_lib"
 STRUCT = "assay_v1_layer"
@@ -224,7 +224,7 @@ PARAMETRISED = {
 # Activations served by another library function with fixed parameters.
 ALIASES = {"relu6": ("clip", (0.0, 6.0))}
 PLAIN = ("relu", "tanh", "sigmoid", "softplus", "softsign", "silu", "exponential", "keras_hard_sigmoid",
-         "keras_hard_silu", "log", "sqrt", "neg", "abs", "reciprocal")
+         "keras_hard_silu", "log", "sqrt", "neg", "abs", "reciprocal", "gelu", "gelu_tanh")
 
 
 def activation_function(kind: str) -> str:
@@ -352,6 +352,11 @@ def _fields(graph: Graph, node: Node) -> tuple[str, dict]:
         if a["kind"] == "max":
             return "assay_v1_max_pool", fields
         count = any(lo or hi for lo, hi in _reach(node, x, y)) and not a.get("count_include_pad", False)
+        if not count and any(n < k for counts, k in zip(padded_counts(node, x, y).values(), a["kernel"])
+                             for n in counts):
+            raise UnsupportedModel(f"{graph.source}: layer '{node.name}' ({node.kind}) counts the padding "
+                                   "(count_include_pad) with ceil_mode windows past it, which assay-v1's layer "
+                                   "struct cannot describe; use assay-v2 or assay-v3")
         return "assay_v1_avg_pool", {**fields, "count_pad": 0 if count else 1}
     if node.op == "GlobalPool2D":
         fields.update(out_c=x.dim("C"), in_h=x.dim("H"), in_w=x.dim("W"),
@@ -441,6 +446,10 @@ def sequence(graph: Graph) -> list[V1Layer]:
             tensor = views[tensor]
         return tensor
 
+    if graph.packed_inputs or graph.packed_outputs:
+        raise UnsupportedModel(f"{graph.source}: the model has {len(graph.packed_inputs)} inputs and "
+                               f"{len(graph.packed_outputs)} outputs; assay-v1's layer chain reads one input and "
+                               "writes one output; use assay-v2 or assay-v3")
     computing = [n for n in graph.nodes if n.op not in VIEW_OPS and n.op != FUSED_OP]
     if not computing:  # the output only reinterprets the input: its last view copies
         computing = [graph.producer(graph.output)]

@@ -16,6 +16,7 @@ caller raises the limit. The file is streamed to disk layer by layer
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from codegen.activations import expression
 from codegen.cwriter import INDENT, c_float
 from codegen.errors import UnsupportedModel
 from codegen.ir import CONTRACTED, Graph, Node, Tensor, row_major_strides
-from codegen.layers import (REDUCE, _reach, broadcast_strides, combine, concat_parts, reduce_parts, resize_terms,
+from codegen.layers import (REDUCE, _reach, broadcast_strides, combine, concat_parts, reduce_parts,
+                            padded_counts, resize_inside, resize_terms, spatial_letters,
                             transposed_taps)
 from codegen.memory import MemoryPlan
 
@@ -93,7 +95,8 @@ class Stream:
 
 
 def macs(graph: Graph) -> int:
-    """Multiply-accumulate statements V3 writes: Dense and Conv2D products, padded cells included."""
+    """Multiply-accumulate statements V3 writes: Dense and Conv2D products, padded cells included, and the
+    weighted taps of a Resize (K per axis, multiplied: cubic and antialias ones grow fast)."""
     total = 0
     for node in graph.nodes:
         if node.op == "Dense":
@@ -102,7 +105,9 @@ def macs(graph: Graph) -> int:
         elif node.op in ("Conv2D", "ConvTranspose2D"):
             x = graph.tensors[node.inputs[0]]
             per_group = x.dim("C") // node.attrs.get("group", 1)
-            total += graph.tensors[node.output].size * node.attrs["kernel"][0] * node.attrs["kernel"][1] * per_group
+            total += graph.tensors[node.output].size * int(np.prod(node.attrs["kernel"])) * per_group
+        elif node.op == "Resize" and any(key.startswith("w") for key in node.params):  # weighted taps, not copies
+            total += graph.tensors[node.output].size * int(np.prod([k for k in node.attrs["taps"] if k]))
     return total
 
 
@@ -184,29 +189,35 @@ def _dense(ctx: _Ctx, node: Node) -> None:
         ctx.out.lines(lines)
 
 
-def _window_cells(node: Node, x: Tensor, oh: int, ow: int, order: str) -> list[dict[str, int]]:
-    """The input cells of output (oh, ow) inside the input, in ``order`` (letters H, W, I) like V2's loops.
+def _window_cells(node: Node, x: Tensor, out: dict[str, int], order: str) -> list[dict[str, int]]:
+    """The input cells of output position ``out`` (per spatial letter) inside the input, in ``order`` (letters
+    D, H, W, I) like V2's loops: each cell maps a letter to its kernel tap and ``i<letter>`` to its input index.
 
     ``I`` runs over one group's input channels (all of them without groups).
     """
     a = node.attrs
-    ranges = {"H": range(a["kernel"][0]), "W": range(a["kernel"][1]), "I": range(x.dim("C") // a.get("group", 1))}
+    letters = spatial_letters(x)
+    ranges = {**{letter: range(k) for letter, k in zip(letters, a["kernel"])},
+              "I": range(x.dim("C") // a.get("group", 1))}
     cells = []
     for combo in np.ndindex(*(len(ranges[letter]) for letter in order)):
         cell = dict(zip(order, combo))
-        ih = oh * a["strides"][0] + cell["H"] * a["dilations"][0] - a["pads"][0]
-        iw = ow * a["strides"][1] + cell["W"] * a["dilations"][1] - a["pads"][1]
-        if 0 <= ih < x.dim("H") and 0 <= iw < x.dim("W"):
-            cells.append({**cell, "ih": ih, "iw": iw})
+        inside = {f"i{letter.lower()}": out[letter] * a["strides"][k] + cell[letter] * a["dilations"][k] - a["pads"][k]
+                  for k, letter in enumerate(letters)}
+        if all(0 <= inside[f"i{letter.lower()}"] < x.dim(letter) for letter in letters):
+            cells.append({**cell, **inside})
     return cells
 
 
-def _x_index(x: Tensor, ih: int, iw: int, c: int) -> int:
-    return ih * x.strides[x.axis("H")] + iw * x.strides[x.axis("W")] + c * x.strides[x.axis("C")]
+def _offset(t: Tensor, coords: dict[str, int]) -> int:
+    """The flat index of the cell at ``coords`` (an index per axis letter of ``t``)."""
+    return sum(coords[letter] * t.strides[t.axis(letter)] for letter in t.layout)
 
 
-def _y_index(y: Tensor, oh: int, ow: int, oc: int) -> int:
-    return oh * y.strides[y.axis("H")] + ow * y.strides[y.axis("W")] + oc * y.strides[y.axis("C")]
+def _outputs(y: Tensor) -> list[dict[str, int]]:
+    """Every spatial output position of an image or volume, row-major over its spatial letters."""
+    letters = spatial_letters(y)
+    return [dict(zip(letters, position)) for position in np.ndindex(*(y.dim(letter) for letter in letters))]
 
 
 def _conv(ctx: _Ctx, node: Node) -> None:
@@ -217,19 +228,18 @@ def _conv(ctx: _Ctx, node: Node) -> None:
     weights = literals(node.params["kernel"])
     bias = literals(node.params["bias"]) if "bias" in node.params else None
     read, write = ctx.ref(x.name), ctx.ref(y.name)
-    for oh in range(y.dim("H")):
-        for ow in range(y.dim("W")):
-            cells = _window_cells(node, x, oh, ow, layout.replace("O", ""))
-            k_base = [c["H"] * k_strides["H"] + c["W"] * k_strides["W"] + c["I"] * k_strides["I"] for c in cells]
-            for oc in range(y.dim("C")):
-                gc = oc // (y.dim("C") // group) * dims["I"]
-                reads = [read(_x_index(x, c["ih"], c["iw"], gc + c["I"])) for c in cells]
-                k_off = oc * k_strides["O"]
-                lines = ["acc = 0.0f;"] + [f"acc += {r} * {weights[b + k_off]};" for r, b in zip(reads, k_base)]
-                if bias is not None:
-                    lines.append(f"acc = acc + {bias[oc]};")
-                lines += ctx.store(node, write(_y_index(y, oh, ow, oc)), "acc")
-                ctx.out.lines(lines)
+    for out in _outputs(y):
+        cells = _window_cells(node, x, out, layout.replace("O", ""))
+        k_base = [c["H"] * k_strides["H"] + c["W"] * k_strides["W"] + c["I"] * k_strides["I"] for c in cells]
+        for oc in range(y.dim("C")):
+            gc = oc // (y.dim("C") // group) * dims["I"]
+            reads = [read(_offset(x, {"H": c["ih"], "W": c["iw"], "C": gc + c["I"]})) for c in cells]
+            k_off = oc * k_strides["O"]
+            lines = ["acc = 0.0f;"] + [f"acc += {r} * {weights[b + k_off]};" for r, b in zip(reads, k_base)]
+            if bias is not None:
+                lines.append(f"acc = acc + {bias[oc]};")
+            lines += ctx.store(node, write(_offset(y, {**out, "C": oc})), "acc")
+            ctx.out.lines(lines)
 
 
 def _conv_transpose(ctx: _Ctx, node: Node) -> None:
@@ -237,53 +247,54 @@ def _conv_transpose(ctx: _Ctx, node: Node) -> None:
     x, y = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.output]
     a = node.attrs
     layout, group = a["kernel_layout"], a.get("group", 1)
-    dims = {"H": a["kernel"][0], "W": a["kernel"][1], "I": x.dim("C"), "O": y.dim("C") // group}
+    letters = spatial_letters(x)
+    dims = {**dict(zip(letters, a["kernel"])), "I": x.dim("C"), "O": y.dim("C") // group}
     k_strides = dict(zip(layout, row_major_strides(tuple(dims[letter] for letter in layout))))
     weights = literals(node.params["kernel"])
     bias = literals(node.params["bias"]) if "bias" in node.params else None
     read, write = ctx.ref(x.name), ctx.ref(y.name)
     per_group = x.dim("C") // group
-    for oh in range(y.dim("H")):
-        rows = [(kh, ih) for kh in range(a["kernel"][0])
-                if (ih := transposed_taps(node, x, "H", oh, kh)) is not None]
-        for ow in range(y.dim("W")):
-            cols = [(kw, iw) for kw in range(a["kernel"][1])
-                    if (iw := transposed_taps(node, x, "W", ow, kw)) is not None]
-            for oc in range(y.dim("C")):
-                gc = oc // dims["O"] * per_group
-                lines = ["acc = 0.0f;"]
-                for ic in range(gc, gc + per_group):
-                    for kh, ih in rows:
-                        for kw, iw in cols:
-                            k = (ic * k_strides["I"] + oc % dims["O"] * k_strides["O"] + kh * k_strides["H"]
-                                 + kw * k_strides["W"])
-                            lines.append(f"acc += {read(_x_index(x, ih, iw, ic))} * {weights[k]};")
-                if bias is not None:
-                    lines.append(f"acc = acc + {bias[oc]};")
-                lines += ctx.store(node, write(_y_index(y, oh, ow, oc)), "acc")
-                ctx.out.lines(lines)
+    for out in _outputs(y):
+        # per spatial axis, the (tap, input index) pairs that reach this output, nested in V2's order
+        axes = [[(tap, i) for tap in range(dims[letter])
+                 if (i := transposed_taps(node, x, letter, out[letter], tap)) is not None] for letter in letters]
+        for oc in range(y.dim("C")):
+            gc = oc // dims["O"] * per_group
+            lines = ["acc = 0.0f;"]
+            for ic in range(gc, gc + per_group):
+                for taps in itertools.product(*axes):
+                    k = ic * k_strides["I"] + oc % dims["O"] * k_strides["O"] + sum(
+                        tap * k_strides[letter] for letter, (tap, _) in zip(letters, taps))
+                    cell = {**{letter: i for letter, (_, i) in zip(letters, taps)}, "C": ic}
+                    lines.append(f"acc += {read(_offset(x, cell))} * {weights[k]};")
+            if bias is not None:
+                lines.append(f"acc = acc + {bias[oc]};")
+            lines += ctx.store(node, write(_offset(y, {**out, "C": oc})), "acc")
+            ctx.out.lines(lines)
 
 
 def _pool(ctx: _Ctx, node: Node) -> None:
     x, y = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.output]
     kind = node.attrs["kind"]
-    kh, kw = node.attrs["kernel"]
     guarded = any(low or high for low, high in _reach(node, x, y).values())
     count = kind == "avg" and guarded and not node.attrs.get("count_include_pad", False)
     read, write = ctx.ref(x.name), ctx.ref(y.name)
-    for oh in range(y.dim("H")):
-        for ow in range(y.dim("W")):
-            cells = _window_cells(node, x, oh, ow, "HW")
-            for oc in range(y.dim("C")):
-                reads = [read(_x_index(x, c["ih"], c["iw"], oc)) for c in cells]
-                if kind == "max":
-                    lines = ["acc = -INFINITY;"] + [f"acc = {r} > acc ? {r} : acc;" for r in reads]
-                    value = "acc"
-                else:
-                    lines = ["acc = 0.0f;"] + [f"acc += {r};" for r in reads]
-                    value = f"acc / {c_float(len(cells) if count else kh * kw)}"
-                lines += ctx.store(node, write(_y_index(y, oh, ow, oc)), value)
-                ctx.out.lines(lines)
+    letters = spatial_letters(x)
+    padded = padded_counts(node, x, y)
+    for out in _outputs(y):
+        cells = _window_cells(node, x, out, letters)
+        divisor = len(cells) if count else int(np.prod([padded[letter][out[letter]] for letter in letters]))
+        for oc in range(y.dim("C")):
+            reads = [read(_offset(x, {**{letter: c[f"i{letter.lower()}"] for letter in letters}, "C": oc}))
+                     for c in cells]
+            if kind == "max":
+                lines = ["acc = -INFINITY;"] + [f"acc = {r} > acc ? {r} : acc;" for r in reads]
+                value = "acc"
+            else:
+                lines = ["acc = 0.0f;"] + [f"acc += {r};" for r in reads]
+                value = f"acc / {c_float(divisor)}"
+            lines += ctx.store(node, write(_offset(y, {**out, "C": oc})), value)
+            ctx.out.lines(lines)
 
 
 def _global_pool(ctx: _Ctx, node: Node) -> None:
@@ -291,7 +302,7 @@ def _global_pool(ctx: _Ctx, node: Node) -> None:
     kind = node.attrs["kind"]
     read, write = ctx.ref(x.name), ctx.ref(node.output)
     for c in range(x.dim("C")):
-        reads = [read(_x_index(x, h, w, c)) for h in range(x.dim("H")) for w in range(x.dim("W"))]
+        reads = [read(_offset(x, {"H": h, "W": w, "C": c})) for h in range(x.dim("H")) for w in range(x.dim("W"))]
         if kind == "max":
             lines = ["acc = -INFINITY;"] + [f"acc = {r} > acc ? {r} : acc;" for r in reads]
             value = "acc"
@@ -461,9 +472,15 @@ def _resize(ctx: _Ctx, node: Node) -> None:
     read, strides = ctx.ref(x.name), np.array(x.strides)
     tables = {key: (literals(value) if value.dtype == np.float32 else value) for key, value in node.params.items()}
 
+    def table(key: str, i: int, tap: int, taps: int):
+        return tables[key][i * taps + tap]
+
     def source(index: np.ndarray) -> str:
+        variables = [int(i) for i in index]
+        if not all(int(inside) for inside in resize_inside(node, variables, table)):
+            return c_float(node.attrs["extrapolation"])
         terms = []
-        for factors, sources in resize_terms(node, [int(i) for i in index], lambda key, i: tables[key][i]):
+        for factors, sources in resize_terms(node, variables, table):
             terms.append(" * ".join([str(f) for f in factors] + [read(np.array(sources, dtype=np.int64) @ strides)]))
         return " + ".join(terms)
 

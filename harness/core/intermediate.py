@@ -40,6 +40,29 @@ def reference_of(code: GeneratedCode) -> tuple[str, LayerOutputs]:
     return name, references.get(name).layer_outputs
 
 
+def graph_tensors(code: GeneratedCode, model: Model, tensors: list[str]) -> list[str | None]:
+    """The tensor of the model's ONNX graph that holds each of the code's layer tensors (``layers[*].output.tensor``):
+    the same name for code generated from ONNX; for code generated from Keras, the output of the last node the
+    exporter named after the layer (``name`` or ``name_...``, the longest layer name that fits; the graph's output for
+    the last layer), the rule ``harness.stages.semantic.exportcheck`` pairs Keras layers with the export's nodes by;
+    None when none is. The
+    graph keeps the ONNX layout (channels first), the Keras layer its own (channels last)."""
+    if (code.manifest.get("model") or {}).get("format") == "onnx":
+        return list(tensors)
+    import onnx
+
+    names = [tensor.split(":")[0] for tensor in tensors]
+    graph = onnx.load(str(model.file("onnx"))).graph
+    last: dict[str, str] = {}
+    for node in graph.node:
+        fits = [name for name in names if node.output[0] == name or node.output[0].startswith(f"{name}_")]
+        if fits:
+            last[max(fits, key=len)] = node.output[0]
+    if names and names[-1] == code.manifest["layers"][-1]["name"] and graph.output:
+        last[names[-1]] = graph.output[0].name  # the network's last layer is the graph's output
+    return [last.get(name) for name in names]
+
+
 def activation_states(code: GeneratedCode, model: Model) -> inputsets.States | None:
     """The activation states of the reference for the input sets (``harness.core.inputsets``): per input,
     each element of each layer output the manifest names positive or not, and the arg-max class of the last

@@ -34,6 +34,15 @@ def infinity_norm_errors(outputs: np.ndarray, expected: np.ndarray) -> np.ndarra
     return diff.reshape(len(diff), -1).max(axis=1)
 
 
+def per_tensor_errors(outputs: np.ndarray, expected: np.ndarray, tensors: list[tuple[str, int]]) -> dict[str, float]:
+    """The largest |C - reference| of each tensor of packed outputs (a model of several outputs; ``tensors``: each
+    one's name and size, in packed order), so that a report names the output that is off."""
+    diff = np.abs(outputs.astype(np.float64) - expected.astype(np.float64)).reshape(len(outputs), -1)
+    offsets = np.cumsum([0] + [size for _, size in tensors])
+    return {name: float(diff[:, start:end].max(initial=0.0))
+            for (name, _), start, end in zip(tensors, offsets[:-1], offsets[1:])}
+
+
 def compare(outputs: np.ndarray, expected: np.ndarray, atol: float, rtol: float = 0.0) -> Comparison:
     """Compare a batch of generated outputs with a reference batch of the same shape."""
     if outputs.shape != expected.shape:

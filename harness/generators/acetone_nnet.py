@@ -35,6 +35,7 @@ class AcetoneNnet(PeerGenerator):
         return list(CONV_VARIANTS) if _has_conv(model) else [DEFAULT]
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
+        self.single_io(model)
         out_dir.mkdir(parents=True, exist_ok=True)
         spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         versions = {} if variant == DEFAULT else {"Conv2D": variant}

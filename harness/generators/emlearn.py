@@ -26,6 +26,7 @@ class Emlearn(PeerGenerator):
         return list(METHODS) if "keras" in model.files else []
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
+        self.single_io(model)
         prefix = _identifier(model.name)
         out_dir.mkdir(parents=True, exist_ok=True)
         response = PEER.run({"model": str(model.file("keras").resolve()), "out_dir": str(out_dir.resolve()),

@@ -31,6 +31,7 @@ class EmxOnnxCgen(PeerGenerator):
         return list(VARIANTS) if "onnx" in model.files else []
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
+        self.single_io(model)
         name = "emx_" + "".join(c if c.isalnum() else "_" for c in model.name)
         options = [*COMMON, *VARIANTS[variant]]
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ class Keras2c(PeerGenerator):
         return list(VARIANTS) if "keras" in model.files else []
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
+        self.single_io(model)
         out_dir.mkdir(parents=True, exist_ok=True)
         spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
         function = "k2c_" + "".join(c if c.isalnum() else "_" for c in model.name)

@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from harness.models.model import Model, bound_from_json
+from harness.models.model import Model, Tensor, bound_from_json
 
 CACHE_SCHEMA = "assay-zoo/3"  # 2: models carry rtol; 3: input domain bounds per element ([low, high], nested lists)
 
@@ -60,7 +60,7 @@ def model_to_dict(model: Model, directory: Path) -> dict:
         except ValueError:
             return str(path.resolve())
 
-    return {
+    fields = {
         "name": model.name,
         "files": {fmt: relative(path) for fmt, path in sorted(model.files.items())},
         "input_shape": list(model.input_shape),
@@ -74,6 +74,10 @@ def model_to_dict(model: Model, directory: Path) -> dict:
         "tier": model.tier,
         "description": model.description,
     }
+    if model.is_packed:  # only then, so that a single-input model's record keeps its bytes
+        fields["inputs"] = [{"name": t.name, "shape": list(t.shape)} for t in model.inputs]
+        fields["outputs"] = [{"name": t.name, "shape": list(t.shape)} for t in model.outputs]
+    return fields
 
 
 def model_from_dict(fields: dict, directory: Path) -> Model:
@@ -90,7 +94,13 @@ def model_from_dict(fields: dict, directory: Path) -> Model:
         rtol=float(fields["rtol"]),
         tier=fields["tier"],
         description=fields.get("description", ""),
+        inputs=_tensors(fields.get("inputs", [])),
+        outputs=_tensors(fields.get("outputs", [])),
     )
+
+
+def _tensors(records: list) -> tuple[Tensor, ...]:
+    return tuple(Tensor(str(r["name"]), tuple(int(d) for d in r["shape"])) for r in records)
 
 
 def _domain_from_json(value) -> tuple:

@@ -23,6 +23,24 @@ DEFAULT_RTOL = 5e-6
 # ``(C, 1, 1)`` per channel of a CHW image, or the whole ``input_shape`` per element.
 Bound = Union[float, tuple]
 
+# The one flat vector that holds every input (or every output) of a model with several of them (``Model.inputs``).
+PACKED_LAYOUT = "C"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One input or output of a model with several inputs or outputs: its name and shape (no batch axis) in the
+    model's files, which agree on it (the loaders refuse otherwise). The data plane packs these tensors, in this
+    order and each in row-major order, into one flat float32 vector per sample, so that runners, inputs and the
+    oracle keep handling one buffer."""
+
+    name: str
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return _prod(self.shape)
+
 
 @dataclass(frozen=True)
 class Model:
@@ -36,6 +54,12 @@ class Model:
     broadcastable to ``input_shape`` (per feature, per channel or per element;
     see ``Bound``), documented per model in the zoo.
     ``tolerance`` (absolute) and ``rtol`` (relative) decide the oracle's verdict.
+
+    A model with several inputs or outputs lists them in ``inputs`` and
+    ``outputs`` (both, in the graph's order; both empty for a model of one
+    input and one output). Its ``input_shape`` and ``output_shape`` are then
+    the packed vectors ``(sum of the sizes,)`` in layout ``PACKED_LAYOUT``
+    (``Tensor``), in every file's layouts.
     """
 
     name: str
@@ -50,6 +74,13 @@ class Model:
     rtol: float = DEFAULT_RTOL
     tier: str = "user"
     description: str = ""
+    inputs: tuple[Tensor, ...] = ()
+    outputs: tuple[Tensor, ...] = ()
+
+    @property
+    def is_packed(self) -> bool:
+        """Whether the model has several inputs or outputs, packed into one vector each (``Tensor``)."""
+        return bool(self.inputs)
 
     @property
     def input_size(self) -> int:
@@ -91,6 +122,15 @@ class Model:
     def sha256(self) -> dict[str, str]:
         """Hashes of every file, for provenance."""
         return {fmt: file_sha256(path) for fmt, path in sorted(self.files.items())}
+
+
+def packed_model(name: str, files: dict[str, Path], inputs: list[Tensor], outputs: list[Tensor],
+                 **fields) -> Model:
+    """The ``Model`` of a file with several inputs or outputs: packed vectors in every format (``Tensor``)."""
+    flat = (PACKED_LAYOUT, PACKED_LAYOUT)
+    return Model(name=name, files=files, input_shape=(sum(t.size for t in inputs),),
+                 output_shape=(sum(t.size for t in outputs),), layout=PACKED_LAYOUT, output_layout=PACKED_LAYOUT,
+                 file_layouts={fmt: flat for fmt in files}, inputs=tuple(inputs), outputs=tuple(outputs), **fields)
 
 
 def file_sha256(path: Path) -> str:

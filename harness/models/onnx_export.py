@@ -32,6 +32,10 @@ from harness.errors import ModelError
 
 OPSET = 17
 IR_VERSION = 8  # the IR version of opset 17; every onnxruntime >= 1.14 reads it
+# Ops newer than OPSET: a graph that uses one is written at its opset (and that opset's IR version), every
+# other graph at OPSET, so that existing exports stay byte for byte; the ops the exporter writes mean the same
+# at these opsets (the checker below verifies the graph at the opset it declares).
+NEWER_OPS = {"Gelu": (20, 9)}
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
 
@@ -113,40 +117,47 @@ def export(keras_model, path: Path) -> None:
 
 
 def to_onnx(keras_model):
-    """The ``onnx.ModelProto`` equivalent of a Keras model (one input, one output)."""
+    """The ``onnx.ModelProto`` equivalent of a Keras model: inputs ``input`` and output ``output``, or, for a model
+    of several, ``input_0``, ``input_1``, ... and ``output_0``, ... in the Keras model's order."""
     import onnx
     from onnx import TensorProto, helper
 
     _check_supported(keras_model)
-    if len(keras_model.inputs) != 1 or len(keras_model.outputs) != 1:
-        raise ModelError(
-            f"expected one input and one output, found {len(keras_model.inputs)} and {len(keras_model.outputs)}"
-        )
-    in_shape = _shape_of(keras_model.inputs[0], "input")
+    several = len(keras_model.inputs) > 1 or len(keras_model.outputs) > 1
+    in_names = [f"{INPUT_NAME}_{k}" if several else INPUT_NAME for k in range(len(keras_model.inputs))]
+    out_names = [f"{OUTPUT_NAME}_{k}" if several else OUTPUT_NAME for k in range(len(keras_model.outputs))]
     graph = _Graph()
-    graph.unique(INPUT_NAME)
-    source = _Tensor(INPUT_NAME, in_shape)
-    result = _materialize(graph, _walk(graph, keras_model, [source]))
-    out_shape = _shape_of(keras_model.outputs[0], "output")
-    if result.name == INPUT_NAME:
-        result = _Tensor(graph.node("Identity", [result.name], "identity"), result.shape)
-    for node in graph.nodes:  # rename the last value to "output"
-        node.output[:] = [OUTPUT_NAME if name == result.name else name for name in node.output]
-        node.input[:] = [OUTPUT_NAME if name == result.name else name for name in node.input]
+    sources = []
+    for name, value in zip(in_names, keras_model.inputs):
+        graph.unique(name)
+        sources.append(_Tensor(name, _shape_of(value, f"input '{name}'" if several else "input")))
+    results = [_materialize(graph, result) for result in _walk_all(graph, keras_model, sources)]
+    out_shapes = [_shape_of(value, f"output '{name}'" if several else "output")
+                  for name, value in zip(out_names, keras_model.outputs)]
+    for k, result in enumerate(results):
+        if result.name in in_names or result.name in [r.name for r in results[:k]]:  # an input, or twice an output
+            results[k] = result = _Tensor(graph.node("Identity", [result.name], "identity"), result.shape)
+        for node in graph.nodes:  # rename the value to its output's name
+            node.output[:] = [out_names[k] if name == result.name else name for name in node.output]
+            node.input[:] = [out_names[k] if name == result.name else name for name in node.input]
     onnx_graph = helper.make_graph(
         graph.nodes,
         keras_model.name,
-        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["N", *_onnx_dims(in_shape)])],
-        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["N", *_onnx_dims(out_shape)])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", *_onnx_dims(source.shape)])
+         for name, source in zip(in_names, sources)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", *_onnx_dims(shape)])
+         for name, shape in zip(out_names, out_shapes)],
         graph.initializers,
     )
+    opset, ir_version = max([(OPSET, IR_VERSION),
+                             *(NEWER_OPS[node.op_type] for node in graph.nodes if node.op_type in NEWER_OPS)])
     model = helper.make_model(
         onnx_graph,
         producer_name="assay",
-        opset_imports=[helper.make_opsetid("", OPSET)],
+        opset_imports=[helper.make_opsetid("", opset)],
         doc_string="Exported from Keras by harness.models.onnx_export (channels-first).",
     )
-    model.ir_version = IR_VERSION
+    model.ir_version = ir_version
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as error:  # noqa: BLE001 - the checker raises several types
@@ -183,7 +194,16 @@ def _is_layer(operation) -> bool:
 
 
 def _walk(graph: _Graph, model, inputs: list[_Tensor]) -> _Tensor:
-    """Translate the graph of a Functional (or built Sequential) model."""
+    """Translate the graph of a Functional (or built Sequential) model nested in another: its one output."""
+    results = _walk_all(graph, model, inputs)
+    if len(results) != 1:
+        raise ModelError(f"nested model '{model.name}' has {len(results)} outputs; nested models with one are "
+                         "supported")
+    return results[0]
+
+
+def _walk_all(graph: _Graph, model, inputs: list[_Tensor]) -> list[_Tensor]:
+    """Translate the graph of a Functional (or built Sequential) model: its outputs, in order."""
     from harness.models.tf_runtime import keras
 
     functional = getattr(model, "_functional", None) if isinstance(model, keras().Sequential) else model
@@ -215,7 +235,7 @@ def _walk(graph: _Graph, model, inputs: list[_Tensor]) -> _Tensor:
                 raise ModelError(f"layer '{layer.name}' ({class_name}): exporter produced shape {result.shape}, "
                                  f"Keras has {expected}")
             values[id(node.outputs[0])] = result
-    return values[id(functional.outputs[0])]
+    return [values[id(output)] for output in functional.outputs]
 
 
 def _shape_of(keras_tensor, what: str) -> tuple[int, ...]:
@@ -296,7 +316,15 @@ def _activation(graph: _Graph, x: _Tensor, name: str, hint: str, layer, axis: in
     if name in ("silu", "swish"):
         gate = graph.node("Sigmoid", [x.name], f"{hint}_gate")
         return _Tensor(graph.node("Mul", [x.name, gate], f"{hint}_silu"), x.shape, x.perm)
+    if name == "gelu":  # keras.activations.gelu's default, approximate=False: ONNX Gelu's erf form
+        return _gelu(graph, x, False, hint)
     raise _unsupported(layer, f"activation={name}")
+
+
+def _gelu(graph: _Graph, x: _Tensor, approximate: bool, hint: str) -> _Tensor:
+    """ONNX Gelu (opset 20): the same formula as Keras, erf or (``approximate``) tanh."""
+    return _Tensor(graph.node("Gelu", [x.name], f"{hint}_gelu", approximate="tanh" if approximate else "none"),
+                   x.shape, x.perm)
 
 
 def _activation_name(layer) -> str:
@@ -751,7 +779,7 @@ _UNARY = {"Log": "Log", "Sqrt": "Sqrt", "Negative": "Neg", "Absolute": "Abs", "A
 _OP_ACTIVATIONS = {"Relu": "relu", "Relu6": "relu6", "Sigmoid": "sigmoid", "Tanh": "tanh", "Softplus": "softplus",
                    "Softsign": "softsign", "Silu": "silu", "HardSigmoid": "hard_sigmoid", "HardSilu": "hard_silu",
                    "Selu": "selu", "Exp": "exponential", "Elu": "elu", "LeakyRelu": "leaky_relu",
-                   "Softmax": "softmax"}
+                   "Softmax": "softmax", "Gelu": "gelu"}
 
 
 def _one_tensor(operation, arguments) -> _Tensor:
@@ -777,4 +805,6 @@ def _activation_op(graph, operation, arguments, shape):
                        x.shape, x.perm)
     if name == "leaky_relu":
         return _leaky(graph, x, float(operation.negative_slope), operation.name)
+    if name == "gelu":  # keras.ops.gelu: approximate=True by default
+        return _gelu(graph, x, bool(operation.approximate), operation.name)
     return _activation(graph, x, name, operation.name, operation, getattr(operation, "axis", -1))

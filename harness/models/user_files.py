@@ -24,7 +24,7 @@ import numpy as np
 from harness import registry, tensors
 from harness.errors import ModelError
 from harness.models import cache, nnef, sidecar
-from harness.models.model import Model, file_sha256
+from harness.models.model import Model, Tensor, file_sha256, packed_model
 
 CONVERTER_VERSION = 1
 _MAX_CAUSE = 400
@@ -253,6 +253,8 @@ def _convert_keras(path: Path, directory: Path) -> Model:
 
 
 def _keras_model_record(name: str, keras_path: Path, onnx_path: Path, keras_model, domain) -> Model:
+    if len(keras_model.inputs) > 1 or len(keras_model.outputs) > 1:
+        return _packed_keras_record(name, keras_path, onnx_path, keras_model, domain)
     in_shape = tuple(int(d) for d in keras_model.inputs[0].shape[1:])
     out_shape = tuple(int(d) for d in keras_model.outputs[0].shape[1:])
     layout, output_layout = _channels_last(len(in_shape)), _channels_last(len(out_shape))
@@ -269,6 +271,23 @@ def _keras_model_record(name: str, keras_path: Path, onnx_path: Path, keras_mode
         tier="user",
         description=f"user file {keras_path.name}",
     )
+
+
+def _packed_keras_record(name: str, keras_path: Path, onnx_path: Path, keras_model, domain) -> Model:
+    """A Keras model of several inputs or outputs: packed vectors (``model.Tensor``), which needs every tensor to
+    be a vector, the one shape the Keras file and its channels-first ONNX export store alike."""
+    tensors = []
+    for kind, values in (("input", keras_model.inputs), ("output", keras_model.outputs)):
+        for value in values:
+            shape, layer = tuple(int(d) for d in value.shape[1:]), value._keras_history[0].name  # its layer's name
+            if len(shape) != 1:
+                raise ModelError(f"{keras_path}: {kind} '{layer}' has shape {shape}; a Keras model with several "
+                                 "inputs or outputs is supported when each is a vector (its ONNX export would store "
+                                 "an image channels-first)")
+            tensors.append(Tensor(layer, shape))
+    count = len(keras_model.inputs)
+    return packed_model(name, {"keras": keras_path, "onnx": onnx_path}, tensors[:count], tensors[count:],
+                        input_domain=domain, tier="user", description=f"user file {keras_path.name}")
 
 
 def _channels_last(rank: int) -> str:
@@ -347,12 +366,17 @@ def _load_onnx(path: Path, _folder: Path | None = None) -> Model:
         onnx.checker.check_model(proto)
     except Exception as error:  # noqa: BLE001
         raise ModelError(f"{path}: invalid ONNX model ({cause(error)})") from None
-    _check_finite(path, _onnx_constants(proto))
+    _check_finite(path, _onnx_constants(path, proto))
     initializers = {init.name for init in proto.graph.initializer}
     inputs = [value for value in proto.graph.input if value.name not in initializers]
     outputs = list(proto.graph.output)
-    if len(inputs) != 1 or len(outputs) != 1:
-        raise ModelError(f"{path}: expected one input and one output, found {len(inputs)} and {len(outputs)}")
+    if not inputs or not outputs:
+        raise ModelError(f"{path}: expected at least one input and one output, found {len(inputs)} and "
+                         f"{len(outputs)}")
+    if len(inputs) > 1 or len(outputs) > 1:  # packed into one vector each, in the graph's order (model.Tensor)
+        return packed_model(path.stem, {"onnx": path}, [Tensor(v.name, _onnx_shape(path, v)) for v in inputs],
+                            [Tensor(v.name, _onnx_shape(path, v)) for v in outputs], tier="user",
+                            description=f"user file {path.name}")
     in_shape = _onnx_shape(path, inputs[0])
     out_shape = _onnx_shape(path, outputs[0])
     layout, output_layout = _channels_first(len(in_shape)), _channels_first(len(out_shape))
@@ -372,8 +396,8 @@ def _load_onnx(path: Path, _folder: Path | None = None) -> Model:
 _load_onnx.converts = False
 
 
-def _onnx_constants(proto):
-    """(name, array) of every float initializer and Constant node's value of an ONNX graph."""
+def _onnx_constants(path: Path, proto):
+    """(name, array) of every float initializer and Constant node's value of the ONNX graph read from ``path``."""
     from onnx import TensorProto, numpy_helper
 
     floats = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -414,7 +438,7 @@ def _onnx_shape(path: Path, value) -> tuple[int, ...]:
         raise ModelError(f"{path}: {value.name} has no declared shape")
     dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim]
     text = "[" + ", ".join(str(d) for d in dims) + "]"
-    batch = bool(dims) and (not isinstance(dims[0], int) or (dims[0] == 1 and len(dims) in (2, 4)))
+    batch = bool(dims) and (not isinstance(dims[0], int) or (dims[0] == 1 and len(dims) in (2, 4, 5)))
     for k, dim in enumerate(dims[batch:], start=batch):
         if not isinstance(dim, int):
             raise ModelError(f"{path}: dimension {k} of {value.name} is undefined ({dim}) (declared shape {text}); "

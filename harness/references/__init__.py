@@ -4,6 +4,9 @@ A reference is a class with a ``name``, ``supports(model)`` (it has the file it
 needs) and ``run(model, inputs) -> outputs``; inputs and outputs are float32
 batches ``(N, *shape)`` in the model's canonical layouts, and each reference
 feeds its file the layout that file expects (``model.layouts_of(fmt)``).
+A model of several inputs or outputs has packed vectors (``Model.inputs``):
+its references split each input vector into the graph's inputs
+(``unpack``) and pack the graph's outputs back (``pack``).
 Numbers always come from running the runtime.
 
 References are named in the entry-point group ``assay.references``
@@ -13,11 +16,12 @@ class and one entry-point line, in Assay or in a package of its own.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
 from harness import registry
+from harness.errors import ModelError
 from harness.models.model import Model
 from harness.models import tf_runtime  # noqa: F401 - TensorFlow environment defaults before anything loads it
 
@@ -63,3 +67,43 @@ def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
         raise ValueError(f"{model.name}: inputs have shape {batch.shape[1:]}, the model takes {model.input_shape}")
     return batch
 
+
+
+def unpack(model: Model, batch: np.ndarray) -> list[np.ndarray]:
+    """The inputs of a packed model (``Model.inputs``) from a batch of packed vectors: one (N, *shape) array each."""
+    offsets = np.cumsum([t.size for t in model.inputs])[:-1]
+    return [part.reshape(len(batch), *tensor.shape)
+            for tensor, part in zip(model.inputs, np.split(batch, offsets, axis=1))]
+
+
+def pack(model: Model, outputs: list, rows: int, dtype) -> np.ndarray:
+    """The outputs of a packed model (each with ``rows`` samples, batch axis or not) as one (rows, size) batch."""
+    if len(outputs) != len(model.outputs):
+        raise ModelError(f"{model.name}: the runtime gave {len(outputs)} outputs, the model has {len(model.outputs)}")
+    parts = []
+    for tensor, value in zip(model.outputs, outputs):
+        value = np.asarray(value, dtype=dtype)
+        if value.size != rows * tensor.size:
+            raise ModelError(f"{model.name}: output '{tensor.name}' has shape {list(value.shape)}, the model "
+                             f"declares {list(tensor.shape)} per sample")
+        parts.append(value.reshape(rows, tensor.size))
+    return np.concatenate(parts, axis=1) if parts else np.zeros((rows, 0), dtype)
+
+
+def sample_feeds(parts: list[np.ndarray], ranks: list[int], k: int) -> list[np.ndarray]:
+    """Sample ``k`` of each unpacked input (``unpack``), shaped as the graph declares that input: ``ranks`` axes,
+    with a batch axis of 1 or without one (docs/zoo.md)."""
+    return [part[k].reshape(part.shape[1:] if rank == part.ndim - 1 else (1, *part.shape[1:]))
+            for part, rank in zip(parts, ranks)]
+
+
+def run_packed_samples(model: Model, batch: np.ndarray, ranks: list[int],
+                       run: Callable[[list[np.ndarray]], list], dtype) -> np.ndarray:
+    """A packed model's graph run one sample at a time: ``run`` takes the graph's inputs (each shaped as the graph
+    declares it, ``ranks`` axes: with a batch axis of 1 or without) and returns its outputs. One sample per run
+    keeps the inputs of different batch-axis rules apart; packed models are small (docs/zoo.md)."""
+    rows = []
+    parts = unpack(model, batch)
+    for k in range(len(batch)):
+        rows.append(pack(model, run(sample_feeds(parts, ranks, k)), 1, dtype))
+    return np.concatenate(rows) if rows else np.zeros((0, model.output_size), dtype)

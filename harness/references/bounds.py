@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,7 +80,7 @@ def libm_ulp() -> dict[str, float]:
         table = tomllib.loads(LIBM_TABLE.read_text())["ulp"]
     except (OSError, tomllib.TOMLDecodeError, KeyError) as error:
         raise ModelError(f"{LIBM_TABLE}: cannot read the [ulp] table ({error})") from None
-    needed = {"exp", "tanh", "sqrt"}
+    needed = {"exp", "tanh", "sqrt", "erf"}
     if set(table) != needed or not all(isinstance(v, (int, float)) and v > 0 for v in table.values()):
         raise ModelError(f"{LIBM_TABLE}: [ulp] must give a positive number for exactly {', '.join(sorted(needed))}, "
                          f"has {table}")
@@ -106,15 +107,19 @@ class Derivation:
 
 
 def missing_rules(model: Model) -> tuple[str, ...]:
-    """The ops of the model's ONNX graph that have no bound rule (with the attribute that lacks one)."""
+    """The ops of the model's ONNX graph that have no bound rule (with the attribute that lacks one); for a model of
+    several inputs or outputs (packed, ``Model.inputs``), which the propagation does not follow, that fact."""
+    if model.is_packed:
+        return (f"a model of {len(model.inputs)} inputs and {len(model.outputs)} outputs",)
     return _Propagator.of(model).missing
 
 
 def derive(model: Model, inputs: np.ndarray, tensors: tuple[str, ...] = ()) -> Derivation:
     """The derived bound of every output of ``model`` for each of ``inputs`` (canonical layout, float32)."""
+    missing = missing_rules(model)
+    if missing:
+        return Derivation(None, None, None, missing, {t: None for t in tensors})
     propagator = _Propagator.of(model)
-    if propagator.missing:
-        return Derivation(None, None, None, propagator.missing, {t: None for t in tensors})
     in_layout, out_layout = model.layouts_of("onnx")
     batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
     one_at_a_time = propagator.rank == batch.ndim - 1  # no batch axis (docs/zoo.md)
@@ -548,6 +553,8 @@ def _matrix_product_back(p, args, errs, attrs, y, centre, radius):
     if errs[0] is not None:
         b2 = b if b.ndim > 1 else b[:, None]
         c2, r2 = (centre, radius) if b.ndim > 1 else (centre[..., None], radius[..., None])
+        if a.ndim == 1:  # numpy promotes a vector a to [1, K] and squeezes that axis from the product
+            c2, r2 = c2[..., None, :], r2[..., None, :]
         eb2 = eb if eb.ndim > 1 else eb[:, None]
         grad = (alpha * np.matmul(c2, b2.swapaxes(-1, -2)),
                 abs(alpha) * (np.matmul(np.abs(c2), eb2.swapaxes(-1, -2)) + np.matmul(r2, (np.abs(b2) + eb2)
@@ -556,7 +563,7 @@ def _matrix_product_back(p, args, errs, attrs, y, centre, radius):
         grads[0] = (_unbroadcast(grad[0], args[0].shape), _unbroadcast(grad[1], args[0].shape))
     if errs[1] is not None:
         a2 = a if a.ndim > 1 else a[None, :]
-        c2, r2 = (centre, radius) if a.ndim > 1 else (centre[None], radius[None])
+        c2, r2 = (centre, radius) if a.ndim > 1 else (centre[..., None, :], radius[..., None, :])
         grad = (alpha * np.matmul(a2.swapaxes(-1, -2), c2), abs(alpha) * np.matmul(np.abs(a2).swapaxes(-1, -2), r2))
         grad = (grad[0].T, grad[1].T) if attrs.get("transB", 0) else grad
         grads[1] = (_unbroadcast(grad[0], args[1].shape), _unbroadcast(grad[1], args[1].shape))
@@ -670,6 +677,38 @@ def _div_back(p, args, errs, attrs, y, centre, radius):
     return [(_unbroadcast(centre / b, np.shape(a)), _unbroadcast(radius / np.abs(b), np.shape(a))), None]
 
 
+@_forward("Resize", "Upsample")
+def _resize(p, args, errs, attrs, y):
+    """y = W x + c per resized axis (``float64.resize_operators``): |W| e carried; locally the C's K-term sum
+    of products of its weights (each a float32 rounding of its float64 value) and x, or a separable
+    evaluation rounding after each axis: gamma_(K + 2 axes) |W| (|x| + e), plus the weights' move when an
+    implementation computes the source coordinates in float32 (each axis's ``slack``). Nearest copies: exact
+    (ties fall the same way in float32 and float64 for the spec's coordinates)."""
+    operators = float64.resize_operators(args[0].shape, args, attrs)
+    ex = _zero(errs[0], args[0])
+    carried = float64.apply_resize(ex, operators, absolute=True, constant=False)
+    if float64._text(attrs.get("mode"), "nearest") == "nearest":
+        return carried, 0.0
+    taps = int(np.prod([operator[3] for operator in operators])) if operators else 1
+    size = np.abs(args[0]) + ex
+    magnitude = float64.apply_resize(size, operators, absolute=True, constant=False)
+    # weights from float32 coordinates (ONNX Runtime): one axis's weights moved by its slack, the others' kept
+    moved = sum(float64.apply_resize(size, [(axis, slack if k == j else weights, c, n, slack)
+                                            for j, (axis, weights, c, n, slack) in enumerate(operators)],
+                                     absolute=True, constant=False) for k in range(len(operators)))
+    return carried, gamma(taps + 2 * len(operators)) * magnitude + moved
+
+
+@_reverse("Resize", "Upsample")
+def _resize_back(p, args, errs, attrs, y, centre, radius):
+    """The transpose of each W in reverse order (the weights are exact: |W|^T carries the radius)."""
+    operators = _memo(p, lambda: float64.resize_operators(args[0].shape, args, attrs))
+    for axis, weights, *_ in reversed(operators):
+        centre = np.moveaxis(np.tensordot(centre, weights, axes=([axis], [0])), -1, axis)
+        radius = np.moveaxis(np.tensordot(radius, np.abs(weights), axes=([axis], [0])), -1, axis)
+    return [(centre, radius)] + [None] * (len(args) - 1)
+
+
 # --- smooth activations -----------------------------------------------------------------------------------
 
 
@@ -722,6 +761,65 @@ def _exp(p, args, errs, attrs, y):
 def _exp_back(p, args, errs, attrs, y, centre, radius):
     e = _zero(errs[0], args[0])
     return _elementwise(y * np.exp(-e), y * np.exp(e), centre, radius)
+
+
+GELU_TANH = (math.sqrt(2 / math.pi), 0.044715)  # ONNX Gelu approximate="tanh": tanh(c1 (x + c2 x^3))
+
+
+def _gelu_slopes(x, e, approximate: str):
+    """gelu' over [x - e, x + e] within [low, high], by interval arithmetic on gelu' = F(x) + h(x) s(x): erf form
+    F = Phi (the normal CDF, increasing), h = x, s = phi (the normal density, largest nearest 0); tanh form
+    F = (1 + tanh(A)) / 2, h = x c1 (1 + 3 c2 x^2) / 2, s = 1 - tanh(A)^2, A = c1 (x + c2 x^3) (odd, increasing).
+    F and h rise with x, s >= 0 falls with |x|: each is bounded by its values at the box's ends."""
+    a, b = x - e, x + e
+    near = np.where((a <= 0) & (b >= 0), 0.0, np.minimum(np.abs(a), np.abs(b)))
+    far = np.maximum(np.abs(a), np.abs(b))
+    if approximate == "tanh":
+        c1, c2 = GELU_TANH
+
+        def argument(t):
+            return c1 * (t + c2 * t ** 3)
+
+        rising = [0.5 * (1 + np.tanh(argument(t))) for t in (a, b)]
+        h = [0.5 * c1 * t * (1 + 3 * c2 * t * t) for t in (a, b)]
+        s = [1 - np.tanh(argument(t)) ** 2 for t in (far, near)]
+    else:
+        rising = [0.5 * (1 + float64.erf(t / math.sqrt(2))) for t in (a, b)]
+        h = [a, b]
+        s = [np.exp(-t * t / 2) / math.sqrt(2 * math.pi) for t in (far, near)]
+    products = [hi * si for hi in h for si in s]
+    return rising[0] + np.minimum.reduce(products), rising[1] + np.maximum.reduce(products)
+
+
+@_forward("Gelu")
+def _gelu(p, args, errs, attrs, y):
+    """Lipschitz: the largest |gelu'| on the box. Rounding of ``0.5f * x * (1.0f + f(arg))`` at a float32 input
+    of magnitude at most m = |x| + e, f = erff(x * c) or tanhf(c1 * (x + c2 * x * x * x)) (codegen/activations.py):
+    the argument is within gamma_2 (erf: the constant and the product) or gamma_7 (tanh: two constants, five
+    operations) of the exact one, so f is off by its ulp plus f's slope over that gap times the gap (erf's
+    2/sqrt(pi) exp(-z^2) at the smallest |z|, tanh's 1 - tanh^2); then 1 + f and the product round (gamma_2 of
+    0.5 m |1 + f|), 0.5 x is exact but for underflow (TINY, twice)."""
+    x, e = args[0], _zero(errs[0], args[0])
+    approximate = float64.gelu_mode(attrs)
+    low, high = _gelu_slopes(x, e, approximate)
+    magnitude, near = np.abs(x) + e, np.maximum(np.abs(x) - e, 0.0)
+    if approximate == "tanh":
+        c1, c2 = GELU_TANH
+        gap = gamma(7) * c1 * (magnitude + c2 * magnitude ** 3)
+        slope = 1 - np.tanh(c1 * (near + c2 * near ** 3) * (1 - gamma(7))) ** 2
+        own = libm_ulp()["tanh"] * ULP_BELOW_ONE + gap * slope
+    else:
+        z_near = near / math.sqrt(2) * (1 - gamma(2))
+        own = libm_ulp()["erf"] * ULP_BELOW_ONE \
+            + 2 / math.sqrt(math.pi) * np.exp(-z_near * z_near) * gamma(2) * magnitude / math.sqrt(2)
+    local = 0.5 * magnitude * (own + (2 + own) * gamma(2)) + 2 * TINY + U * np.abs(y)
+    return np.maximum(np.abs(low), np.abs(high)) * e, local
+
+
+@_reverse("Gelu")
+def _gelu_back(p, args, errs, attrs, y, centre, radius):
+    x, e = args[0], _zero(errs[0], args[0])
+    return _elementwise(*_memo(p, lambda: _gelu_slopes(x, e, float64.gelu_mode(attrs))), centre, radius)
 
 
 def _softmax_axis(p, x, attrs) -> int:

@@ -13,7 +13,9 @@ and value_info, and the ``to`` of Cast nodes. Weights are the file's own
 float32 values, widened exactly; scalar float attributes (``alpha``,
 ``epsilon``) stay what the file stores. Inputs are the canonical float32
 batches every reference gets, widened exactly; outputs are float64, in the
-canonical layout (unlike the float32 references).
+canonical layout (unlike the float32 references). The float inputs the spec
+keeps float32 whatever the data's type (the ``roi`` and ``scales`` of Resize,
+the ``scales`` of Upsample) stay float32.
 
 An ONNX graph's float64 copy runs on ONNX Runtime's CPU provider (graph optimisations
 off, one thread, sequential, as ``onnxruntime_ref``). ONNX Runtime 1.32 has
@@ -31,16 +33,16 @@ pooling loops in Python); the evaluator here uses strided window views and
 ``einsum``. ``engine(model)`` says which of the two ran a model.
 
 A graph without a batch axis (``[C, H, W]`` or ``[F]`` inputs, docs/zoo.md)
-runs one input at a time, as ``onnxruntime_ref`` does. Graphs whose float
-inputs must stay float32 by the ONNX spec (the scales of Resize and Upsample)
-are not handled: no zoo model has them. What the arbiter cannot evaluate is a
+runs one input at a time, as ``onnxruntime_ref`` does. What the arbiter cannot evaluate is a
 ``ModelError`` naming the op and attribute, which the semantic stage shows as
-"arbiter not available: ..." on stderr and in table1.md.
+"arbiter not available: ..." on stderr and in table1.md, and the onnx-node
+conformance suite on stderr and in conformance.md.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +50,7 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert, shape_in
 from harness.models.model import Model
-from harness.references import check_inputs, keras_ref
+from harness.references import check_inputs, keras_ref, run_packed_samples
 from harness.references.onnxruntime_ref import run_batched, session_options
 
 BATCH = 128
@@ -74,6 +76,9 @@ class Float64Reference:
 def graph_outputs(model: Model, inputs: np.ndarray) -> np.ndarray:
     """The model's ONNX graph (its own, or Assay's export of its Keras file) evaluated in float64."""
     runner = _runner(model.file("onnx"))
+    if model.is_packed:  # several inputs or outputs (Model.inputs): fed by position, one sample per run
+        return run_packed_samples(model, check_inputs(model, inputs).astype(np.float64), runner.ranks,
+                                  runner.run_all, np.float64)
     in_layout, out_layout = model.layouts_of("onnx")
     batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
     if runner.rank == batch.ndim - 1:  # no batch axis (docs/zoo.md): one input per run
@@ -92,6 +97,30 @@ def engine(model: Model) -> str:
     return KERAS if KERAS in model.files else _runner(model.file("onnx")).engine
 
 
+def numpy_evaluator(model: Model) -> Evaluator:
+    """A numpy evaluator of the model's float64 ONNX graph, of its own: a caller may replace its ``constants`` (the
+    initialisers: the weight-mutant detectability search evaluates the model with one weight changed) or read its
+    intermediate tensors (``Evaluator.run``'s ``names``: the evidence stage's per-layer float64 values)."""
+    import onnx
+
+    return Evaluator(to_float64(onnx.load(str(model.file("onnx")))))
+
+
+def evaluate(evaluator: Evaluator, model: Model, inputs: np.ndarray, names: list[str] | None = None
+             ) -> list[np.ndarray | None]:
+    """``evaluator`` (``numpy_evaluator``) on ``inputs`` (canonical layout): the graph's outputs, or the tensors
+    ``names``, each (N, *shape) in the graph's own layout (None for a tensor the graph lacks)."""
+    in_layout, _ = model.layouts_of("onnx")
+    batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
+    feed = evaluator.inputs[0].name
+    if len(evaluator.inputs[0].type.tensor_type.shape.dim) == batch.ndim - 1:  # no batch axis: one input per run
+        runs = [[None if v is None else v[None] for v in evaluator.run({feed: sample}, names)] for sample in batch]
+    else:
+        runs = [evaluator.run({feed: batch[start:start + BATCH]}, names) for start in range(0, len(batch), BATCH)]
+    return [None if not runs or runs[0][k] is None else np.concatenate([run[k] for run in runs])
+            for k in range(len(runs[0]) if runs else len(names or evaluator.graph.output))]
+
+
 # --- the float64 copy of a graph -------------------------------------------------
 
 
@@ -103,14 +132,25 @@ def to_float64(proto):
     return converted
 
 
+# Float inputs the ONNX spec types apart from the data, always float32: (op, input index). Widening them makes
+# the graph invalid ("Type Error: Type (tensor(double)) of input parameter (scales)").
+_FLOAT32_INPUTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1)}
+
+
 def _convert_graph(graph) -> None:
+    kept = {name for node in graph.node for index, name in enumerate(node.input)
+            if (node.op_type, index) in _FLOAT32_INPUTS}
     for index, tensor in enumerate(graph.initializer):
-        graph.initializer[index].CopyFrom(_double_tensor(tensor))
+        if tensor.name not in kept:
+            graph.initializer[index].CopyFrom(_double_tensor(tensor))
     for sparse in graph.sparse_initializer:
         sparse.values.CopyFrom(_double_tensor(sparse.values))
     for value in (*graph.input, *graph.output, *graph.value_info):
-        _convert_type(value.type)
+        if value.name not in kept:
+            _convert_type(value.type)
     for node in graph.node:
+        if node.op_type == "Constant" and node.output[0] in kept:
+            continue
         for attribute in node.attribute:
             _convert_attribute(node, attribute)
         if node.op_type == "Constant":
@@ -190,9 +230,14 @@ class _OrtRunner:
         self.rank = len(first.shape)
         self.fixed_batch = first.shape[0] if first.shape and isinstance(first.shape[0], int) and first.shape[0] > 0 \
             else None
+        self.ranks = [len(value.shape) for value in session.get_inputs()]
 
     def run(self, batch: np.ndarray) -> np.ndarray:
         return self.session.run(None, {self.input_name: batch})[0]
+
+    def run_all(self, feeds: list[np.ndarray]) -> list[np.ndarray]:
+        """Every output, for the graph's inputs in order."""
+        return self.session.run(None, {value.name: feed for value, feed in zip(self.session.get_inputs(), feeds)})
 
 
 class _NumpyRunner:
@@ -205,9 +250,14 @@ class _NumpyRunner:
         self.rank = len(dims)
         self.fixed_batch = dims[0].dim_value if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 0 \
             else None
+        self.ranks = [len(value.type.tensor_type.shape.dim) for value in self.evaluator.inputs]
 
     def run(self, batch: np.ndarray) -> np.ndarray:
         return self.evaluator.run({self.input_name: batch})[0]
+
+    def run_all(self, feeds: list[np.ndarray]) -> list[np.ndarray]:
+        """Every output, for the graph's inputs in order."""
+        return self.evaluator.run({value.name: feed for value, feed in zip(self.evaluator.inputs, feeds)})
 
 
 @functools.lru_cache(maxsize=8)
@@ -263,7 +313,8 @@ class Evaluator:
             raise ModelError(f"{self.graph.name or 'graph'}: neither onnxruntime (in double) nor the numpy "
                              f"evaluator runs {', '.join(unknown)}")
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, feeds: dict[str, np.ndarray], names: list[str] | None = None) -> list[np.ndarray]:
+        """The graph's outputs, or the tensors ``names`` (None for a name the graph does not have)."""
         from onnx import helper
 
         values = dict(self.constants)
@@ -276,6 +327,8 @@ class Evaluator:
                 for name, result in zip(node.output, results if isinstance(results, tuple) else (results,)):
                     if name:
                         values[name] = np.asarray(result)
+        if names is not None:
+            return [values.get(name) for name in names]
         return [values[value.name] for value in self.graph.output]
 
 
@@ -295,6 +348,33 @@ def _unary(function):
     return lambda ev, args, attrs: function(args[0], attrs)
 
 
+_ERF, _ERFC = np.frompyfunc(math.erf, 1, 1), np.frompyfunc(math.erfc, 1, 1)  # numpy has neither
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf of every element, float64 (math.erf: within an ulp or two)."""
+    return _ERF(np.asarray(x, np.float64)).astype(np.float64)
+
+
+def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    """ONNX Gelu (opset 20): ``0.5 x (1 + erf(x / sqrt 2))``, or with ``approximate="tanh"``
+    ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``; written without the cancellation of ``1 + erf`` and
+    ``1 + tanh`` at negative x (``erfc(-z)``, ``2 / (1 + exp(-2 a))``), so that the yardstick keeps its digits
+    where gelu is tiny."""
+    if approximate == "tanh":
+        with np.errstate(over="ignore"):  # exp(+inf): the quotient is -0, gelu's limit
+            return x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    if approximate != "none":
+        raise ModelError(f"Gelu approximate={approximate!r} has no float64 evaluation (the spec: 'none', 'tanh')")
+    return 0.5 * x * _ERFC(-np.asarray(x, np.float64) / math.sqrt(2)).astype(np.float64)
+
+
+def gelu_mode(attrs: dict) -> str:
+    """Gelu's ``approximate`` attribute ('none' when absent) as text."""
+    value = attrs.get("approximate", b"none")
+    return value.decode() if isinstance(value, bytes) else value
+
+
 _OPS.update({
     "Identity": _unary(lambda x, a: x),
     "Dropout": _unary(lambda x, a: x),
@@ -312,6 +392,7 @@ _OPS.update({
         x > 0, x, a.get("alpha", 1.67326319217681884765625) * np.expm1(np.minimum(x, 0)))),
     "HardSigmoid": _unary(lambda x, a: np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1)),
     "LeakyRelu": _unary(lambda x, a: np.where(x >= 0, x, a.get("alpha", 0.01) * x)),
+    "Gelu": _unary(lambda x, a: gelu(x, gelu_mode(a))),
     "Add": lambda ev, args, attrs: args[0] + args[1],
     "Sub": lambda ev, args, attrs: args[0] - args[1],
     "Mul": lambda ev, args, attrs: args[0] * args[1],
@@ -681,52 +762,101 @@ def _split(ev, args, attrs):
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-def _resize_axis(x, axis, out_size, scale, mode, coordinate, nearest):
-    """One axis of Resize, in float64 from the spec's coordinate formulas (clamped to the input)."""
-    in_size = x.shape[axis]
-    o = np.arange(out_size, dtype=np.float64)
+def _resize_source(o, in_size, out_size, scale, coordinate, roi):
+    """The source coordinate of output indices ``o`` (the spec's formulas; the resized length is
+    ``in_size * scale``, a fraction when made from scales, as ONNX's own reference and expected outputs take it)."""
+    width = scale * in_size
     if coordinate == "half_pixel":
-        source = (o + 0.5) / scale - 0.5
-    elif coordinate == "pytorch_half_pixel":
-        source = (o + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(o)
-    elif coordinate == "align_corners":
-        length = in_size * scale
-        source = o * (in_size - 1) / (length - 1) if length > 1 else np.zeros_like(o)
-    elif coordinate == "asymmetric":
-        source = o / scale
-    elif coordinate == "tf_half_pixel_for_nn":
-        source = (o + 0.5) / scale
-    else:
-        raise ModelError(f"Resize with coordinate_transformation_mode={coordinate} is not supported by the numpy "
-                         "evaluator")
+        return (o + 0.5) / scale - 0.5
+    if coordinate == "half_pixel_symmetric":
+        return in_size / 2 * (1 - out_size / width) + (o + 0.5) / scale - 0.5
+    if coordinate == "pytorch_half_pixel":
+        return np.full_like(o, -0.5) if width == 1 else (o + 0.5) / scale - 0.5
+    if coordinate == "align_corners":
+        return np.zeros_like(o) if width == 1 else o * (in_size - 1) / (width - 1)
+    if coordinate == "asymmetric":
+        return o / scale
+    if coordinate == "tf_half_pixel_for_nn":
+        return (o + 0.5) / scale
+    if coordinate == "tf_crop_and_resize":
+        start, end = roi
+        span = np.full_like(o, (end - start) * (in_size - 1) / 2) if width == 1 else \
+            o * (end - start) * (in_size - 1) / (width - 1)
+        return span + start * (in_size - 1)
+    raise ModelError(f"Resize with coordinate_transformation_mode={coordinate} is not supported by the numpy "
+                     "evaluator")
+
+
+def _resize_kernel(d: np.ndarray, mode: str, a: float) -> np.ndarray:
+    """The interpolation kernel at distance ``d`` (in input samples, widened by antialias)."""
+    d = np.abs(d)
+    if mode == "linear":
+        return np.clip(1 - d, 0, None)
+    return np.where(d <= 1, (a + 2) * d ** 3 - (a + 3) * d ** 2 + 1,
+                    np.where(d < 2, a * d ** 3 - 5 * a * d ** 2 + 8 * a * d - 4 * a, 0.0))
+
+
+# The float32 rounding unit and the roundings of a source coordinate computed in float32 (ONNX Runtime does):
+# a few operations on values up to the input's length, counted generously.
+_U32 = 2.0 ** -24
+_COORDINATE_ROUNDINGS = 8
+
+
+def _resize_matrix(in_size, out_size, scale, mode, coordinate, nearest, cubic_a, exclude, antialias, roi,
+                   extrapolation):
+    """One resized axis as y = W x + c: W (out, in) the weights each output takes from each input (the kernel
+    evaluated at every source within its support, edges clamped), c the extrapolation value where
+    ``tf_crop_and_resize`` leaves the input; also the number of taps per output and ``slack`` (out, in), how
+    far a weight moves when the source coordinate is computed in float32 (kernel slope x coordinate error)."""
+    source = _resize_source(np.arange(out_size, dtype=np.float64), in_size, out_size, scale, coordinate, roi)
+    weights, constant, slack = np.zeros((out_size, in_size)), np.zeros(out_size), np.zeros((out_size, in_size))
+    outside = (source < 0) | (source > in_size - 1) if coordinate == "tf_crop_and_resize" else np.zeros(out_size, bool)
     if mode == "nearest":
         tie = source - np.floor(source) == 0.5
         rounded = {"floor": np.floor(source), "ceil": np.ceil(source),
                    "round_prefer_floor": np.where(tie, np.floor(source), np.round(source)),
                    "round_prefer_ceil": np.where(tie, np.ceil(source), np.round(source))}[nearest]
-        return np.take(x, np.clip(rounded, 0, in_size - 1).astype(int), axis=axis)
-    if mode != "linear":
+        weights[np.arange(out_size), np.clip(rounded, 0, in_size - 1).astype(int)] = 1.0
+        taps = 1
+    elif mode in ("linear", "cubic"):
+        stretch = min(scale, 1.0) if antialias else 1.0
+        reach = (1 if mode == "linear" else 2) / stretch
+        grid = np.linspace(0, 2, 4001)
+        slope = 1.01 * np.max(np.abs(np.diff(_resize_kernel(grid, mode, cubic_a))) / np.diff(grid))
+        taps = 0
+        for o, x in enumerate(source):
+            near = np.arange(int(np.floor(x - reach)), int(np.ceil(x + reach)) + 1)
+            w = _resize_kernel((near - x) * stretch, mode, cubic_a)
+            moved = np.where(w != 0, slope * stretch * _COORDINATE_ROUNDINGS * _U32 * (abs(x) + in_size), 0.0)
+            for renormalised in (antialias, exclude):  # w / sum(w) moves by up to twice as much, over sum(w)
+                if renormalised:
+                    moved = 2 * moved / abs(w.sum() or 1.0)
+            if antialias:
+                w = w / w.sum()
+            if exclude:
+                w = np.where((near < 0) | (near >= in_size), 0.0, w)
+                w = w / (w.sum() or 1.0)
+            np.add.at(weights[o], np.clip(near, 0, in_size - 1), w)
+            np.add.at(slack[o], np.clip(near, 0, in_size - 1), moved)
+            taps = max(taps, int(np.count_nonzero(w)))
+    else:
         raise ModelError(f"Resize with mode={mode} is not supported by the numpy evaluator")
-    source = np.clip(source, 0, in_size - 1)
-    low = np.floor(source).astype(int)
-    high = np.minimum(low + 1, in_size - 1)
-    shape = [1] * x.ndim
-    shape[axis] = out_size
-    weight = (source - low).reshape(shape)
-    return np.take(x, low, axis=axis) * (1 - weight) + np.take(x, high, axis=axis) * weight
+    weights[outside], slack[outside] = 0.0, 0.0
+    constant[outside] = extrapolation
+    return weights, constant, taps, slack
 
 
-@_op("Resize", "Upsample")
-def _resize(ev, args, attrs):
-    x = args[0]
+def resize_operators(x_shape: tuple, args, attrs) -> list[tuple[int, np.ndarray, np.ndarray, int, np.ndarray]]:
+    """Resize as (axis, W, c, taps, slack) per resized axis, applied in turn (``apply_resize``); the bound rule
+    (``bounds``) reads the same weights."""
+    rank = len(x_shape)
     old = len(args) == 2 or "scales" in attrs  # Upsample, or Resize of opset 10: (X, scales), asymmetric, floor
-    if attrs.get("antialias", 0) or _text(attrs.get("keep_aspect_ratio_policy"), "stretch") != "stretch":
-        raise ModelError("Resize with antialias or keep_aspect_ratio_policy is not supported by the numpy evaluator")
     mode = _text(attrs.get("mode"), "nearest")
     mode = "linear" if mode == "bilinear" else mode
     coordinate = "asymmetric" if old else _text(attrs.get("coordinate_transformation_mode"), "half_pixel")
     nearest = "floor" if old else _text(attrs.get("nearest_mode"), "round_prefer_floor")
-    axes = [int(a) % x.ndim for a in attrs.get("axes", range(x.ndim))]
+    policy = _text(attrs.get("keep_aspect_ratio_policy"), "stretch")
+    axes = [int(a) % rank for a in attrs.get("axes", range(rank))]
     if "scales" in attrs:
         scales, sizes = list(attrs["scales"]), None
     elif old:
@@ -734,12 +864,45 @@ def _resize(ev, args, attrs):
     else:
         scales = [float(v) for v in args[2]] if len(args) > 2 and args[2] is not None and args[2].size else None
         sizes = [int(v) for v in args[3]] if len(args) > 3 and args[3] is not None else None
+    region = np.asarray(args[1], np.float64).reshape(-1) if not old and len(args) > 1 and args[1] is not None \
+        else np.zeros(0)
+    common = None  # keep_aspect_ratio_policy: one scale for every resized axis, from the sizes
+    if sizes is not None and policy != "stretch":
+        common = (min if policy == "not_larger" else max)(s / x_shape[a] for s, a in zip(sizes, axes))
+        sizes = [int(common * x_shape[a] + 0.5) for a in axes]
+    operators = []
     for k, axis in enumerate(axes):
-        out = sizes[k] if sizes is not None else int(np.floor(x.shape[axis] * scales[k]))
-        scale = out / x.shape[axis] if sizes is not None else scales[k]
-        if out != x.shape[axis] or scale != 1:
-            x = _resize_axis(x, axis, out, scale, mode, coordinate, nearest)
+        out = sizes[k] if sizes is not None else int(np.floor(x_shape[axis] * scales[k]))
+        scale = scales[k] if sizes is None else out / x_shape[axis] if common is None else common
+        roi = (float(region[k]), float(region[len(axes) + k])) if region.size else (0.0, 1.0)
+        if out == x_shape[axis] and np.isclose(scale, 1.0) and coordinate != "tf_half_pixel_for_nn" and (
+                coordinate != "tf_crop_and_resize" or np.allclose(roi, (0.0, 1.0))):
+            continue
+        weights, constant, taps, slack = _resize_matrix(
+            x_shape[axis], out, scale, mode, coordinate, nearest, float(attrs.get("cubic_coeff_a", -0.75)),
+            bool(attrs.get("exclude_outside", 0)), bool(attrs.get("antialias", 0)), roi,
+            float(attrs.get("extrapolation_value", 0.0)))
+        operators.append((axis, weights, constant, taps, slack))
+    return operators
+
+
+def apply_resize(x: np.ndarray, operators, absolute: bool = False, constant: bool = True) -> np.ndarray:
+    """``x`` through each (axis, W, c) in turn: y = W x + c along the axis (|W| when ``absolute``, no c unless
+    ``constant``)."""
+    for axis, weights, offset, *_ in operators:
+        weights = np.abs(weights) if absolute else weights
+        x = np.moveaxis(np.tensordot(x, weights, axes=([axis], [1])), -1, axis)
+        if constant:
+            shape = [1] * x.ndim
+            shape[axis] = len(offset)
+            x = x + offset.reshape(shape)
     return x
+
+
+@_op("Resize", "Upsample")
+def _resize(ev, args, attrs):
+    x = args[0]
+    return apply_resize(np.asarray(x, np.float64), resize_operators(x.shape, args, attrs))
 
 
 @_op("LRN")

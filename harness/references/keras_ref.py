@@ -10,7 +10,7 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert
 from harness.models.model import Model
-from harness.references import check_inputs
+from harness.references import check_inputs, pack, unpack
 
 BATCH = 256
 
@@ -41,6 +41,11 @@ class KerasReference:
 
     def run(self, model: Model, inputs: np.ndarray) -> np.ndarray:
         keras_model = load(model.file(self.fmt))
+        if model.is_packed:  # several inputs or outputs (Model.inputs): a list in, a list out
+            batch = check_inputs(model, inputs)
+            chunks = [pack(model, _listed(keras_model(unpack(model, batch[start:start + BATCH]), training=False)),
+                           len(batch[start:start + BATCH]), np.float32) for start in range(0, len(batch), BATCH)]
+            return np.concatenate(chunks) if chunks else np.zeros((0, model.output_size), np.float32)
         in_layout, out_layout = model.layouts_of(self.fmt)
         batch = convert(check_inputs(model, inputs), model.layout, in_layout)
         chunks = [
@@ -90,6 +95,11 @@ def float64_outputs(model: Model, inputs: np.ndarray) -> np.ndarray:
     Outputs (N, *model.output_shape), float64, canonical layout."""
     path = Path(model.file(KerasReference.fmt)).resolve()
     clone = _float64_model(str(path), path.stat().st_mtime_ns)
+    if model.is_packed:  # one sample per call, as below
+        parts = unpack(model, check_inputs(model, inputs).astype(np.float64))
+        rows = [pack(model, _listed(clone([part[k : k + 1] for part in parts])), 1, np.float64)
+                for k in range(len(inputs))]
+        return np.concatenate(rows) if rows else np.zeros((0, model.output_size), np.float64)
     in_layout, out_layout = model.layouts_of(KerasReference.fmt)
     batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
     # one sample per call: a sample's figure must not depend on the samples evaluated beside it (the matrix kernels
@@ -97,6 +107,13 @@ def float64_outputs(model: Model, inputs: np.ndarray) -> np.ndarray:
     rows = [np.asarray(clone(batch[k : k + 1]).numpy(), dtype=np.float64) for k in range(len(batch))]
     outputs = np.concatenate(rows) if rows else np.zeros((0, *_shape(model, out_layout)), np.float64)
     return convert(outputs, out_layout, model.output_layout)
+
+
+def _listed(outputs) -> list:
+    """A Keras model's outputs as a list (one output comes alone, several as a list, tuple or dict in order)."""
+    if isinstance(outputs, dict):
+        return [value.numpy() for value in outputs.values()]
+    return [value.numpy() for value in outputs] if isinstance(outputs, (list, tuple)) else [outputs.numpy()]
 
 
 def _shape(model: Model, out_layout: str) -> tuple[int, ...]:
@@ -135,7 +152,8 @@ def layer_outputs(model: Model, inputs: np.ndarray, tensors: list[str]) -> list[
     batch = convert(check_inputs(model, inputs), model.layout, in_layout)
     columns: list[list[np.ndarray]] = [[] for _ in range(sum(found))]
     for start in range(0, len(batch), BATCH):
-        values = sub(batch[start:start + BATCH], training=False)
+        chunk = batch[start:start + BATCH]
+        values = sub(unpack(model, chunk) if model.is_packed else chunk, training=False)
         values = values if isinstance(values, (list, tuple)) else [values]
         for column, value in zip(columns, values):
             column.append(np.asarray(value.numpy(), dtype=np.float32).reshape(len(value), -1))

@@ -10,7 +10,7 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert, shape_in
 from harness.models.model import Model
-from harness.references import check_inputs
+from harness.references import check_inputs, run_packed_samples, sample_feeds, unpack
 
 BATCH = 256
 
@@ -74,6 +74,9 @@ class OnnxRuntimeReference:
 
     def run(self, model: Model, inputs: np.ndarray) -> np.ndarray:
         sess = session(model.file(self.fmt))
+        if model.is_packed:  # several inputs or outputs, fed by position (the graph's order)
+            return run_packed_samples(model, check_inputs(model, inputs), [len(i.shape) for i in sess.get_inputs()],
+                                      lambda feeds: sess.run(None, dict(zip(_names(sess), feeds))), np.float32)
         in_layout, out_layout = model.layouts_of(self.fmt)
         batch = convert(check_inputs(model, inputs), model.layout, in_layout)
         first = sess.get_inputs()[0]
@@ -96,6 +99,10 @@ class OnnxRuntimeReference:
     def _batched(sess, first, batch: np.ndarray) -> list[np.ndarray]:
         """Runs in batches of BATCH, or of the file's fixed batch size (the last one padded)."""
         return run_batched(lambda chunk: sess.run(None, {first.name: chunk})[0], batch, fixed_batch(first), BATCH)
+
+
+def _names(sess) -> list[str]:
+    return [value.name for value in sess.get_inputs()]
 
 
 @functools.lru_cache(maxsize=8)
@@ -131,12 +138,16 @@ def layer_outputs(model: Model, inputs: np.ndarray, tensors: list[str]) -> list[
     first = sess.get_inputs()[0]
     sizes: list[int] = []
 
-    def run(chunk: np.ndarray, rows: int) -> np.ndarray:
-        values = [np.asarray(v, np.float32).reshape(rows, -1) for v in sess.run(wanted, {first.name: chunk})]
+    def run(chunk: np.ndarray | list[np.ndarray], rows: int) -> np.ndarray:
+        feeds = dict(zip(_names(sess), chunk if isinstance(chunk, list) else [chunk]))
+        values = [np.asarray(v, np.float32).reshape(rows, -1) for v in sess.run(wanted, feeds)]
         sizes[:] = [v.shape[1] for v in values]
         return np.concatenate(values, axis=1)
 
-    if len(first.shape) == batch.ndim - 1:  # no batch axis (docs/zoo.md): one input per run
+    if model.is_packed:  # several inputs: one sample per run, each input shaped as the graph declares it
+        parts, ranks = unpack(model, batch), [len(value.shape) for value in sess.get_inputs()]
+        chunks = [run(sample_feeds(parts, ranks, k), 1) for k in range(len(batch))]
+    elif len(first.shape) == batch.ndim - 1:  # no batch axis (docs/zoo.md): one input per run
         chunks = [run(sample, 1) for sample in batch]
     else:
         chunks = run_batched(lambda chunk: run(chunk, len(chunk)), batch, fixed_batch(first), BATCH)

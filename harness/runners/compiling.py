@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -50,11 +51,20 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
     stamp.unlink(missing_ok=True)
     # In the sandbox (harness.sandbox): the sources can name no file but the code's, the drivers' and the
     # toolchain's (an #include or .incbin of a private file finds nothing), and the build writes its folder only.
-    result = sandbox.run(command, output.parent, COMPILE_TIMEOUT_S, readable=(code.directory, DRIVERS_DIR),
-                         own_user=False, cwd=code.directory, capture_output=True, text=True)
+    result = run_compiler(command, output.parent, (code.directory, DRIVERS_DIR), code.directory)
     if result.returncode != 0:
         raise failure(result.stderr)
     stamp.write_text(key)
+
+
+def run_compiler(command: Sequence[str | Path], build_dir: Path, readable: Sequence[Path],
+                 cwd: Path) -> subprocess.CompletedProcess:
+    """A compiler or linker on untrusted sources, in the sandbox (``harness.sandbox``) under Assay's own user id
+    without any capability, in ``cwd``: it reads ``readable``, the toolchain and the paths it is named, and
+    writes ``build_dir`` only, so that an ``#include`` or ``.incbin`` of a private file finds nothing. Every
+    build of generated C goes through here (the runners, ``assay mutate``, the evidence's MC/DC build)."""
+    return sandbox.run(command, build_dir, COMPILE_TIMEOUT_S, readable=readable, own_user=False, cwd=cwd,
+                       capture_output=True, text=True)
 
 
 def path_maps(code: GeneratedCode) -> list[str]:

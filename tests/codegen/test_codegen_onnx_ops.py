@@ -152,8 +152,55 @@ def test_resize_nearest_and_linear_then_lrn(check_onnx):
     assert sorted(set(literal_bounds(generated.manifest))) == [3, 5, 7, 8, 10]  # (3, 8, 10), (3, 5, 7), j < 3
 
 
+def floats(*values):
+    return np.array(values, dtype=np.float32)
+
+
+def test_resize_cubic_and_antialias_filters(check_onnx):
+    """Cubic (A = -0.5, exclude_outside) upsampling, then linear and cubic antialiased downsampling: K = 4 taps
+    and the widened filters' supports, all as tables; V2 and V3 against ONNX Runtime."""
+    net = Net((2, 6, 7))
+    x = net.op("Resize", ["input", "", net.param(None, values=floats(1, 1, 1.5, 2))], mode="cubic",
+               cubic_coeff_a=-0.5, exclude_outside=1)
+    x = net.op("Resize", [x, "", "", net.param(None, values=ints(1, 2, 5, 6))], mode="linear", antialias=1)
+    x = net.op("Resize", [x, "", net.param(None, values=floats(1, 1, 0.6, 0.7))], mode="cubic", antialias=1)
+    generated = check_onnx(net.model(x, opset=18))
+    resizes = [record for record in generated.manifest["layers"] if record["op"] == "Resize"]
+    assert len(resizes) == 3 and all(isinstance(loop["bound"], int) for r in resizes for loop in r["loops"])
+
+
+def test_v3_counts_resize_taps_against_its_limit(tmp_path):
+    """Cubic 6x7 -> 9x14 (2 channels): 4 x 4 taps per output, 2 * 9 * 14 * 16 = 4032 weighted terms; a nearest
+    copy adds none."""
+    net = Net((2, 6, 7))
+    x = net.op("Resize", ["input", "", net.param(None, values=floats(1, 1, 1.5, 2))], mode="cubic")
+    x = net.op("Resize", [x, "", net.param(None, values=floats(1, 1, 2, 2))], mode="nearest")
+    path = tmp_path / "net.onnx"
+    onnx.save(net.model(x), path)
+    assert codegen.generate(path, tmp_path / "ok", strategy="v3", max_macs=4032)["generator"]["options"]["macs"] == 4032
+    with pytest.raises(codegen.UnsupportedModel, match="4,032 multiply-accumulate statements, above its limit of 4,031"):
+        codegen.generate(path, tmp_path / "refused", strategy="v3", max_macs=4031)
+
+
+def test_resize_crop_region_symmetric_pixels_and_aspect_ratio(check_onnx):
+    """tf_crop_and_resize with a region partly outside the input (the extrapolation value there),
+    half_pixel_symmetric, nearest with keep_aspect_ratio_policy over axes (3, 2), cubic asymmetric."""
+    net = Net((2, 5, 6))
+    region = floats(0, 0, -0.2, 0.3, 1, 1, 0.8, 1.4)
+    x = net.op("Resize", ["input", net.param(None, values=region), "", net.param(None, values=ints(1, 2, 4, 7))],
+               mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=7.5)
+    x = net.op("Resize", [x, "", net.param(None, values=floats(1, 1, 1.6, 0.7))], mode="linear",
+               coordinate_transformation_mode="half_pixel_symmetric")
+    x = net.op("Resize", [x, "", "", net.param(None, values=ints(9, 5))], mode="nearest", axes=[3, 2],
+               keep_aspect_ratio_policy="not_larger")
+    x = net.op("Resize", [x, "", net.param(None, values=floats(1, 1, 2, 1.5))], mode="cubic",
+               coordinate_transformation_mode="asymmetric")
+    generated = check_onnx(net.model(x, opset=18))
+    assert (generated.outputs == np.float32(7.5)).any()  # some outputs lie outside the region
+
+
 @pytest.mark.parametrize("op_type, attrs, message", [
-    ("Resize", dict(mode="cubic"), "has mode='cubic'; 'nearest' and 'linear' are supported"),
+    ("Resize", dict(coordinate_transformation_mode="tf_crop_and_resize"), "has a roi of 0 values for 4 axes"),
     ("Conv", dict(group=3), "has group=3 with weights of 2 input channels per group for 4 input and 4 output"),
 ])
 def test_unsupported_options_are_refused_with_their_name(tmp_path, op_type, attrs, message):
@@ -196,14 +243,14 @@ def test_v1_refuses_tensors_of_rank_above_3_instead_of_computing_them_wrong(tmp_
 
 
 def test_rank_4_input_without_a_batch_axis(check_onnx):
-    """[2, 3, 4, 5] (static, not 1 first: no batch axis) is a rank-4 tensor without axis letters; the ops that
-    index by position take it (V1, whose struct has three axes, refuses)."""
+    """[2, 3, 4, 5] (static, not 1 first: no batch axis) is a rank-4 tensor (layout CDHW, as harness.tensors
+    names it); the ops that index by position take it (V1, whose struct has three axes, refuses)."""
     net = Net((2, 3, 4, 5), batch=False)
     x = net.op("Transpose", [net.op("Softmax", ["input"], axis=0)], perm=[0, 2, 1, 3])
     mean = net.op("ReduceMean", [x, net.param(None, values=ints(0, 3))], keepdims=1)
     generated = check_onnx(net.model(net.op("Sub", [x, mean]), opset=18))
     assert generated.manifest["inputs"][0]["shape"] == [2, 3, 4, 5]
-    assert generated.manifest["outputs"][0]["shape"] == [2, 4, 3, 5] and generated.manifest["inputs"][0]["layout"] is None
+    assert generated.manifest["outputs"][0]["shape"] == [2, 4, 3, 5] and generated.manifest["inputs"][0]["layout"] == "CDHW"
 
 
 def test_matmul_by_a_stack_of_matrices_broadcasts_the_leading_axes(check_onnx):

@@ -68,3 +68,22 @@ def test_a_worker_reuses_a_shard_the_controller_holds_without_running_it(tmp_pat
     assert campaign.payload == {"shard": {"item": ["acas-reg50", "assay-v2", "onnx", "host", ["onnxruntime"]],
                                           "name": name}}  # only its name: the controller has the file
     assert not (tmp_path / "out" / "shards").exists() and not (tmp_path / "work" / "acas-reg50" / "assay-v2").exists()
+
+
+def test_a_model_no_generator_supports_is_a_skip_naming_the_op(pytester):
+    """As in ``assay semantic`` (a ``not supported`` record, exit 2 when nothing else ran), a generator's refusal
+    fails no campaign test: the item is skipped with the generator's one line, naming the node and its op."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    values = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 4]) for name in ("x", "y")]
+    graph = helper.make_graph([helper.make_node("Hardmax", ["x"], ["y"], axis=1)], "hardmax", values[:1], values[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, pytester.path / "hardmax.onnx")
+    pytester.makepyfile("from harness.stages.semantic.pytest_items import test_semantic_preservation  # noqa\n")
+    result = pytester.runpytest("-rs", "-p", "no:randomly", "--assay-models", str(pytester.path / "hardmax.onnx"),
+                                "--assay-generators", "assay-v2", "--assay-inputs", "3",
+                                "--assay-work", str(pytester.path / "work"), "--assay-out", str(pytester.path / "out"))
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*not supported: hardmax.onnx: node 'Hardmax_0' (Hardmax) is not supported*"])

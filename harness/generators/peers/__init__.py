@@ -158,6 +158,13 @@ class PeerGenerator(Adapter):
         package), so a changed adapter regenerates too."""
         return {**super().identity(model, variant), **self.peer.identity()}
 
+    def single_io(self, model) -> None:
+        """NotSupported for a model of several inputs or outputs: the peers' C entries and drivers take one input
+        and one output, and none packs them as Assay's data plane does (``Model.inputs``, docs/zoo.md)."""
+        if model.is_packed:
+            raise NotSupported(f"{self.name}: {model.name} has {len(model.inputs)} inputs and {len(model.outputs)} "
+                               "outputs; this peer's adapter takes one input and one output")
+
 
 def check_response(response: dict, who: str) -> dict:
     """A driver's ``ok`` response as it is; NotSupported with the peer's message for its refusal; else

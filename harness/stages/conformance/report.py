@@ -3,7 +3,8 @@ test coverage report, then the counts per generator, the causes (numbered, each 
 
 A cell is ``pass`` with the largest error, ``FAIL`` with the largest error, ``ERROR [n]`` or ``N/S [n]``
 (not supported) pointing at cause ``n``, or ``·`` where the generator has no such variant for that case
-(ACETONE's convolution implementations exist only for models with a convolution).
+(ACETONE's convolution implementations exist only for models with a convolution). The onnx-node suite adds
+the ops' view and the float64 arbiter's figure of every result whose C ran.
 """
 
 from __future__ import annotations
@@ -116,6 +117,39 @@ def op_lines(document: dict) -> list[str]:
     return lines
 
 
+def arbiter_lines(document: dict) -> list[str]:
+    """Per result whose C ran (onnx-node): the C's, ONNX Runtime's and the expected outputs' distance to the
+    float64 evaluation of the case's graph and which is closest; or why the arbiter has no figure."""
+    judged = [r for r in document["results"] if r.get("arbiter")]
+    if not judged:
+        return []
+    figures = [r for r in judged if "errors" in r["arbiter"]]
+    missing = [r for r in judged if "error" in r["arbiter"]]
+    lines = ["", "## Float64 arbiter", "",
+             f"Each case's graph evaluated in float64 (`harness/references/float64.py`) on the case's inputs: the "
+             f"maximum absolute distance of the C, of ONNX Runtime and of the case's expected outputs to it, and "
+             f"which is closest. It changes a verdict only where ONNX Runtime alone departs from the expected "
+             f"outputs and float64 (listed below as reference defects). {len(figures)} of {len(judged)} results "
+             f"whose C ran have a figure" + (f", {len(missing)} none (listed below)." if missing else "."), ""]
+    if figures:
+        lines += ["| case | generator (variant) | C vs float64 | onnxruntime vs float64 | expected vs float64 "
+                  "| closest |", "|---|---|---:|---:|---:|---|"]
+        for r in figures:
+            errors = r["arbiter"]["errors"]
+            nearest = ", ".join(name for name, value in errors.items() if value == min(errors.values()))  # ties: all
+            lines.append(f"| `{r['case']}` | {column(r)} | {errors['C']:.4e} | {errors['onnxruntime']:.4e} | "
+                         f"{errors['expected']:.4e} | {nearest} |")
+    if missing:
+        lines += [""] + [f"- `{r['case']}` on {column(r)}: {_escape(r['arbiter']['error'])}" for r in missing]
+    defects = [r for r in document["results"] if r.get("reference_defects")]
+    if defects:
+        lines += ["", "### Reference defects", "",
+                  "The C agrees with the case's expected outputs and with float64; the reference named does not "
+                  "(`onnx_node.py`): the result passes.", ""]
+        lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r['reference_defects']))}" for r in defects]
+    return lines
+
+
 def _header(document: dict) -> list[str]:
     if document.get("suite") == "onnx-node":
         return [
@@ -140,7 +174,7 @@ def write_conformance_report(path: Path, out: Path) -> list[Path]:
     document = json.loads(Path(path).read_text())
     if document.get("schema") != SCHEMA:
         raise ValueError(f"{path}: schema {document.get('schema')!r}, expected {SCHEMA}")
-    per_op = op_lines(document) if document.get("suite") == "onnx-node" else []
+    per_op = [*op_lines(document), *arbiter_lines(document)] if document.get("suite") == "onnx-node" else []
     report = Path(out) / REPORT
     report.write_text("\n".join([*_header(document), *matrix_lines(document), *per_op,
                                  *reproducer_lines(document)]) + "\n")

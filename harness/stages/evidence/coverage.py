@@ -24,7 +24,7 @@ from harness import targets
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
 from harness.runners import RunError, host, native, qemu
-from harness.runners.compiling import driver_defines
+from harness.runners.compiling import DRIVERS_DIR, driver_defines, run_compiler
 
 COVERAGE_FLAGS = ("--coverage",)
 MCDC_FLAGS = ("-fprofile-instr-generate", "-fcoverage-mapping", "-fcoverage-mcdc")
@@ -45,6 +45,8 @@ def measure(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_dir: P
     out_dir.mkdir(parents=True, exist_ok=True)
     detailed, html = out_dir / "coverage.json", out_dir / "coverage.html"
     environment = {**os.environ, "SOURCE_DATE_EPOCH": "0"}  # no build date in the HTML
+    # gcovr unconfined: it reads the counts the sandboxed build and run wrote and the sources, and runs no
+    # generated code (the --coverage build is host.build's, in the sandbox: harness.runners.compiling)
     command = ["gcovr", "--root", str(code.directory), "--exclude-unreachable-branches",
                "--json-pretty", "--json", str(detailed), "--html-details", str(html),
                "--html-title", "Structural coverage of the generated code", str(built.library.parent)]
@@ -113,8 +115,11 @@ def measure_mcdc(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_d
     executable = build_dir / "mcdc"
     profile = targets.get(targets.HOST)
     flags = [flag for flag in profile.flags("-O0") if flag != "-fPIC"]
-    _tool([clang, *flags, *MCDC_FLAGS, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources),
-           str(qemu.DRIVER), "-o", str(executable), *profile.libs], "clang (MC/DC build)", code.directory)
+    built = run_compiler([clang, *flags, *MCDC_FLAGS, f"-I{code.directory}", *driver_defines(code),
+                          *map(str, code.sources), str(qemu.DRIVER), "-o", str(executable), *profile.libs],
+                         build_dir, (code.directory, DRIVERS_DIR), code.directory)
+    if built.returncode != 0:
+        raise AssayError(f"clang (MC/DC build) failed: {(built.stderr.strip().splitlines() or ['no message'])[0]}")
     raw = build_dir / "mcdc.profraw"
     try:  # like every run of generated code, in the sandbox (docs/sandbox.md)
         native.run(executable, code, inputs, timeout, env={"LLVM_PROFILE_FILE": str(raw)})
@@ -133,8 +138,10 @@ def measure_mcdc(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_d
     return summarise_mcdc(exported, conditions_shown(shown), code.manifest, version)
 
 
-def _tool(command: list[str], what: str, cwd: Path | None = None) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+def _tool(command: list[str], what: str) -> str:
+    """An LLVM tool run unconfined: llvm-profdata and llvm-cov read only what Assay's own sandboxed build and
+    run wrote (the executable, its counts) and the sources, never run generated code (gcovr likewise)."""
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise AssayError(f"{what} failed: {(result.stderr.strip().splitlines() or ['no message'])[0]}")
     return result.stdout

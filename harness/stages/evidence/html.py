@@ -23,6 +23,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CLexer
 
+from harness.stages.evidence.trace import judgement
 from wcet import armcode, timing
 
 SUFFIX = ".html"
@@ -283,7 +284,7 @@ def _layer_page(root: Path, code: str, row: dict, page: str, wcet: list[dict], r
                                      "tool-qualification/tor-matrix.md") if p in rendered) + "</ul>")
     error = row.get("error")
     results = ["<li>error against the reference's intermediate output: "
-               + (f"{error['max_abs_error']:.3e} ({'within' if error['within_tolerance'] else 'over'} the tolerance)"
+               + (f"{error['max_abs_error']:.3e}; judged by {_escape(judgement(error))}"
                   if error and error["compared"] else _escape(str(error and error.get('reason')))) + "</li>"]
     results += [f"<li>{_escape(k)}: WCET {v['wcet_cycles']} cycles, largest measured {v['max_measured_cycles']}</li>"
                 for k, v in sorted(row.get("cycles", {}).items())]

@@ -10,8 +10,12 @@ coverage-directed sets are made to drive activation states of every layer to bot
 every layer over the domain. The neuron coverage then shows, per layer, what the sets actually reached.
 
 The ids are per generated code (``LLR-003`` of ``acas-reg50/assay-v2-keras`` is its layer 2): two codes of one model
-may have different layers. The tolerance of a layer requirement is the model's output tolerance; a tolerance
-derived per layer is not yet there (docs/known-problems.md, KP-003).
+may have different layers. The tolerance of a layer requirement is derived for that layer (``LAYER_TOLERANCE``): for
+every input and element, |C - float64 value of the layer| <= the a-priori bound of the layer's tensor
+(``harness.references.bounds.layer_tolerances``: any correct float32 evaluation of the layers up to it is within
+it), the figure ``layererror`` judges each layer by; the largest bound over the uniform inputs is stated with it.
+For a model with ops without a bound rule the requirement says so and keeps the model's fixed tolerance. The network
+requirement keeps the model's output tolerance (the oracle's).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from harness.core import intermediate
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import probed
+from harness.stages.evidence.layererror import DERIVED
 
 SCHEMA = "assay-requirements/1"
 NETWORK = "LLR-000"
@@ -39,15 +44,36 @@ def layer_id(index: int) -> str:
     return f"LLR-{index + 1:03d}"
 
 
-def derive(model: Model, manifest: dict) -> list[dict]:
-    """The low-level requirements of a code: ``LLR-000`` for the network, then one per manifest layer."""
+LAYER_TOLERANCE = ("|C - f64| <= bound for every input of the domain and every element of the layer's output, where "
+                   "f64 is the layer's value in float64 (the model's ONNX graph evaluated in double) and bound the "
+                   "a-priori rounding-error bound of any correct float32 evaluation of the layers up to this one "
+                   "(dot products gamma_n |W| |x| plus the error carried in through |W|, activations by their "
+                   "Lipschitz constant and libm ulp; docs/semantic.md), derived per input")
+
+
+def derive(model: Model, manifest: dict, layer_errors: dict | None = None) -> list[dict]:
+    """The low-level requirements of a code: ``LLR-000`` for the network, then one per manifest layer, each layer's
+    tolerance derived (``LAYER_TOLERANCE``), with the largest bound ``layer_errors`` (``layererror.measure``) met."""
     tolerance = {"atol": model.tolerance, "rtol": model.rtol, "derived_per_layer": False}
+    measured = layer_errors or {"available": False, "reason": "not measured"}
+    judged = measured.get("tolerance") if measured["available"] else \
+        f"fixed tolerance: the per-layer error is not measured ({measured['reason']})"
+    rows = {row["index"]: row for row in measured.get("layers", [])}
     found = [{"id": NETWORK, "layer": None, "text": f"For every input of the input domain (shape "
               f"{list(model.input_shape)}), the outputs (shape {list(model.output_shape)}) are those of the model "
               f"{model.name} within the tolerance.",
               "input_domain": model.domain_json(), "tolerance": tolerance}]
     layers = manifest.get("layers", [])
     for position, layer in enumerate(layers):
+        row = rows.get(layer["index"], {})
+        if judged == DERIVED and row.get("judged_by") == "derived bound":
+            layer_tolerance = {"derived_per_layer": True, "rule": LAYER_TOLERANCE,
+                               "largest_bound_met": row["largest_bound"]}
+        elif measured["available"] and not row:  # e.g. an activation fused into its producer
+            layer_tolerance = {**tolerance, "rule": "no output tensor of its own: verified by the layer that writes "
+                                                    "its result"}
+        else:  # visibly the model's: why no bound was derived for this layer
+            layer_tolerance = {**tolerance, "rule": row.get("judged_by") or judged}
         source = "the network's inputs" if position == 0 else \
             "the outputs of " + ", ".join(layers[i]["name"] if i is not None and i < len(layers) else "the inputs"
                                           for i in layer.get("inputs") or [position - 1])
@@ -56,9 +82,12 @@ def derive(model: Model, manifest: dict) -> list[dict]:
                       "c_file": layer.get("file"), "c_lines": layer.get("lines"),
                       "text": f"Layer {layer['name']} computes {layer.get('op')} of {source} "
                               f"{layer.get('input_shapes')} into {layer.get('output_shape')} as the model does, "
-                              f"within the model's tolerance, for every input of the domain.",
-                      "input_domain": model.domain_json() if position == 0 else f"outputs of the previous layers",
-                      "tolerance": tolerance})
+                              f"within " + ("its derived tolerance (|C - float64| <= the a-priori rounding bound of "
+                                            "the layer's tensor)" if layer_tolerance["derived_per_layer"] else
+                                            f"the model's tolerance ({layer_tolerance['rule']})")
+                              + ", for every input of the domain.",
+                      "input_domain": model.domain_json() if position == 0 else "outputs of the previous layers",
+                      "tolerance": layer_tolerance})
     return found
 
 

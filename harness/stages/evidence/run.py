@@ -313,7 +313,7 @@ def _measure_code(item: tuple[str, str, str], settings: Settings, root: Path, ar
     if not summary["mcdc"]["available"]:
         notes.append(f"MC/DC not measured: {summary['mcdc']['reason']}")
     with _timed(parts, "requirements (derived, neuron coverage, coverage of the requirement-based sets)"):
-        found = _requirements(code, model, sets, settings, root, key)
+        found = _requirements(code, model, sets, settings, root, key, layer_errors)
     with _timed(parts, "object-code coverage (QEMU)"):
         counted = {target: _object_coverage(Item(model_name, generator, variant, target, ()), settings)
                    for target in arm}
@@ -356,11 +356,11 @@ def _archive_configuration(root: Path, models: list[Model], target_names: list[s
 
 
 def _requirements(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray], settings: Settings, root: Path,
-                  key: str) -> dict:
+                  key: str, layer_errors: dict) -> dict:
     """The code's low-level requirements, the input sets verifying each, the neuron coverage per layer, and the
     structural coverage of the requirement-based sets alone (every set but the uniform one: the coverage the
     requirements' tests reach, not random inputs), its gcovr files in ``coverage/<code>/requirement-based/``."""
-    found = requirements.derive(model, code.manifest)
+    found = requirements.derive(model, code.manifest, layer_errors)  # each layer's tolerance: the one it is judged by
     based = [kind for kind in sets if kind != "uniform"]
     reached = None
     if based:

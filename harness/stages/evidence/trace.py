@@ -70,7 +70,8 @@ def _error(row: dict | None) -> dict | None:
         return None
     if not row["compared"]:
         return {"compared": False, "reason": row["reason"]}
-    return {"compared": True, "max_abs_error": row["max_abs_error"], "within_tolerance": row["within_tolerance"]}
+    return {"compared": True, "max_abs_error": row["max_abs_error"], "within_tolerance": row["within_tolerance"],
+            **{k: row[k] for k in ("judged_by", "c_to_float64", "largest_bound", "bound_ratio") if k in row}}
 
 
 def untraced_lines(manifest: dict, directory: Path) -> list[dict]:
@@ -110,3 +111,12 @@ def _shown(error: dict | None) -> str:
     if not error["compared"]:
         return f"not compared: {error['reason']}"
     return f"{error['max_abs_error']:.3e}" + ("" if error["within_tolerance"] else " (over tolerance)")
+
+
+def judgement(error: dict) -> str:
+    """How a compared layer was judged: |C - float64| against its derived bound, or why by the fixed tolerance."""
+    if "bound_ratio" not in error:
+        return f"{error.get('judged_by', 'fixed tolerance')}: {'within' if error['within_tolerance'] else 'over'}"
+    return (f"|C - float64| {error['c_to_float64']:.3e} against the layer's derived bound (largest "
+            f"{error['largest_bound']:.3e}; largest ratio {error['bound_ratio']:.3g}): "
+            f"{'within' if error['within_tolerance'] else 'over'}")

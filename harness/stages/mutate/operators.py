@@ -14,7 +14,8 @@ the exact place of every token, and walks the syntax tree for mutation points:
   array is the memory-safety mutant the guard words and the sanitizers are for);
 - ``delete``: an expression statement (assignment or call) removed;
 - ``activation``: ``tanhf(x)``, ``expf(x)``, ``logf(x)`` (LogSoftmax, Log, ReduceLogSum...), ``sqrtf(x)``
-  (ReduceL2, Sqrt), a sigmoid or the ReLU select ``(x > 0 ? x : 0)`` swapped with others and the identity.
+  (ReduceL2, Sqrt), ``erff(x)`` (Gelu), a sigmoid or the ReLU select ``(x > 0 ? x : 0)`` swapped with others
+  and the identity.
 
 ``weight_mutants(path, symbols, ...)`` perturbs seeded-chosen elements of the
 initialisers of the named constant arrays by a relative amount.
@@ -61,10 +62,12 @@ ACTIVATIONS = {  # kind -> the expression of x
     "exp": "expf({x})",
     "log": "logf({x})",
     "sqrt": "sqrtf({x})",
+    "erf": "erff({x})",
 }
-FUNCTION_KINDS = {"tanhf": "tanh", "expf": "exp", "logf": "log", "sqrtf": "sqrt"}
+FUNCTION_KINDS = {"tanhf": "tanh", "expf": "exp", "logf": "log", "sqrtf": "sqrt", "erff": "erf"}
 SWAPS = {"relu": ("identity", "tanh"), "tanh": ("identity", "relu"), "sigmoid": ("identity", "tanh"),
-         "exp": ("identity", "tanh"), "log": ("identity", "exp"), "sqrt": ("identity", "exp")}
+         "exp": ("identity", "tanh"), "log": ("identity", "exp"), "sqrt": ("identity", "exp"),
+         "erf": ("identity", "tanh")}  # Gelu's erff: tanh is its closest neighbour
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
 _COMMENT_OR_DIRECTIVE = re.compile(r"/\*.*?\*/|//[^\n]*|^[ \t]*#[^\n]*", re.DOTALL | re.MULTILINE)
 
@@ -83,6 +86,7 @@ class Mutant:
     description: str
     equivalent: str | None = None  # the rule that proves the mutant equivalent, if one does
     relative: float | None = None  # weight mutants: the relative perturbation
+    element: tuple[str, int] | None = None  # weight mutants: the array's symbol and the element's position in it
 
     def apply(self, text: str) -> str:
         if text[self.start:self.end] != self.original:
@@ -493,6 +497,20 @@ def _walk(node: c_ast.Node):
         yield from _walk(child)
 
 
+def array_numbers(text: str, symbol: str) -> list[re.Match]:
+    """The numbers initialising the array ``symbol`` in the C ``text``, in order (none when it is not there)."""
+    header = re.search(rf"\b{re.escape(symbol)}\s*\[[^\]]*\]\s*=\s*\{{", text)
+    if header is None:
+        return []
+    return list(_NUMBER.finditer(text, header.end(), text.index("}", header.end())))
+
+
+def array_values(text: str, symbol: str) -> np.ndarray:
+    """The float32 values initialising the array ``symbol`` in the C ``text``: what a weight mutant's element is
+    matched with in the model (``detect``)."""
+    return np.array([float(n.group(0).rstrip("fF")) for n in array_numbers(text, symbol)], np.float32)
+
+
 def weight_mutants(path: Path, symbols: list[str], relatives: tuple[float, ...], per_array: int,
                    rng: np.random.Generator) -> list[Mutant]:
     """``per_array`` seeded-chosen elements of each array in ``symbols`` initialised in ``path``, each scaled by
@@ -500,11 +518,7 @@ def weight_mutants(path: Path, symbols: list[str], relatives: tuple[float, ...],
     text = Path(path).read_text()
     mutants = []
     for symbol in symbols:
-        header = re.search(rf"\b{re.escape(symbol)}\s*\[[^\]]*\]\s*=\s*\{{", text)
-        if header is None:
-            continue
-        close = text.index("}", header.end())
-        numbers = list(_NUMBER.finditer(text, header.end(), close))
+        numbers = array_numbers(text, symbol)
         if not numbers:
             continue
         for position in sorted(rng.choice(len(numbers), size=min(per_array, len(numbers)), replace=False)):
@@ -517,5 +531,5 @@ def weight_mutants(path: Path, symbols: list[str], relatives: tuple[float, ...],
                 mutants.append(Mutant(f"weight-{relative:.0e}", Path(path).name, line, number.start(), number.end(),
                                       number.group(0), f"{float(changed):.9g}",
                                       f"{symbol}[{position}] {float(value):.9g} x (1 + {relative:g})", rule,
-                                      relative))
+                                      relative, (symbol, int(position))))
     return mutants

@@ -28,6 +28,50 @@ def _bounds(clean: dict) -> str:
             else "no violation") + f", {found['checked']} subscripts checked, {found['unchecked']} not decidable"
 
 
+def _rule(record: dict) -> str:
+    """The oracle's rule of a record (``run.Rule``; a record made before ``--tolerance`` existed: fixed)."""
+    rule = record.get("tolerance_rule") or {"rule": "fixed"}
+    if rule["rule"] == "derived":
+        return (f"the derived rule |C - float64| <= bound (largest bound {_error(rule['bound'])}; the clean code "
+                f"{_error(rule['c_distance'])} from float64, tightness {rule['tightness']:.3g})")
+    return (f"tolerance atol {record['tolerance']:g} + rtol {record['rtol']:g}"
+            + (f" (derived asked for; {rule['fallback']})" if rule.get("fallback") else ""))
+
+
+def _detectability(record: dict) -> list[str]:
+    """The weight mutants' detectability (``detect``): the figures, then every weight mutant with its witness."""
+    w = record["summary"]["weights"]
+    if not w["mutants"]:
+        return []
+    lines = [f"Weight mutants: {w['mutants']}; detectable {w['detectable']} (an input of the domain, found by the "
+             f"float64 search apart from the test inputs, moves an output beyond the tolerance by more than twice "
+             f"the rounding bound, or the mutant's C run on that input fails the oracle), killed by the test inputs "
+             f"{w['detectable_killed']} (adequacy "
+             f"{_rate(w['adequacy'])}); detectable survivors: {', '.join(w['detectable_survivors']) or 'none'}; "
+             f"survivors beyond the tolerance at the witness but within the rounding margin (to review): "
+             f"{', '.join(w['review_survivors']) or 'none'}; survivors no input was found to detect (not a defect of "
+             f"the tests): {w['undetectable_survivors']}; killed without a witness found: "
+             f"{w['killed_not_found_detectable']}; undecided: survivors "
+             f"{', '.join(w['undecided_survivors']) or 'none'}, killed {w['undecided_killed']}.", "",
+             "| mutant | status | change | initialiser[element] | detectable | largest change found | excess over "
+             "tolerance | rounding margin | witness (SHA-256 of its float32 bytes) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for m in record["mutants"]:
+        d = m.get("detectability")
+        if d is None:
+            continue
+        if not d["decided"] or "witness_sha256" not in d:
+            lines.append(f"| {m['id']} | {m['status']} | {m['description']} | - | "
+                         f"{'undecided' if not d['decided'] else 'no'}: {d['reason']} | - | - | - | - |")
+            continue
+        verdict = ("yes (its C fails at the witness)" if d.get("confirmed_by") else "yes") if d["detectable"] \
+            else "review" if d["beyond_tolerance"] else "no"
+        lines.append(f"| {m['id']} | {m['status']} | {m['description']} | {d['initialiser']}{d['element']} | "
+                     f"{verdict} | {_error(d['difference'])} | {_error(d['excess_over_tolerance'])} | "
+                     f"{_error(d['margin'])} ({d['margin_from']}) | {d['witness_sha256'][:16]} |")
+    return lines + [""]
+
+
 def write_mutation_report(results: Path, out: Path) -> list[Path]:
     records = open_store(results).records()
     # no wall-clock seconds here (they stay in mutation.json's records): an evidence package archives this report
@@ -35,10 +79,12 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
     lines = ["# Mutation analysis: the oracle's power", "",
              f"Seeded mutants of the generated C, each built with the host profile and judged by the oracle "
              f"(and, when it survives, by AddressSanitizer and UBSan). Target: at least {KILL_TARGET:.0%} of the "
-             f"non-equivalent code mutants killed, every weight mutant above the tolerance killed, no false alarm "
-             f"on the unmutated code.", "",
+             f"non-equivalent code mutants killed, every detectable weight mutant killed, no false alarm "
+             f"on the unmutated code. A weight mutant is detectable when an input of the domain, searched in "
+             f"float64 apart from the test inputs, moves an output beyond the tolerance by more than the rounding "
+             f"margin; adequacy is the share of the detectable ones the test inputs kill.", "",
              "| model | generator | variant | inputs (seed) | reference | mutants | killed | survived | stillborn "
-             "| equivalent | code kill rate | weights above tol. killed | false alarms / seeds | verdict |",
+             "| equivalent | code kill rate | detectable weights killed (adequacy) | false alarms / seeds | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         if "summary" not in r:
@@ -49,7 +95,8 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
         lines.append(f"| {r['model']} | {r['generator']} | {r['variant']} | {r['n_inputs']} ({r['seed']}) | "
                      f"{r['reference']} | {s['mutants']} | {s['killed']} | {s['survived']} | {s['stillborn']} | "
                      f"{s['equivalent']} | {_rate(s['code']['kill_rate'])} | "
-                     f"{s['weights_above_tolerance']['killed']} of {s['weights_above_tolerance']['mutants']} | "
+                     f"{s['weights']['detectable_killed']} of {s['weights']['detectable']} "
+                     f"({_rate(s['weights']['adequacy'])}) | "
                      f"{s['false_alarms']} / {r['seeds']} | {r['verdict']} |")
     for r in records:
         if "summary" not in r:
@@ -61,8 +108,7 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
                      f"({r['set_inputs']} inputs each; {r['inputs_judged']} judged in all)"
                      if len(r.get("input_sets", [])) > 1 else "")
                   + "".join(f"; set {k} left out: {v}" for k, v in r.get("input_sets_left_out", {}).items())
-                  + f", reference {r['reference']}, tolerance atol "
-                  f"{r['tolerance']:g} + rtol {r['rtol']:g}; the clean code's largest error "
+                  + f", reference {r['reference']}, {_rule(r)}; the clean code's largest error "
                   f"{_error(r['clean']['max_abs_error'])}; under the sanitizers ({r['sanitized_inputs']} inputs): "
                   f"{r['clean']['sanitizer'] or 'no report'}; static bounds check: {_bounds(r['clean'])}. "
                   f"Killed by the oracle {s['detected_by']['oracle']}, "
@@ -77,6 +123,7 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
                   for op, c in s["by_operator"].items()]
         lines += ["", "Survivors by class: " + ", ".join(f"{name} {s['survivor_classes'][name]} ({text})"
                                                          for name, text in CLASSES.items()) + ".", ""]
+        lines += _detectability(r)
         survivors = [m for m in r["mutants"] if m["status"] == "survived"]
         if survivors:
             lines += ["| mutant | operator | line | class | largest error | effect vs clean | change |",

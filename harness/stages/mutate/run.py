@@ -4,11 +4,14 @@ For one (model, generator, variant) item: the code is generated, every source
 is compiled once to an object, and the clean code runs on the inputs of each
 of ``seeds`` input seeds (a verdict other than pass is a false alarm). Then
 each mutant (``operators``) is one text edit of one file: only that file is
-compiled again (gcc -O0, ~50 ms) and linked with the clean objects and the
+compiled again (gcc -O0 in the sandbox, as every build of generated C:
+``harness.runners.compiling.run_compiler``) and linked with the clean objects and the
 driver into an executable (``harness.runners.native``, run in the sandbox as all generated code:
 ``harness.sandbox``), which runs on the first ``FIRST_BATCH`` inputs
-and, unless that already kills it, on all of them; the verdict is
-``harness.core.oracle.compare`` against the reference outputs computed once. A
+and, unless that already kills it, on all of them; the verdict is the oracle's rule (``Rule``, ``--tolerance``):
+fixed, ``harness.core.oracle.compare`` against the reference outputs computed once; derived,
+``|C - float64| <= bound`` per output (the semantic stage's rule, figures shared through
+``harness.core.refcache``). A
 crash, a hang, a damaged guard word or NaN is a kill too. A code-mutant survivor
 that is not judged equivalent also runs under AddressSanitizer and UBSan
 (``harness.runners.sanitized``); a report kills it. Last, its file goes through the static subscript
@@ -38,7 +41,7 @@ from __future__ import annotations
 import difflib
 import queue
 import shutil
-import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import references, targets
-from harness.core import inputsets, intermediate, oracle
+from harness.core import inputsets, intermediate, oracle, refcache
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.inputs import make_inputs
@@ -61,9 +64,11 @@ from harness.errors import USER_ERRORS, AssayError, ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
 from harness.runners import RunError, arenacheck, host, native, sanitized
-from harness.runners.compiling import driver_defines
+from harness.runners.compiling import DRIVERS_DIR, driver_defines, run_compiler
 from harness.targets import HOST
-from harness.stages.mutate import bounds, operators
+from harness.references import bounds as derived_bounds
+from harness.references import float64
+from harness.stages.mutate import bounds, detect, operators
 from harness.stages.mutate.spec import SPEC
 
 SCHEMA = SPEC.schema
@@ -75,6 +80,7 @@ UP_TO_ROUNDING = ("softmax shift invariance",)  # rules equal in real arithmetic
 DETECTORS = ("oracle", "runner", "sanitizer", "bounds")
 STAGE_DIR = Path(__file__).resolve().parent
 PREFERRED_REFERENCES = ("keras", "onnxruntime")
+FIXED, DERIVED = "fixed", "derived"  # the oracle's rules (``--tolerance``, ``Rule``)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,7 @@ class Settings(core_plan.Settings):
     reference: str | None = SPEC.default("reference")  # default: the first of PREFERRED_REFERENCES supporting it
     atol: float | None = SPEC.default("atol")
     rtol: float | None = SPEC.default("rtol")
+    tolerance: str = SPEC.default("tolerance")  # the oracle's rule: FIXED or DERIVED (``Rule``)
     weights_per_array: int = SPEC.default("weights_per_array")
     max_mutants: int | None = SPEC.default("max_mutants")  # a seeded sample of the mutants, for quick runs
     sanitize: int = SPEC.default("sanitize")  # inputs each survivor and the clean code run under the sanitizers
@@ -121,6 +128,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
         model = load_model(item.model, settings)
         fingerprint = item_fingerprint(item, model, settings, seeds=settings.seeds, reference=settings.reference,
                                        tolerances=settings.tolerances(model), weights=settings.weights_per_array,
+                                       **({"tolerance_rule": DERIVED, "bounds": refcache.bounds_identity()}
+                                          if settings.tolerance == DERIVED else {}),
                                        max_mutants=settings.max_mutants, sanitize=settings.sanitize,
                                        input_sets=list(settings.input_sets), set_inputs=settings.set_inputs,
                                        stage=tree_digest(STAGE_DIR), checks=_checks_digest())
@@ -138,9 +147,11 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
 
 
 def _checks_digest() -> str:
-    """The bytes of the code outside the stage that decides verdicts here: the arena-region check, the input sets
-    and the reference's intermediate outputs (a change there must not reuse old records)."""
-    return digest([Path(module.__file__).read_bytes().hex() for module in (arenacheck, inputsets, intermediate)])
+    """The bytes of the code outside the stage that decides verdicts here: the arena-region check, the input sets,
+    the reference's intermediate outputs, the float64 evaluation and the derived bound the weight mutants'
+    detectability search uses (a change there must not reuse old records)."""
+    return digest([Path(module.__file__).read_bytes().hex()
+                   for module in (arenacheck, inputsets, intermediate, float64, derived_bounds)])
 
 
 def reference_for(model: Model, settings: Settings) -> str:
@@ -152,6 +163,68 @@ def reference_for(model: Model, settings: Settings) -> str:
         if references.get(name).supports(model):
             return name
     raise ConfigError(f"no reference among {', '.join(PREFERRED_REFERENCES)} supports {model.name}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The oracle's verdict rule on a batch of inputs (``--tolerance``).
+
+    fixed: every output within ``atol + rtol |reference|`` of the reference. derived: every output within the
+    bound of a correct float32 implementation of the float64 evaluation, ``|C - f64| <= bound``
+    (``harness.references.bounds``, the semantic stage's rule): a mutant inside the bound cannot be told, by its
+    outputs alone, from some correct float32 implementation, so only one outside it is a detected defect.
+    ``fallback`` says why a derived run judges by the fixed rule (an op without a bound, no float64 figure)."""
+
+    name: str
+    atol: float
+    rtol: float
+    exact: np.ndarray | None = None  # derived: the float64 outputs of the batch
+    bound: np.ndarray | None = None  # derived: the bound of every output of the batch
+    fallback: str | None = None
+
+    def judge(self, outputs: np.ndarray, expected: np.ndarray) -> tuple[str, str | None, float | None]:
+        """The verdict on the batch's first ``len(outputs)`` inputs, its cause, and the largest |C - reference|."""
+        fixed = oracle.compare(outputs, expected[:len(outputs)], self.atol, self.rtol)
+        if self.bound is None:
+            return fixed.verdict, fixed.cause, fixed.max_abs_error
+        derived = oracle.compare_to_bound(outputs, self.exact[:len(outputs)], self.bound[:len(outputs)])
+        return derived.verdict, derived.cause, fixed.max_abs_error
+
+    def above(self, outputs: np.ndarray, clean: np.ndarray) -> bool:
+        """Whether a mutant's outputs leave the tolerance somewhere: fixed, farther from the clean code's than
+        atol + rtol |clean|; derived, farther from float64 than the bound."""
+        outputs = outputs.astype(np.float64).reshape(len(outputs), -1)
+        if self.bound is None:
+            clean = clean.astype(np.float64).reshape(len(outputs), -1)
+            return bool(np.any(np.abs(outputs - clean) > self.atol + self.rtol * np.abs(clean)))
+        return bool(np.any(np.abs(outputs - self.exact.reshape(len(outputs), -1)) >
+                           self.bound.reshape(len(outputs), -1)))
+
+    def figures(self, outputs: np.ndarray) -> dict:
+        """The record's figures of the rule on ``outputs`` (the clean code's): the largest bound, |C - f64| and
+        the tightness (bound / |C - f64|, smallest over outputs); only the rule's name for fixed."""
+        if self.bound is None:
+            return {"rule": self.name, "fallback": self.fallback}
+        check = oracle.compare_to_bound(outputs, self.exact, self.bound)
+        return {"rule": self.name, "fallback": None, "bound": check.bound, "c_distance": check.c_distance,
+                "tightness": check.tightness}
+
+
+def rule_for(model: Model, settings: Settings, inputs: np.ndarray, timings: dict) -> Rule:
+    """The rule ``settings.tolerance`` names on ``inputs``; derived takes the float64 outputs and the bound from
+    the cache the semantic stage fills (``harness.core.refcache``), and falls back to fixed, saying why."""
+    atol, rtol = settings.tolerances(model)
+    if settings.tolerance == FIXED:
+        return Rule(FIXED, atol, rtol)
+    bound = refcache.derived_bound(model, settings, timings, inputs)
+    if isinstance(bound, str):
+        return Rule(FIXED, atol, rtol, fallback=bound)
+    try:
+        exact = refcache.reference_outputs(refcache.ARBITER, model, settings, inputs)
+    except Exception as exc:  # an arbiter's fault only changes the rule, visibly
+        kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
+        return Rule(FIXED, atol, rtol, fallback=f"arbiter not available ({kind}{exc}): {refcache.FALLBACK}")
+    return Rule(DERIVED, atol, rtol, np.asarray(exact, np.float64), bound)
 
 
 class _Builder:
@@ -177,8 +250,8 @@ class _Builder:
         if text is not None and text.count("\n") == self.entry_lines:
             source = obj.with_name(f"checked-{source.name}")
             source.write_text(arenacheck.instrument(text, self.code.manifest, self.entry_file))
-        done = subprocess.run([self.profile.compiler_path(), *self.flags, "-c", str(source), "-o", str(obj)],
-                              cwd=self.code.directory, capture_output=True, text=True, check=False)
+        done = run_compiler([self.profile.compiler_path(), *self.flags, "-c", str(source), "-o", str(obj)],
+                            obj.parent, (self.code.directory, DRIVERS_DIR), self.code.directory)
         if done.returncode != 0:
             raise RunError(f"compile error: {host.first_diagnostic(done.stderr)}")
         return obj
@@ -193,7 +266,7 @@ class _Builder:
         executable = directory / "assay-mutant"
         command = [self.profile.compiler_path(), *map(str, objects.values()), "-o", str(executable),
                    *self.profile.libs]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = run_compiler(command, directory, (self.work / "clean",), directory)
         if done.returncode != 0:
             raise RunError(f"link error: {host.first_diagnostic(done.stderr)}")
         return executable
@@ -216,7 +289,7 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
                                 model, code)
 
     start = time.perf_counter()
-    false_alarms, inputs, expected, clean, skipped = [], None, None, None, {}
+    false_alarms, inputs, expected, clean, skipped, rule = [], None, None, None, {}, None
     states = intermediate.activation_states(code, model) \
         if {"thresholds", "coverage"} & set(settings.input_sets) else None
     for seed in range(settings.seed, settings.seed + settings.seeds):
@@ -226,14 +299,18 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
             seed_inputs = np.concatenate([seed_inputs, *others])
         seed_expected = references.get(reference).run(model, seed_inputs)
         outputs = run_outputs(clean_build, seed_inputs)
-        verdict = oracle.compare(outputs, seed_expected, atol, rtol)
-        false_alarms.append({"seed": seed, "verdict": verdict.verdict, "max_abs_error": verdict.max_abs_error,
-                             "cause": verdict.cause})
+        seed_rule = rule_for(model, settings, seed_inputs, timings)  # the judged seed's first: its fallback shows
+        verdict, cause, max_abs_error = seed_rule.judge(outputs, seed_expected)
+        false_alarms.append({"seed": seed, "verdict": verdict, "max_abs_error": max_abs_error, "cause": cause,
+                             "rule": seed_rule.name})
         if seed == settings.seed:
-            inputs, expected, clean = seed_inputs, seed_expected, outputs
+            inputs, expected, clean, rule = seed_inputs, seed_expected, outputs, seed_rule
+            if rule.fallback:
+                print(f"{item.id}: {rule.fallback}", file=sys.stderr)
     timings["clean_runs_s"] = time.perf_counter() - start
     if false_alarms[0]["verdict"] != oracle.PASS:
-        raise AssayError(f"the unmutated code does not pass on seed {settings.seed}: {false_alarms[0]['cause']}")
+        raise AssayError(f"the unmutated code does not pass the {rule.name} tolerance on seed {settings.seed}: "
+                         f"{false_alarms[0]['cause']}")
     clean_errors = oracle.infinity_norm_errors(clean, expected)
     sample = np.sort(np.random.default_rng(settings.seed).choice(
         len(inputs), size=min(settings.sanitize, len(inputs)), replace=False))
@@ -243,13 +320,19 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
 
     clean_bounds = _bounds(code, None)
     mutants = _mutants(code, settings)
-    judge = _Judge(builder, run_outputs, inputs, expected, clean, clean_errors, atol, rtol, work, settings, code, model,
+    judge = _Judge(builder, run_outputs, inputs, expected, clean, clean_errors, rule, work, settings, code, model,
                    sample, {file: _bounds(code, file) for file in {m.file for m in mutants if m.relative is None}})
     start = time.perf_counter()
     results = judge.all(mutants, settings.jobs)
     timings["mutants_s"] = time.perf_counter() - start
+    start = time.perf_counter()  # the oracle's tolerance: atol + rtol |f|, or the derived bound alone (its margin)
+    witnesses = detect.annotate(results, code, model, *((rule.atol, rule.rtol) if rule.bound is None else (0.0, 0.0)),
+                                settings.seed, float(clean_errors.max()))
+    _confirm(results, mutants, witnesses, builder, run_outputs, reference, rule, model, settings, work, timings)
+    timings["detectability_s"] = time.perf_counter() - start
     summary = summarise(results, false_alarms)
-    return {"reference": reference, "tolerance": atol, "rtol": rtol, "input_domain": model.domain_json(),
+    return {"reference": reference, "tolerance": atol, "rtol": rtol, "tolerance_rule": rule.figures(clean),
+            "input_domain": model.domain_json(),
             "opt": settings.opt, "first_batch": FIRST_BATCH,
             "input_sets": [k for k in settings.input_sets if k not in skipped], "input_sets_left_out": skipped,
             "set_inputs": settings.set_inputs, "inputs_judged": len(inputs),
@@ -258,6 +341,31 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
                       "bounds": clean_bounds},
             "false_alarms": false_alarms, "summary": summary, "mutants": results, "timings": timings,
             "provenance": provenance, **verdict_of(summary, clean_sanitizer, clean_bounds)}
+
+
+def _confirm(results: list[dict], mutants: list[operators.Mutant], witnesses: dict[str, np.ndarray],
+             builder: _Builder, run_outputs: Callable[[Path, np.ndarray], np.ndarray], reference: str, rule: Rule,
+             model: Model, settings: Settings, work: Path, timings: dict) -> None:
+    """A weight mutant beyond the tolerance at its witness but within the rounding margin (``detect``): build its C
+    again and run it on the witness alone against the reference, by the oracle's rule; a fail there makes it
+    detectable (``confirmed_by``). The witness comes from the search, never from the test inputs."""
+    for result in results:
+        found = result.get("detectability") or {}
+        if found.get("detectable") is not False or not found.get("beyond_tolerance"):
+            continue
+        mutant, witness = mutants[int(result["id"][1:])], witnesses[result["id"]]
+        source = work / "witness" / mutant.file
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(mutant.apply((builder.code.directory / mutant.file).read_text()))
+        try:
+            outputs = run_outputs(builder.executable(work / "witness", {mutant.file: source}), witness)
+        except RunError as exc:
+            found.update(detectable=True, confirmed_by=f"the mutant's C at the witness: {exc}")
+            continue
+        judged = rule if rule.bound is None else rule_for(model, settings, witness, timings)
+        verdict, cause, _ = judged.judge(outputs, references.get(reference).run(model, witness))
+        if verdict != oracle.PASS:
+            found.update(detectable=True, confirmed_by=f"the mutant's C at the witness, {judged.name} rule: {cause}")
 
 
 def _other_sets(model: Model, code: GeneratedCode, settings: Settings, states: inputsets.States | None
@@ -329,8 +437,7 @@ class _Judge:
     expected: np.ndarray  # the reference's outputs
     clean: np.ndarray  # the unmutated code's outputs
     clean_errors: np.ndarray  # per input, the unmutated code's error against the reference
-    atol: float
-    rtol: float
+    rule: Rule  # the oracle's rule on the judged inputs
     work: Path
     settings: Settings
     code: GeneratedCode
@@ -346,7 +453,11 @@ class _Judge:
         result = {"id": f"M{number:04d}", "operator": mutant.operator, "file": mutant.file, "line": mutant.line,
                   "description": mutant.description, "diff": _diff(mutant.file, original, mutated),
                   "equivalent_rule": mutant.equivalent, "max_abs_error": None, "effect": None, "inputs_run": 0,
-                  "detected_by": None, "cause": None, "class": None}
+                  "detected_by": None, "cause": None, "class": None, "rule": self.rule.name}
+        if mutant.element is not None:  # what the detectability search changes in the model (``detect``)
+            result["weight"] = {"symbol": mutant.element[0], "index": mutant.element[1],
+                                "value": float(np.float32(mutant.original.rstrip("fF"))),
+                                "mutated": float(np.float32(mutant.replacement))}
         slot = self.slots.get()  # a folder of its own per mutant judged at the same time
         try:
             return self._judge(number, mutant, result, mutated, slot)
@@ -375,16 +486,14 @@ class _Judge:
                 outputs = self.run_outputs(built, self.inputs[:count])
             except RunError as exc:
                 return {**result, "status": "killed", "detected_by": "runner", "cause": str(exc), "inputs_run": count}
-            verdict = oracle.compare(outputs, self.expected[:count], self.atol, self.rtol)
-            result.update(inputs_run=count, max_abs_error=verdict.max_abs_error,
-                          effect=_largest(outputs, self.clean[:count]))
-            if verdict.verdict != oracle.PASS:
-                return {**result, "status": "killed", "detected_by": "oracle", "cause": verdict.cause,
+            verdict, cause, max_abs_error = self.rule.judge(outputs, self.expected)
+            result.update(inputs_run=count, max_abs_error=max_abs_error, effect=_largest(outputs, self.clean[:count]))
+            if verdict != oracle.PASS:
+                return {**result, "status": "killed", "detected_by": "oracle", "cause": cause,
                         "rule_refuted": mutant.equivalent is not None}
             if count == len(self.inputs):
                 break
-        result["above_tolerance"] = bool(np.any(np.abs(outputs.astype(np.float64) - self.clean) >
-                                                self.atol + self.rtol * np.abs(self.clean.astype(np.float64))))
+        result["above_tolerance"] = self.rule.above(outputs, self.clean)
         if mutant.equivalent is not None:
             if any(mutant.equivalent.startswith(rule) for rule in UP_TO_ROUNDING) and \
                     oracle.infinity_norm_errors(outputs, self.expected).max() > self.clean_errors.max():
@@ -430,7 +539,7 @@ def is_weight(result: dict) -> bool:
 
 
 def summarise(results: list[dict], false_alarms: list[dict]) -> dict:
-    """Counts by status, operator and survivor class; the code kill rate; the weight mutants above tolerance."""
+    """Counts by status, operator and survivor class; the code kill rate; the weight mutants' detectability."""
     def counts(selected: list[dict]) -> dict:
         return {status: sum(r["status"] == status for r in selected)
                 for status in ("killed", "survived", "stillborn", "equivalent")}
@@ -438,8 +547,6 @@ def summarise(results: list[dict], false_alarms: list[dict]) -> dict:
     code = [r for r in results if not is_weight(r)]
     judged = counts(code)
     live = judged["killed"] + judged["survived"]
-    weights_above = [r for r in results if is_weight(r) and r["status"] != "stillborn" and
-                     (r["status"] == "killed" and r["detected_by"] == "oracle" or r.get("above_tolerance"))]
     operators_seen = sorted({r["operator"] for r in results})
     return {"mutants": len(results), **counts(results),
             "code": {**judged, "kill_rate": judged["killed"] / live if live else None},
@@ -448,10 +555,32 @@ def summarise(results: list[dict], false_alarms: list[dict]) -> dict:
             "equivalent_by_rule": _by_rule([r for r in results if r["status"] == "equivalent"]),
             "survivor_classes": {c: sum(r["class"] == c for r in results)
                                  for c in ("not_reached", "below_precision", "tolerance")},
-            "weights_above_tolerance": {"mutants": len(weights_above),
-                                        "killed": sum(r["status"] == "killed" for r in weights_above)},
+            "weights": weight_detectability(results),
             "rules_refuted": sum(bool(r.get("rule_refuted")) for r in results),
             "false_alarms": sum(a["verdict"] != oracle.PASS for a in false_alarms)}
+
+
+def weight_detectability(results: list[dict]) -> dict:
+    """The weight mutants by detectability (``detect``, decided on the domain apart from the test inputs): how many
+    are detectable, how many of those the test inputs killed (the input sets' adequacy), every detectable survivor,
+    the survivors beyond the tolerance at the witness but within the rounding margin (to review), those no input was
+    found to detect (not a defect of the tests), the killed ones the search found no witness for, and those left
+    undecided (a survivor among them is not a pass)."""
+    judged = [r for r in results if "detectability" in r]
+    detectable = [r for r in judged if r["detectability"]["detectable"]]
+    killed = [r for r in detectable if r["status"] == "killed"]
+    return {"mutants": len(judged), "detectable": len(detectable), "detectable_killed": len(killed),
+            "adequacy": len(killed) / len(detectable) if detectable else None,
+            "detectable_survivors": [r["id"] for r in detectable if r["status"] != "killed"],
+            "review_survivors": [r["id"] for r in judged if r["detectability"]["detectable"] is False
+                                 and r["detectability"]["beyond_tolerance"] and r["status"] != "killed"],
+            "undetectable_survivors": sum(r["detectability"]["detectable"] is False and r["status"] != "killed"
+                                          and not r["detectability"]["beyond_tolerance"] for r in judged),
+            "killed_not_found_detectable": sum(r["detectability"]["detectable"] is False and r["status"] == "killed"
+                                               for r in judged),
+            "undecided_survivors": [r["id"] for r in judged
+                                    if not r["detectability"]["decided"] and r["status"] != "killed"],
+            "undecided_killed": sum(not r["detectability"]["decided"] and r["status"] == "killed" for r in judged)}
 
 
 def _by_rule(equivalent: list[dict]) -> dict[str, int]:
@@ -462,7 +591,8 @@ def _by_rule(equivalent: list[dict]) -> dict[str, int]:
 
 def verdict_of(summary: dict, clean_sanitizer: str | None, clean_bounds: dict | None = None) -> dict:
     """pass when: no false alarm, the clean code sanitizer-clean and within bounds, >= 99 % of the live code
-    mutants killed, every weight mutant above the tolerance killed, no equivalence rule refuted; else fail."""
+    mutants killed, every detectable weight mutant killed and none undecided (``weight_detectability``), no
+    equivalence rule refuted; else fail."""
     reasons = []
     if summary["false_alarms"]:
         reasons.append(f"{summary['false_alarms']} false alarms on the unmutated code")
@@ -473,9 +603,13 @@ def verdict_of(summary: dict, clean_sanitizer: str | None, clean_bounds: dict | 
     rate = summary["code"]["kill_rate"]
     if rate is not None and rate < KILL_TARGET:
         reasons.append(f"{rate:.1%} of the non-equivalent code mutants killed, below {KILL_TARGET:.0%}")
-    weights = summary["weights_above_tolerance"]
-    if weights["killed"] < weights["mutants"]:
-        reasons.append(f"{weights['mutants'] - weights['killed']} weight mutants above the tolerance survived")
+    weights = summary["weights"]
+    if weights["detectable_survivors"]:
+        reasons.append(f"{len(weights['detectable_survivors'])} detectable weight mutants survived (an input of the "
+                       f"domain detects them, the test inputs do not): {', '.join(weights['detectable_survivors'])}")
+    if weights["undecided_survivors"]:
+        reasons.append(f"the detectability of {len(weights['undecided_survivors'])} surviving weight mutants is not "
+                       f"decided: {', '.join(weights['undecided_survivors'])}")
     if summary["rules_refuted"]:
         reasons.append(f"{summary['rules_refuted']} mutants judged equivalent were killed (a rule is wrong)")
     return {"verdict": oracle.FAIL if reasons else oracle.PASS, "cause": "; ".join(reasons) or None}

@@ -28,6 +28,10 @@ SPEC = StageSpec(
         Option("--reference", None, "reference runtime (default keras, else onnxruntime)"),
         Option("--atol", None, "absolute tolerance (default: the model's own)", type=float),
         Option("--rtol", None, "relative tolerance (default: the model's own)", type=float),
+        Option("--tolerance", "fixed", "the oracle's rule: fixed, |C - reference| <= atol + rtol x |reference| "
+               "(--atol, --rtol); derived, |C - float64| <= the bound of a correct float32 implementation per output "
+               "and input (docs/semantic.md; a model with an op that has no bound falls back to fixed, visibly). "
+               "Default {default}", choices=("fixed", "derived")),
         Option("--weights-per-array", 2, "weights perturbed per array and relative amount (default {default})",
                type=int),
         Option("--max-mutants", None, "run a seeded sample of this many mutants (default: all)", type=int),

@@ -3,16 +3,18 @@
 What a peer's maintainers need to see a defect for themselves: the model in a file their tool reads, the
 inputs, the expected outputs (Assay's Keras reference), their tool's own API called by a short script, a C
 driver, and the cause located in their source. ``findings.toml`` (beside this file) lists the findings this
-command knows; ``reproducers/<peer>.py`` is the script for each peer, copied as ``reproduce.py``. The
-command then runs that script once with the peer environment's Python, which has the peer's locked closure
-and nothing of Assay: what it prints and writes (the generated C, the actual outputs) lands in the folder,
-and the folder is proof that the reproduction needs only the peer.
+command knows; ``reproducers/<peer>.py`` is the script for each peer, copied as ``reproduce.py`` with
+``reproducer_common.py`` (building, running and judging the C: the same for every peer). A finding's model is
+a zoo name or ``case:NAME``, a case of the conformance suite (built by ``assay conformance --cases NAME``, run
+as a user would, ``harness.core.stagecall``). The command then runs the script once with the peer
+environment's Python, which has the peer's locked closure and nothing of Assay, in the sandbox
+(``harness.sandbox``: the script runs the C the peer generated): what it prints and writes (the generated C, the
+actual outputs) lands in the folder, and the folder is proof that the reproduction needs only the peer.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -22,12 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import references
+from harness import references, sandbox
+from harness.core import stagecall
 from harness.core.inputs import make_inputs
 from harness.core.plan import Settings, load_model
 from harness.errors import ConfigError
 from harness.generators.peers import DRIVERS, PeerEnv
 from harness.generators.peers.keras_graph import write
+from harness.stages.conformance.spec import SPEC as CONFORMANCE
 from harness.tensors import convert
 
 HERE = Path(__file__).resolve().parent
@@ -36,6 +40,10 @@ REPRODUCERS = HERE / "reproducers"
 ROLES = ("control", "defective")
 KEYS = {"peer": str, "model": str, "inputs": int, "summary": str, "implementations": dict, "causes": list}
 RUN_TIMEOUT_S = 1800.0
+CASE = "case:"
+# The file each peer's own importer reads: ACETONE's Keras 2 reads .h5 (the model rebuilt in its Keras, as Assay
+# hands it over), emlearn's Keras 3 the .keras file itself.
+MODEL_FILES = {"acetone-nnet": "model.h5", "emlearn": "model.keras"}
 
 
 @dataclass(frozen=True)
@@ -81,36 +89,70 @@ def write_folder(finding: Finding, out: Path, work: Path, log=print) -> dict:
     peer = PeerEnv(finding.peer)
     stamp = peer.ensure(log=log)
     settings = Settings(n_inputs=finding.inputs, work_dir=work)
-    model = load_model(finding.model, settings)
+    model = load_model(_model_source(finding, work, log), settings)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    log(f"{finding.name}: {finding.model} as model.h5, read by the peer's own Keras")
-    _keras2_h5(model, peer, out / "model.h5")
+    model_file = MODEL_FILES[finding.peer]
+    log(f"{finding.name}: {finding.model} as {model_file}, read by the peer's own Keras")
+    if model_file == "model.h5":
+        _keras2_h5(model, peer, out / model_file)
+    else:
+        shutil.copyfile(model.file("keras"), out / model_file)
     canonical = make_inputs(model, finding.inputs, settings.seed)
     expected = references.get("keras").run(model, canonical)
     in_layout, out_layout = model.layouts_of("keras")
     np.save(out / "inputs.npy", convert(canonical, model.layout, in_layout).astype(np.float32))
     np.save(out / "expected.npy", convert(expected, model.output_layout, out_layout).astype(np.float32))
     shutil.copyfile(finding.script, out / "reproduce.py")
-    shutil.copyfile(REPRODUCERS / "driver.c", out / "driver.c")
+    for name in ("reproducer_common.py", "driver.c"):
+        shutil.copyfile(REPRODUCERS / name, out / name)
     shutil.copyfile(peer.requirements, out / "requirements.txt")  # the closure the peer was tested with
     pins = {name: stamp["pins"][name] for name in sorted(stamp["pins"])}
     (out / "finding.json").write_text(json.dumps({
-        "finding": finding.name, "peer": finding.peer, "summary": finding.summary, "model": "model.h5",
+        "finding": finding.name, "peer": finding.peer, "summary": finding.summary, "model": model_file,
         "input_size": model.input_size, "output_size": model.output_size, "inputs": finding.inputs,
         "seed": settings.seed, "atol": model.tolerance, "rtol": model.rtol,
         "implementations": finding.implementations,
         "pins": pins, "python": stamp["python"]}, indent=2) + "\n")
-    (out / "README.md").write_text(_readme(finding, model.name, pins, stamp["python"], model.tolerance, model.rtol))
-    log(f"{finding.name}: running reproduce.py with {peer.python} (the peer's environment, no Assay)")
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
-    proc = subprocess.run([str(peer.python), "reproduce.py"], cwd=out, capture_output=True, text=True, env=env,
-                          timeout=RUN_TIMEOUT_S, check=False)
+    (out / "README.md").write_text(_readme(finding, model.name, model_file, pins, stamp["python"], model.tolerance,
+                                           model.rtol))
+    log(f"{finding.name}: running reproduce.py with {peer.python} (the peer's environment, no Assay, sandboxed)")
+    proc = _run_script(peer, out)
     (out / "run.log").write_text(proc.stdout + proc.stderr)
     lines = proc.stdout.strip().splitlines()
     return {"exit": proc.returncode, "last": lines[-1] if lines else "(no output)", "stdout": proc.stdout,
             "log": out / "run.log"}
+
+
+def _model_source(finding: Finding, work: Path, log) -> str:
+    """A zoo name as it is; a conformance case's ``.keras`` file, built by ``assay conformance --cases NAME``
+    (with assay-v2 on one input: the cheapest run that writes the case file and records where)."""
+    if not finding.model.startswith(CASE):
+        return finding.model
+    case = finding.model[len(CASE):]
+    log(f"{finding.name}: building conformance case {case} (assay conformance --cases {case})")
+    with tempfile.TemporaryDirectory() as scratch:
+        _, status, tail, path = stagecall.run_stage(CONFORMANCE, ["--cases", case, "--generators", "assay-v2:keras",
+                                                                  "--inputs", "1", "--work", str(work)], Path(scratch))
+        files = [c["file"] for c in json.loads(path.read_text())["cases"] if c["name"] == case]
+    if not files:
+        raise ConfigError(f"{FINDINGS}: [{finding.name}]: assay conformance wrote no case {case} (exit {status}: "
+                          f"{tail[-1] if tail else 'no output'})")
+    return str(Path(files[0]).resolve())
+
+
+def _run_script(peer: PeerEnv, out: Path) -> subprocess.CompletedProcess:
+    """``python reproduce.py`` in ``out`` with the peer's interpreter, confined to ``out`` (it compiles and runs
+    the C the peer wrote): reads the peer's environment, writes nothing else; its HOME is a private /tmp, so the
+    peer's Keras leaves no cache in the folder."""
+    python = Path(peer.python)
+    readable = (python.parent.parent, python.resolve().parent.parent)
+    env = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    with sandbox.confined([str(python), "reproduce.py"], out, readable, env, cpu_seconds=RUN_TIMEOUT_S,
+                          processes=sandbox.settings().peer_processes) as launch:
+        return subprocess.run(launch.argv, cwd=out, env=launch.env, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S, check=False, preexec_fn=launch.limit)
 
 
 def _keras2_h5(model, peer: PeerEnv, h5: Path) -> None:
@@ -127,8 +169,12 @@ def _keras2_h5(model, peer: PeerEnv, h5: Path) -> None:
         raise ConfigError(f"{peer.name}: saving {model.name} as {h5.name} in the peer's Keras failed: {lines[-1]}")
 
 
-def _readme(finding: Finding, model: str, pins: dict[str, str], python: str, atol: float, rtol: float) -> str:
-    install = " ".join(f"{name}=={pins[name]}" for name in (finding.peer, "tensorflow") if name in pins)
+def _readme(finding: Finding, model: str, model_file: str, pins: dict[str, str], python: str, atol: float,
+            rtol: float) -> str:
+    install = " ".join(f"{name}=={pins[name]}" for name in (finding.peer, "tensorflow", "keras", "jax")
+                       if name in pins and (name == finding.peer or name == "tensorflow" or "tensorflow" not in pins))
+    origin = (f"the case `{finding.model[len(CASE):]}` of Assay's conformance suite" if finding.model.startswith(CASE)
+              else f"the model `{model}` of Assay's zoo")
     roles = "\n".join(f"- `{name}`: {role}" for name, role in finding.implementations.items())
     causes = "\n".join(f"- `{cause.split(': ', 1)[0]}`: {cause.split(': ', 1)[1]}" if ": " in cause else f"- {cause}"
                        for cause in finding.causes)
@@ -147,17 +193,21 @@ env/bin/python reproduce.py
 `harness/generators/peers/{finding.peer}.txt`); `pip install {install}` is the short form, with pip resolving
 the rest (which may then differ from the tested closure). gcc is needed.
 
-The script asks {finding.peer}'s own API for C from `model.h5` for each
-implementation below, compiles it with `driver.c`, runs it on `inputs.npy` ({finding.inputs} inputs, seed 0, the
-model `{model}` of Assay's zoo) and compares with `expected.npy` (Keras's outputs) within
-|C - expected| <= {atol:g} + {rtol:g} x |expected|. Exit status 1: the defect is reproduced.
+The script asks {finding.peer}'s own API for C from `{model_file}` for each
+implementation below, compiles it with `driver.c`, runs it on `inputs.npy` ({finding.inputs} inputs, seed 0,
+{origin}) and compares with `expected.npy` (Keras's outputs) within
+|C - expected| <= {atol:g} + {rtol:g} x |expected|. Exit status 1: the defect is reproduced (a defective
+implementation wrong, NaN, crashing or not generated); 0: every implementation matches. How the script
+calls {finding.peer} (options, entry point, anything it adds to the model) is said at the top of `reproduce.py`.
 
 {roles}
 
 ## What is in this folder
 
-- `model.h5`: the network, as the peer's Keras saves it; `inputs.npy`, `expected.npy`: inputs and Keras's outputs;
-- `reproduce.py`, `driver.c`: the script and the C driver (`./run inputs.bin outputs.bin N`);
+- `{model_file}`: the network, in the format the peer's importer reads; `inputs.npy`, `expected.npy`: inputs and
+  Keras's outputs;
+- `reproduce.py`, `reproducer_common.py`, `driver.c`: the script (the peer's part), the building, running and
+  judging every reproducer shares, and the C driver (`./run inputs.bin outputs.bin N`);
 - `c/<implementation>/`: the C the peer generated, `actual/<implementation>.npy`: its outputs, `reproduction.json`
   and `run.log`: the verdicts and the output of the run Assay made with only the peer installed.
 

@@ -8,9 +8,18 @@ records checked here are each shard's own verdict per reference on its slice
 of the inputs, and the controller merges the shards into results.json.
 """
 
+import pytest
+
+from harness.stages.semantic.spec import SPEC
+
 
 def test_semantic_preservation(assay_item, assay_campaign):
     records = assay_campaign.run(assay_item)
+    # a generator's refusal (``not supported``, naming the op and attribute) fails nothing, as in ``assay
+    # semantic``: the item is skipped with that line
+    neutral = [r for r in records if r["verdict"] in SPEC.neutral]
+    if neutral and len(neutral) == len(records):
+        pytest.skip(f"{neutral[0]['verdict']}: {neutral[0]['cause']}")
     assert [r["reference"] for r in records] == list(assay_item.checks)
     problems = [f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"]
     assert not problems, "; ".join(problems)

@@ -154,6 +154,13 @@ def markdown(records: list[dict]) -> str:
     problems = _errors(records)
     if problems:
         out += ["", "## Failures and errors", "", *(f"- {p}" for p in problems)]
+    per_output = [f"- {r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / "
+                  f"{r['reference']}: " + ", ".join(f"{name} {error:.4e}" for name, error in
+                                                     r["max_abs_error_per_output"].items())
+                  for r in records if r.get("max_abs_error_per_output")]
+    if per_output:
+        out += ["", "Maximum error per output of the models with several outputs (packed, docs/zoo.md):", "",
+                *per_output]
     judged = arbiter_lines(records)
     if judged:
         out += ["", *judged]

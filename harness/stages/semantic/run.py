@@ -21,25 +21,23 @@ import numpy as np
 
 from harness import references, runners, targets
 from harness.targets import HOST
-from harness.core.inputs import inputs_sha256, make_inputs
-from harness.core.locks import exclusive
-from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build, slug,
+from harness.core.inputs import make_inputs
+from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build,
                                    to_code_layout)
-from harness.core import oracle
+from harness.core import arbiter, oracle
+from harness.core.refcache import ARBITER, bounds_identity, derived_bound, reference_outputs
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
-from harness.core.provenance import record_provenance, tool_versions
+from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.core.shards import Shard
 from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.references import bounds
-from harness.stages.semantic import arbiter, bitcompare, exportcheck, parallel, sanitize
+from harness.stages.semantic import bitcompare, exportcheck, parallel, sanitize
 from harness.stages.semantic.settings import Settings
 
-ARBITER = "float64"  # the reference every record's C and float32 reference are measured against
 DERIVED = "derived"  # --tolerance derived: |C - float64| <= the bound of a correct float32 implementation
 
 
@@ -65,7 +63,7 @@ def base_record(item: Item, model: Model | None, reference: str, settings: Setti
 def content_key(item: Item, model: Model, settings: Settings) -> str:
     return item_fingerprint(item, model, settings, references=sorted(item.checks),
                             tolerances=settings.tolerances(model), arbiter=settings.arbiter,
-                            **({"tolerance_rule": DERIVED, "bounds": _bounds_identity()}
+                            **({"tolerance_rule": DERIVED, "bounds": bounds_identity()}
                                if settings.tolerance == DERIVED else {}),
                             sanitize=settings.sanitize,
                             parallel=settings.parallel.__dict__ if settings.parallel else None)
@@ -239,22 +237,6 @@ def arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndarr
     return exact
 
 
-def derived_bound(model: Model, settings: Settings, timings: dict) -> np.ndarray | str:
-    """The derived bound of every output and input (``harness.references.bounds``), or why there is none."""
-    start = time.perf_counter()
-    try:
-        missing = bounds.missing_rules(model)
-        if missing:
-            return f"no derived bound for {', '.join(missing)}: the fixed tolerance decides this model's verdicts"
-        bound = cached_outputs("bound", model, settings,
-                               lambda inputs: bounds.derive(model, inputs).bound, _bounds_identity())
-    except Exception as exc:
-        kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
-        return f"no derived bound ({kind}{exc}): the fixed tolerance decides this model's verdicts"
-    timings["bound_s"] = time.perf_counter() - start
-    return bound
-
-
 def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | None,
                  bound: np.ndarray | str | None) -> str | None:
     """Why Assay's export of a Keras model cannot serve as the ONNX Runtime reference, or None
@@ -296,6 +278,9 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
     result = {"verdict": comparison.verdict, "cause": comparison.cause, "max_abs_error": comparison.max_abs_error,
               "median_abs_error": comparison.median_abs_error,
               "index_of_worst_input": comparison.index_of_worst_input, "arbiter": judged}
+    if len(model.outputs) > 1 and comparison.max_abs_error is not None:  # several outputs: each one's error, by name
+        result["max_abs_error_per_output"] = oracle.per_tensor_errors(outputs, expected,
+                                                                      [(t.name, t.size) for t in model.outputs])
     if settings.tolerance == DERIVED:
         result["derived"] = {**derived_verdict(ref_name, outputs, expected, exact, bound, rows),
                              "fixed_verdict": comparison.verdict}
@@ -319,29 +304,3 @@ def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, ex
     defect = None if r.verdict == oracle.PASS else f"reference {ref_name} is outside its own bound: {r.cause}"
     return {"verdict": c.verdict, "cause": c.cause, "bound": c.bound, "c_distance": c.c_distance,
             "reference_distance": r.c_distance, "tightness": c.tightness, "reference_defect": defect}
-
-
-def reference_outputs(ref_name: str, model: Model, settings: Settings) -> np.ndarray:
-    """Reference outputs for the campaign inputs, cached on disk by the model's bytes, the inputs' bytes and
-    the tools' versions (a changed model, input domain or runtime is computed again)."""
-    return cached_outputs(ref_name, model, settings, lambda inputs: references.get(ref_name).run(model, inputs))
-
-
-def cached_outputs(name: str, model: Model, settings: Settings, compute, identity: str = "") -> np.ndarray:
-    """``compute(inputs)`` for the campaign inputs, cached on disk under ``name`` (see ``reference_outputs``)."""
-    key = digest([model.sha256(), inputs_sha256(model, settings.n_inputs, settings.seed), tool_versions(),
-                  identity])[:16]
-    path = settings.work_dir / "references" / slug(model.name) / f"{name}-n{settings.n_inputs}-{key}.npy"
-    with exclusive(path.with_name(path.name + ".lock")):  # once per machine, whichever worker asks first
-        if path.is_file():
-            return np.load(path)
-        outputs = compute(make_inputs(model, settings.n_inputs, settings.seed))
-        tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
-        np.save(tmp, outputs)
-        tmp.replace(path)
-    return outputs
-
-
-def _bounds_identity() -> str:
-    """What the derived bound depends on besides the model and inputs: the rules' source and the libm table."""
-    return digest([Path(bounds.__file__).read_text(), bounds.LIBM_TABLE.read_text()])

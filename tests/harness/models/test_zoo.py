@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -407,3 +406,15 @@ def test_full_tier_benchmark(name, tmp_path_factory):
     expected = references.get("keras").run(model, x)
     assert np.all(np.isfinite(expected)) and 1e-3 <= np.max(np.abs(expected)) <= 100
     assert np.max(np.abs(references.get("onnxruntime").run(model, x) - expected)) <= model.tolerance
+
+
+def test_a_fixed_leading_1_of_a_rank_5_shape_is_a_batch_axis(tmp_path):
+    """[1, C, D, H, W] is a batch of volumes (docs/zoo.md), read as [C, D, H, W] samples in layout CDHW."""
+    from onnx import helper
+
+    shape = [1, 2, 3, 4, 5]
+    path = _onnx_file(tmp_path / "volume.onnx", [helper.make_node("Relu", ["x"], ["y"])], shape, shape)
+    model = zoo.load(path, cache_dir=tmp_path / "cache")
+    assert (model.input_shape, model.output_shape, model.layout) == ((2, 3, 4, 5), (2, 3, 4, 5), "CDHW")
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 2, 3, 4, 5)).astype(np.float32)
+    assert np.array_equal(references.get("onnxruntime").run(model, x), np.maximum(x, 0))

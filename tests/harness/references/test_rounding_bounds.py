@@ -44,6 +44,9 @@ _CASES = {
     "Gemm-cancelling": ("Gemm", {}, [np.concatenate([_f32(20, 3), -_f32(20, 3)]), _f32(3) * 0],
                         np.tile(_f32(64, 20, scale=100), 2), "fraction"),
     "MatMul": ("MatMul", {}, [_f32(30, 4)], _f32(64, 30), "fraction"),
+    # numpy matmul: samples [1, 3, 30] times a stack [2, 30, 4] (leading axes broadcast), and times a vector
+    "MatMul-stack": ("MatMul", {}, [_f32(2, 30, 4)], _f32(16, 1, 3, 30), "fraction"),
+    "MatMul-vector": ("MatMul", {}, [_f32(30)], _f32(16, 3, 30), "fraction"),
     "Conv": ("Conv", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 1], group=2),
              [_f32(4, 2, 3, 3), _f32(4)], _f32(8, 4, 6, 5), "fraction"),
     "Add": ("Add", {}, [_f32(7)], _f32(64, 7), "fraction"),
@@ -54,6 +57,8 @@ _CASES = {
                     _f32(8, 3, 7, 6), "fraction"),
     "AveragePool-ceil": ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), [],
                          _f32(8, 3, 7, 5), "fraction"),
+    "AveragePool-3d": ("AveragePool", dict(kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 0, 0, 1, 0],
+                                           ceil_mode=1), [], _f32(4, 2, 5, 6, 5), "fraction"),
     "GlobalAveragePool": ("GlobalAveragePool", {}, [], _f32(8, 3, 7, 6), "fraction"),
     "BatchNormalization": ("BatchNormalization", dict(epsilon=1e-3),
                            [_f32(3), _f32(3), _f32(3), np.abs(_f32(3)) + 0.5], _f32(16, 3, 4, 4), "decimal"),
@@ -63,6 +68,14 @@ _CASES = {
     "Sigmoid": ("Sigmoid", {}, [], _f32(64, 9, scale=4), "decimal"),
     "Exp": ("Exp", {}, [], _f32(64, 9, scale=3), "decimal"),
     "Softmax": ("Softmax", dict(axis=-1), [], _f32(64, 10, scale=4), "decimal"),
+    # Resize: inputs x, roi, scales (lengths whole: ONNX Runtime rounds a fractional one, ONNX's reference does not);
+    # the exact result takes the float64 weights as they are
+    "Resize-cubic": ("Resize", dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1),
+                     [np.zeros(0, np.float32), np.array([1, 1, 1.5, 0.6], np.float32)], _f32(8, 2, 5, 6), "fraction"),
+    "Resize-crop": ("Resize", dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                                   extrapolation_value=2.0),
+                    [np.array([0, 0, 0.1, 0.2, 1, 1, 0.9, 0.95], np.float32), np.array([1, 1, 2, 1.5], np.float32)],
+                    _f32(8, 2, 5, 4), "fraction"),
 }
 # exact ops: the bound is 0 and every implementation gives the exact result
 _EXACT = {
@@ -70,6 +83,8 @@ _EXACT = {
     "Clip": ("Clip", {}, [np.array(-0.5, np.float32), np.array(0.7, np.float32)], _f32(64, 9)),
     "Max": ("Max", {}, [_f32(9)], _f32(64, 9)),
     "MaxPool": ("MaxPool", dict(kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 1, 1]), [], _f32(8, 3, 7, 6)),
+    "MaxPool-3d": ("MaxPool", dict(kernel_shape=[2, 2, 2], strides=[1, 2, 2], dilations=[2, 1, 1],
+                                   pads=[1, 0, 0, 0, 1, 1]), [], _f32(4, 2, 4, 5, 6)),
     "GlobalMaxPool": ("GlobalMaxPool", {}, [], _f32(8, 3, 7, 6)),
     "Flatten": ("Flatten", {}, [], _f32(8, 3, 2, 2)),
     "Transpose": ("Transpose", dict(perm=[0, 2, 3, 1]), [], _f32(8, 3, 2, 2)),
@@ -173,7 +188,7 @@ def test_bound_holds_against_exact_arithmetic_and_is_not_absurdly_loose(case, tm
     assert derivation.missing == ()
     bound = derivation.bound.reshape(derivation.exact.shape)
     implementations = {"onnxruntime": _ort(proto, x), "numpy float32": _numpy_float32(proto, x)}
-    if op in ("Gemm", "MatMul"):
+    if op in ("Gemm", "MatMul") and x.ndim == 2 and constants[0].ndim == 2:
         for i, out in enumerate(_sequential_gemm(constants, x, attrs.get("transB", 0))):
             implementations[f"sequential {i}"] = out
     for i, out in enumerate(_glibc(op, x)):
@@ -257,7 +272,7 @@ def test_gamma_and_the_libm_table():
     assert bounds.gamma(1) == pytest.approx(bounds.U / (1 - bounds.U), rel=1e-15)
     with pytest.raises(ValueError, match="undefined"):
         bounds.gamma(2 ** 24)
-    assert bounds.libm_ulp() == {"exp": 1.0, "tanh": 2.0, "sqrt": 0.5}
+    assert bounds.libm_ulp() == {"exp": 1.0, "tanh": 2.0, "sqrt": 0.5, "erf": 1.0}
 
 
 def test_a_graph_without_batch_axis_is_bounded_one_input_at_a_time(tmp_path):
@@ -298,3 +313,30 @@ def test_layer_tolerances_bound_each_intermediate_tensor(tmp_path):
     h_ort, t_ort = onnxruntime_ref.layer_outputs(model, x, ["h", "t"])
     assert (np.abs(h_ort - h_exact) <= h_bound).all() and (np.abs(t_ort - np.tanh(h_exact)) <= t_bound).all()
     assert (h_bound > 0).all()
+
+
+def test_a_vector_times_a_stack_is_bounded_and_its_slopes_follow_numpy(tmp_path):
+    """x [4] * c @ W [2, 4, 3] (numpy: x promoted to [1, 4], squeezed to [2, 3]): within the bound of ONNX Runtime's
+    result, and the reverse rule sends output [s, j]'s slope back through W[s] only."""
+    rng = np.random.default_rng(26)
+    c, stack = rng.standard_normal(4).astype(np.float32), rng.standard_normal((2, 4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "c"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])], "stack",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(c, "c"), numpy_helper.from_array(stack, "w")])
+    proto = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    onnx.save(proto, str(tmp_path / "stack.onnx"))
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    derivation = bounds.derive(zoo.load(tmp_path / "stack.onnx", cache_dir=tmp_path / "cache"), x)
+    assert derivation.bound.shape == (5, 2, 3) and (derivation.bound > 0).all()
+    exact = np.einsum("nk,skj->nsj", _fractions(x) * _fractions(c), _fractions(stack))
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = np.stack([session.run(None, {"x": row})[0] for row in x]).astype(np.float64)
+    assert (_distance(got, exact) <= derivation.bound).all()
+    h, b = (x[0] * c).astype(np.float64), stack.astype(np.float64)
+    for s, j in np.ndindex(2, 3):
+        seed = np.zeros((2, 3))
+        seed[s, j] = 1.0
+        (slope, _), _ = bounds._REVERSE["MatMul"](None, [h, b], [np.zeros(4), None], {}, None, seed, np.zeros((2, 3)))
+        np.testing.assert_array_equal(slope, b[s, :, j])

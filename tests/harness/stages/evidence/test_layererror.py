@@ -1,6 +1,7 @@
 """Per-layer error: the generated C's intermediate outputs (instrumented host build, in the runner's worker)
-against Keras' layer outputs and ONNX Runtime's intermediate tensors; a weight perturbed in one layer shows up
-as the first layer over the tolerance, the layers before it stay within it."""
+against Keras' layer outputs and ONNX Runtime's intermediate tensors, and against the float64 value of the layer
+within its derived bound; a weight perturbed in one layer beyond that layer's bound shows up as the first layer over
+its tolerance, the layers before it stay within theirs."""
 
 import os
 import re
@@ -42,6 +43,12 @@ def test_every_layer_of_correct_code_is_within_tolerance(acas, variant, tmp_path
     assert all(row["within_tolerance"] and 0 <= row["max_abs_error"] < model.tolerance for row in compared)
     assert any(row["max_abs_error"] > 0 for row in compared)  # float32 rounding is seen: the values are compared
     assert result["first_over_tolerance"] is None
+    # each layer judged by its own derived bound, which holds the correct code's distance to float64
+    assert result["tolerance"] == layererror.DERIVED
+    assert all(row["judged_by"] == "derived bound" for row in compared)
+    assert all(0 < row["c_to_float64"] <= row["largest_bound"] and row["bound_ratio"] <= 1 for row in compared)
+    # the a-priori bound grows with depth (the error carried through |W|): the first layer's is the tightest
+    assert compared[0]["largest_bound"] < compared[-1]["largest_bound"]
 
 
 @pytest.mark.tor("TOR-EVD-008")
@@ -56,10 +63,39 @@ def test_a_weight_mutated_in_one_layer_is_localised_to_that_layer(acas, layer, t
     header = re.search(rf"{code.manifest['prefix']}{layer}_kernel\[\d*\]\s*=\s*\{{\s*", text)
     number = re.compile(r"[-+]?\d[\d.eE+-]*f?").match(text, header.end())
     value = float(number.group(0).rstrip("f"))
-    params.write_text(text[:number.start()] + f"{value * 1.01 + 0.01:.9g}f" + text[number.end():])
+    params.write_text(text[:number.start()] + f"{value * 1.5 + 0.5:.9g}f" + text[number.end():])
     result = _measure(model, GeneratedCode.from_directory(copy), inputs, tmp_path / "build")
     rows = {row["layer"]: row for row in result["layers"]}
     assert result["first_over_tolerance"] == layer
     before = [row for row in result["layers"] if row["index"] < rows[layer]["index"]]
     assert before and all(row["within_tolerance"] for row in before)
     assert rows[layer]["max_abs_error"] > 100 * max(row["max_abs_error"] for row in before)
+    assert rows[layer]["judged_by"] == "derived bound" and rows[layer]["bound_ratio"] > 1
+    assert all(row["bound_ratio"] <= 1 for row in before)
+
+
+@pytest.mark.tor("TOR-EVD-008")
+def test_a_model_with_an_op_without_a_bound_rule_is_judged_by_the_fixed_tolerance_visibly(tmp_path):
+    """Elu has no rule in ``harness.references.bounds``: every layer is judged by the model's tolerance, and the
+    result and each row say why."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from harness.models import zoo
+
+    rng = np.random.default_rng(0)
+    w1, b1, w2 = (rng.uniform(-1, 1, shape).astype(np.float32) for shape in ((8, 4), (8,), (3, 8)))
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1), helper.make_node("Elu", ["h"], ["e"]),
+             helper.make_node("Gemm", ["e", "w2"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "elu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+                              [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "elu.onnx"))
+    model = zoo.load(tmp_path / "elu.onnx", cache_dir=tmp_path / "cache")
+    code = get_generator("assay-v2").generate(model, "onnx", tmp_path / "code")
+    result = _measure(model, code, make_inputs(model, 20, 0), tmp_path / "build")
+    assert result["tolerance"] == "fixed tolerance: no derived bound for Elu"
+    compared = [row for row in result["layers"] if row["compared"]]
+    assert compared and all(row["judged_by"] == "fixed tolerance: no derived bound for Elu" and
+                            row["within_tolerance"] and "bound_ratio" not in row for row in compared)

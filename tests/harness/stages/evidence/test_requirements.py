@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.models.model import Model
-from harness.stages.evidence import requirements
+from harness.stages.evidence import layererror, requirements
 
 MANIFEST = {"layers": [
     {"index": 0, "name": "dense1", "op": "Dense", "file": "net.c", "lines": [10, 18], "input_shapes": [[5]],
@@ -30,6 +30,24 @@ def test_one_requirement_for_the_network_and_one_per_layer_with_its_operation_sh
                                                                                           [50])
     assert first["input_domain"] == [-1.0, 2.0] and "the network's inputs" in first["text"]
     assert "the outputs of dense1" in second["text"] and second["c_lines"] == [20, 28]
+
+
+@pytest.mark.tor("TOR-EVD-009")
+def test_a_layer_requirement_states_its_derived_tolerance_or_why_it_keeps_the_fixed_one():
+    rows = [{"index": 0, "layer": "dense1", "compared": True, "judged_by": "derived bound", "largest_bound": 3e-7},
+            {"index": 1, "layer": "dense2", "compared": True, "judged_by": "derived bound", "largest_bound": 2e-5}]
+    measured = {"available": True, "tolerance": layererror.DERIVED, "layers": rows}
+    _, first, second = requirements.derive(MODEL, MANIFEST, measured)
+    assert first["tolerance"] == {"derived_per_layer": True, "rule": requirements.LAYER_TOLERANCE,
+                                  "largest_bound_met": 3e-7}
+    assert second["tolerance"]["largest_bound_met"] == 2e-5 and "derived tolerance" in second["text"]
+    fallback = "fixed tolerance: no derived bound for Elu"
+    _, first, _ = requirements.derive(MODEL, MANIFEST, {"available": True, "tolerance": fallback, "layers": [
+        {**row, "judged_by": fallback} for row in rows]})
+    assert first["tolerance"] == {"atol": 1e-5, "rtol": 5e-6, "derived_per_layer": False, "rule": fallback}
+    assert fallback in first["text"]
+    _, first, _ = requirements.derive(MODEL, MANIFEST)
+    assert not first["tolerance"]["derived_per_layer"] and "not measured" in first["tolerance"]["rule"]
 
 
 @pytest.mark.tor("TOR-EVD-009")

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[4]
 
 
 def _script():
-    """The acetone-nnet reproducer as a module (it imports only numpy and the standard library at the top)."""
-    spec = importlib.util.spec_from_file_location("reproduce_acetone", report.REPRODUCERS / "acetone_nnet.py")
+    """The reproducers' shared part as a module (it imports only numpy and the standard library)."""
+    spec = importlib.util.spec_from_file_location("reproducer_common", report.REPRODUCERS / "reproducer_common.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -9,7 +9,7 @@ import pytest
 
 from harness import references
 from harness.models import zoo
-from harness.stages.semantic.arbiter import Attribution, arbitrate, error, format_error
+from harness.core.arbiter import Attribution, arbitrate, closest, error, format_error
 from harness.models.tf_runtime import keras, save_keras
 
 # --- hand-built arrays ------------------------------------------------------------------------
@@ -79,6 +79,27 @@ def test_figures_of_a_record():
     assert isinstance(result, Attribution)
     assert result.as_dict() == {"reference": "keras", "n_inputs": 2, "c_error": result.c_error,
                                 "reference_error": 0.0, "closer": "keras", "text": result.text}
+
+
+def test_closest_of_several_references():
+    c = EXACT + [[0, 2e-7], [0, 0]]
+    ort = EXACT + [[0, 0], [-1.2e-6, 0]]
+    expected = EXACT + [[6e-8, 0], [0, 0]]
+    ranking = closest(c, {"onnxruntime": ort, "expected": expected}, EXACT)
+    assert ranking.closer == "expected" and ranking.n_inputs == 2
+    assert ranking.errors == {"C": pytest.approx(2e-7), "onnxruntime": pytest.approx(1.2e-6),
+                              "expected": pytest.approx(6e-8)}
+    assert ranking.text == "expected closer to float64 than C and onnxruntime (C 2.0e-7, onnxruntime 1.2e-6, " \
+                           "expected 6.0e-8)"
+
+
+def test_closest_names_every_one_equally_close():
+    ranking = closest(EXACT, {"onnxruntime": EXACT, "expected": EXACT + 1e-3}, EXACT)
+    assert ranking.closer == "tie"
+    assert ranking.text == "C and onnxruntime equally close to float64, closer than expected (C 0, onnxruntime 0, " \
+                           "expected 1.0e-3)"
+    assert closest(EXACT, {"a": EXACT, "b": EXACT}, EXACT).text == "C, a and b equally close to float64 (C 0, a 0, " \
+                                                                  "b 0)"
 
 
 @pytest.mark.parametrize("value, text", [(1.2e-6, "1.2e-6"), (5.94e-3, "5.9e-3"), (0.0, "0"), (12345.0, "1.2e4"),

@@ -1,0 +1,140 @@
+"""Benchmark: the mutation kill rate of the fixed tolerance against the derived one (issue 25, item 4).
+
+For each model, ``assay mutate``'s own item function (``harness.stages.mutate.run.run_item``) runs twice on
+assay-v2's code (one variant), with the same mutants (the same seeded sample, ``--max-mutants``) and the same
+inputs: once with ``--tolerance fixed`` (|C - reference| <= atol + rtol |reference|) and once with
+``--tolerance derived`` (|C - float64| <= the bound of a correct float32 implementation). It reports per model:
+mutants, killed each way (in all and by the oracle), weight mutants killed each way, the mutants one rule kills
+and the other does not, and the derived bound's tightness on the clean code (bound / |C - float64|) and its
+size against the fixed tolerance. Prints a table and writes reports/benchmarks/mutation_tolerance.json (rows of
+earlier runs of other models are kept, each with its own settings). Not a test: it asserts nothing.
+
+    python benchmarks/mutation_tolerance.py --models acas-reg50 [--variant keras] [--inputs 50]
+        [--max-mutants N] [--input-sets uniform,corners] [--set-inputs 10] [--work DIR] [--no-detectability]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from datetime import date
+from pathlib import Path
+
+from harness.stages.mutate import run as mutate
+from harness.stages.mutate.spec import names
+
+OUT = Path("reports/benchmarks/mutation_tolerance.json")
+RULES = ("fixed", "derived")
+
+
+def run_rule(model: str, rule: str, args: argparse.Namespace) -> dict:
+    """One ``assay mutate`` item of ``model`` judged by ``rule``, recomputed (``redo``)."""
+    settings = mutate.Settings(n_inputs=args.inputs, seeds=1, sanitize=0, max_mutants=args.max_mutants,
+                               input_sets=names(args.input_sets), set_inputs=args.set_inputs, tolerance=rule,
+                               redo=True, **({"work_dir": Path(args.work)} if args.work else {}))
+    items = [i for i in mutate.plan([model], ["assay-v2"], settings, [args.variant]).items]
+    store = mutate.open_store(Path(args.out_dir) / f"{model}-{rule}" / "mutation.json")
+    start = time.perf_counter()
+    record = mutate.run_item(items[0], settings, store)
+    record["wall_seconds"] = time.perf_counter() - start
+    return record
+
+
+def killed(record: dict, oracle_only: bool = False) -> set[str]:
+    return {m["id"] for m in record["mutants"] if m["status"] == "killed" and
+            (not oracle_only or m["detected_by"] == "oracle")}
+
+
+def compare(model: str, records: dict[str, dict], args: argparse.Namespace) -> dict:
+    """The row of one model: both rules' counts, and the mutants one kills and the other does not."""
+    fixed, derived = records["fixed"], records["derived"]
+    row = {"model": model, "variant": args.variant, "inputs": args.inputs, "input_sets": args.input_sets,
+           "set_inputs": args.set_inputs, "max_mutants": args.max_mutants,
+           "detectability_search": not args.no_detectability}
+    if "mutants" not in fixed or "mutants" not in derived:
+        return {**row, "error": {rule: records[rule].get("cause") for rule in RULES}}
+    same = [(a["id"], a["description"]) for a in fixed["mutants"]] == \
+        [(b["id"], b["description"]) for b in derived["mutants"]]
+    by_id = {rule: {m["id"]: m for m in records[rule]["mutants"]} for rule in RULES}
+    weights = {m["id"] for m in fixed["mutants"] if mutate.is_weight(m)}
+
+    def only(first: str, second: str) -> list[dict]:
+        ids = sorted(killed(records[first]) - killed(records[second]))
+        return [{"id": i, "operator": by_id[first][i]["operator"], "description": by_id[first][i]["description"],
+                 "cause": by_id[first][i]["cause"],  # the killer's, and the survivor's figures on every input:
+                 "max_abs_error": by_id[second][i]["max_abs_error"], "effect": by_id[second][i]["effect"],
+                 "survivor_class": by_id[second][i]["class"]} for i in ids]
+
+    return {**row, "same_mutants": same, "inputs_judged": fixed["inputs_judged"], "mutants": len(fixed["mutants"]),
+            "weight_mutants": len(weights),
+            **{f"{rule}_{what}": value for rule in RULES for what, value in (
+                ("rule", records[rule]["tolerance_rule"]),
+                ("killed", len(killed(records[rule]))),
+                ("killed_by_oracle", len(killed(records[rule], True))),
+                ("weights_killed", len(killed(records[rule]) & weights)),
+                ("survived", records[rule]["summary"]["survived"]),
+                ("equivalent", records[rule]["summary"]["equivalent"]),
+                ("stillborn", records[rule]["summary"]["stillborn"]),
+                ("seconds", records[rule]["wall_seconds"]))},
+            "killed_by_fixed_only": only("fixed", "derived"), "killed_by_derived_only": only("derived", "fixed"),
+            "fixed_tolerance": {"atol": fixed["tolerance"], "rtol": fixed["rtol"]}}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | inputs judged | mutants (weights) | killed, fixed (oracle) | killed, derived (oracle) | "
+             "weights killed, fixed / derived | killed by fixed only | killed by derived only | clean tightness "
+             "| largest bound |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | error: {r['error']} | | | | | | | | |")
+            continue
+        rule = r["derived_rule"]
+        derived_figures = (f"{rule['tightness']:.3g} | {rule['bound']:.2e}" if rule["rule"] == "derived"
+                           else f"fallback: {rule['fallback']} | -")
+        lines.append(f"| {r['model']} | {r['inputs_judged']} | {r['mutants']} ({r['weight_mutants']}) | "
+                     f"{r['fixed_killed']} ({r['fixed_killed_by_oracle']}) | "
+                     f"{r['derived_killed']} ({r['derived_killed_by_oracle']}) | "
+                     f"{r['fixed_weights_killed']} / {r['derived_weights_killed']} | "
+                     f"{len(r['killed_by_fixed_only'])} | {len(r['killed_by_derived_only'])} | {derived_figures} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="acas-reg50,lenet5,cifarnet")
+    parser.add_argument("--variant", default="keras")
+    parser.add_argument("--inputs", type=int, default=50)
+    parser.add_argument("--max-mutants", type=int, default=None)
+    parser.add_argument("--input-sets", default="uniform,corners")
+    parser.add_argument("--set-inputs", type=int, default=10)
+    parser.add_argument("--work", default=None, help="work folder (default: assay's)")
+    parser.add_argument("--no-detectability", action="store_true",
+                        help="skip the weight mutants' detectability search (harness.stages.mutate.detect): it "
+                             "changes no mutant's status, and on cifarnet it takes tens of minutes per rule")
+    parser.add_argument("--out-dir", default="reports/benchmarks/mutation_tolerance")
+    args = parser.parse_args()
+    if args.no_detectability:
+        mutate.detect.annotate = lambda *_args, **_kwargs: {}  # no witnesses: nothing to confirm either
+    measured = {}
+    for model in names(args.models):
+        records = {rule: run_rule(model, rule, args) for rule in RULES}
+        measured[model] = {**compare(model, records, args), "date": date.today().isoformat()}
+        print(table([measured[model]]), flush=True)
+    # read last: another invocation (other models) may have written its rows meanwhile
+    rows = {r["model"]: r for r in (json.loads(OUT.read_text())["rows"] if OUT.is_file() else [])} | measured
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({"machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+                               "rows": list(rows.values())}, indent=1, default=str) + "\n")
+    print(table(list(rows.values())))
+    for r in rows.values():
+        for first, second in (("fixed", "derived"), ("derived", "fixed")):
+            for m in r.get(f"killed_by_{first}_only", []):
+                print(f"{r['model']}: {m['id']} killed by {first}, survives {second}: {m['operator']} "
+                      f"{m['description']} (|C - reference| {m['max_abs_error']})")
+
+
+if __name__ == "__main__":
+    main()

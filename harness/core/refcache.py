@@ -1,0 +1,82 @@
+"""A campaign's reference outputs, float64 outputs and derived bounds (``harness.references.bounds``), cached on
+disk once per machine.
+
+Why here and not in a stage: the semantic stage and the mutation stage judge with the same figures (the
+mutation stage's ``--tolerance derived`` is the semantic stage's rule), and the bound costs up to a second per
+input on a convolutional network; one cache, keyed by the model's bytes, the inputs' bytes, the tools'
+versions and what else the figure depends on, serves both and never serves a stale figure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from harness import references
+from harness.core.inputs import inputs_sha256, make_inputs
+from harness.core.locks import exclusive
+from harness.core.pipeline import slug
+from harness.core.plan import Settings
+from harness.core.provenance import tool_versions
+from harness.digests import digest
+from harness.errors import USER_ERRORS
+from harness.models.model import Model
+from harness.references import bounds
+
+ARBITER = "float64"  # the float64 evaluation: the derived rule's yardstick
+FALLBACK = "the fixed tolerance decides this model's verdicts"
+
+
+def cached_outputs(name: str, model: Model, settings: Settings, compute: Callable[[np.ndarray], np.ndarray],
+                   identity: str = "", inputs: np.ndarray | None = None) -> np.ndarray:
+    """``compute(inputs)`` cached on disk under ``name``; ``inputs`` default to the campaign's (``make_inputs``
+    of ``settings.n_inputs`` and ``settings.seed``), else any batch (the mutation stage's input sets)."""
+    if inputs is None:
+        count, inputs_key = settings.n_inputs, inputs_sha256(model, settings.n_inputs, settings.seed)
+    else:
+        count, inputs_key = len(inputs), hashlib.sha256(np.ascontiguousarray(inputs).tobytes()).hexdigest()
+    key = digest([model.sha256(), inputs_key, tool_versions(), identity])[:16]
+    path = settings.work_dir / "references" / slug(model.name) / f"{name}-n{count}-{key}.npy"
+    with exclusive(path.with_name(path.name + ".lock")):  # once per machine, whichever worker asks first
+        if path.is_file():
+            return np.load(path)
+        outputs = compute(make_inputs(model, settings.n_inputs, settings.seed) if inputs is None else inputs)
+        tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
+        np.save(tmp, outputs)
+        tmp.replace(path)
+    return outputs
+
+
+def reference_outputs(ref_name: str, model: Model, settings: Settings, inputs: np.ndarray | None = None
+                      ) -> np.ndarray:
+    """Reference ``ref_name``'s outputs (``ARBITER``: the float64 evaluation), cached (``cached_outputs``): a
+    changed model, input domain or runtime is computed again."""
+    return cached_outputs(ref_name, model, settings, lambda batch: references.get(ref_name).run(model, batch),
+                          inputs=inputs)
+
+
+def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.ndarray | None = None
+                  ) -> np.ndarray | str:
+    """The derived bound of every output and input (``harness.references.bounds``), cached, or why there is none
+    (an op without a rule, or the derivation's fault): the caller falls back to the fixed tolerance, visibly."""
+    start = time.perf_counter()
+    try:
+        missing = bounds.missing_rules(model)
+        if missing:
+            return f"no derived bound for {', '.join(missing)}: {FALLBACK}"
+        bound = cached_outputs("bound", model, settings, lambda batch: bounds.derive(model, batch).bound,
+                               bounds_identity(), inputs)
+    except Exception as exc:
+        kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
+        return f"no derived bound ({kind}{exc}): {FALLBACK}"
+    timings["bound_s"] = timings.get("bound_s", 0.0) + time.perf_counter() - start
+    return bound
+
+
+def bounds_identity() -> str:
+    """What the derived bound depends on besides the model and inputs: the rules' source and the libm table."""
+    return digest([Path(bounds.__file__).read_text(), bounds.LIBM_TABLE.read_text()])
