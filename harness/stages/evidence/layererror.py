@@ -94,6 +94,10 @@ class _Derived:
             self.fallback = f"no derived bound for {', '.join(missing)}"
         else:
             self.evaluator = float64.numpy_evaluator(model)
+            # a Keras layer flattens channels last, the export's Flatten or Reshape channels first: the same values
+            # in another order, which an element-wise distance cannot compare
+            self.reordered = {output for node in self.evaluator.graph.node if node.op_type in ("Flatten", "Reshape")
+                              for output in node.output} if self.channels_last else set()
 
     def add(self, inputs: np.ndarray, outputs: list[np.ndarray]) -> None:
         if self.fallback is not None:
@@ -107,6 +111,10 @@ class _Derived:
             return
         for k, (name, c) in enumerate(zip(self.names, outputs)):
             value = None if name is None else values[name]
+            if name in self.reordered:
+                self.missing[k] = (f"the graph's {name} is flattened channels first, the Keras layer's channels last "
+                                   f"(the same values in another order)")
+                continue
             if value is None or limits[name] is None or value[0].size != c.shape[1]:
                 self.missing[k] = f"the model's graph has no tensor {name or 'for this layer'}" if value is None or \
                     limits[name] is None else f"the graph's {name} has {value[0].size} values, the C's {c.shape[1]}"

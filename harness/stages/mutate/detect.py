@@ -27,8 +27,10 @@ exists.
 
 Which element of which initialiser a C array element is comes from the values: the C array (read from the code,
 ``operators.array_values``) must equal one initialiser of the graph, element for element, in its own order or in
-an order of its axes (a Gemm's kernel stored transposed); a mutant whose array matches no initialiser, or several,
-is left undecided, with the reason.
+an order of its axes (a Gemm's kernel stored transposed), or else holding the same values in another order where
+the mutated element's value occurs once (a Keras Dense kernel after a channels-last Flatten, whose rows the export
+reorders channels first); a mutant whose array matches no initialiser, or several, is left undecided, with the
+reason.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ class Search:
 
 def locate(constants: dict[str, np.ndarray], values: np.ndarray, position: int) -> tuple[str, tuple[int, ...]] | str:
     """The initialiser and element index the C array ``values``'s element ``position`` is: the one initialiser equal
-    to ``values`` element for element, in its own order or in an order of its axes; else why none is."""
+    to ``values`` element for element, in its own order or in an order of its axes, else the one holding the same
+    values in another order where that element's value occurs once (``_by_value``); else why none is."""
     found = set()
     for name, array in constants.items():
         if not np.issubdtype(array.dtype, np.floating) or array.size != values.size:
@@ -165,10 +168,28 @@ def locate(constants: dict[str, np.ndarray], values: np.ndarray, position: int) 
                 found.add((name, tuple(element)))
                 break
     names = sorted({name for name, _ in found})
+    if not names:
+        found = set(_by_value(constants, values, position))
+        names = sorted({name for name, _ in found})
     if len(names) == 1:
         return next(iter(found))
     return f"initialisers {', '.join(names)} all hold the array's values" if names else \
         "no initialiser of the model's graph holds the array's values"
+
+
+def _by_value(constants: dict[str, np.ndarray], values: np.ndarray, position: int):
+    """The initialisers holding exactly the array's values in another order than one of its axes (a Keras Dense
+    kernel after a Flatten of channels-last features, whose rows the export reorders channels first), with the one
+    element equal to the array's element ``position`` when that value occurs once there."""
+    wanted = np.sort(values)
+    for name, array in constants.items():
+        if not np.issubdtype(array.dtype, np.floating) or array.size != values.size:
+            continue
+        narrow = array.astype(np.float32)
+        if np.array_equal(np.sort(narrow.reshape(-1)), wanted):
+            (where,) = np.nonzero(narrow.reshape(-1) == values[position])
+            if len(where) == 1:
+                yield name, tuple(int(i) for i in np.unravel_index(int(where[0]), narrow.shape))
 
 
 def annotate(results: list[dict], code: GeneratedCode, model: Model, atol: float, rtol: float, seed: int,

@@ -99,3 +99,20 @@ def test_a_model_with_an_op_without_a_bound_rule_is_judged_by_the_fixed_toleranc
     compared = [row for row in result["layers"] if row["compared"]]
     assert compared and all(row["judged_by"] == "fixed tolerance: no derived bound for Elu" and
                             row["within_tolerance"] and "bound_ratio" not in row for row in compared)
+
+
+@pytest.mark.tor("TOR-EVD-008")
+def test_a_keras_flatten_of_channels_last_features_is_judged_by_the_fixed_tolerance_not_compared_out_of_order(
+        tmp_path):
+    """lenet5 (Keras): its Flatten orders the features channels last, the export's channels first. The same values
+    in two orders cannot be compared element by element (that gave a false 'over the tolerance' at flatten1): that
+    layer is judged by the fixed tolerance with the reason, every other layer by its derived bound, all within."""
+    model = load_model("lenet5", Settings(work_dir=tmp_path / "work"))
+    code = get_generator("assay-v2").generate(model, "keras", tmp_path / "code")
+    result = _measure(model, code, make_inputs(model, 4, 0), tmp_path / "build")
+    compared = {row["layer"]: row for row in result["layers"] if row["compared"]}
+    flattened = [name for name, row in compared.items() if row["judged_by"].startswith("fixed tolerance")]
+    assert flattened and all("flattened channels first, the Keras layer's channels last" in compared[name]["judged_by"]
+                             for name in flattened)
+    assert any(row["judged_by"] == "derived bound" for row in compared.values())
+    assert result["first_over_tolerance"] is None and all(row["within_tolerance"] for row in compared.values())

@@ -40,6 +40,22 @@ def _summary(results):
             "weights": mutate_run.weight_detectability(results)}
 
 
+def test_a_kernel_whose_rows_the_export_reordered_is_located_by_value():
+    """A Keras Dense kernel after a channels-last Flatten of (H, W, C) = (2, 3, 4) features: the export's initialiser
+    holds its rows channels first. No order of the axes matches; the element's unique value does."""
+    keras_kernel = np.arange(24 * 5, dtype=np.float32).reshape(24, 5) / 7.0
+    rows = np.arange(24).reshape(2, 3, 4).transpose(2, 0, 1).reshape(-1)  # CHW position -> HWC row
+    exported = keras_kernel[rows]
+    constants = {"dense_kernel": exported.astype(np.float64), "bias": np.zeros(5)}
+    for position in (0, 7, 61, 119):
+        name, element = detect.locate(constants, keras_kernel.reshape(-1), position)
+        assert name == "dense_kernel" and exported[element] == keras_kernel.reshape(-1)[position]
+    twice = keras_kernel.copy()
+    twice[0, 0] = twice[1, 0]  # that value now occurs twice: which of the two the C's element is is unknown
+    assert detect.locate({"dense_kernel": twice[rows].astype(np.float64)}, twice.reshape(-1), 0) == \
+        "no initialiser of the model's graph holds the array's values"
+
+
 def test_a_detectable_survivor_or_an_undecided_one_fails_the_stage_a_review_or_undetectable_one_does_not():
     results = _results(("M0001", "killed", True, True, True), ("M0002", "survived", False, True, True),
                        ("M0003", "survived", False, False, True), ("M0004", "killed", False, False, True))
