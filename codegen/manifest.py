@@ -22,9 +22,24 @@ def tensor_record(graph: Graph, tensor: str, name: str,
     return record
 
 
+def accumulation(graph: Graph, strategy: str) -> dict:
+    """The order in which the code sums every dot product, for an oracle that bounds its rounding
+    (docs/manifest.md): one float32 accumulator from 0.0, the products added one by one in ascending order of
+    the contracted index (no fused multiply-add: targets compile with ``-ffp-contract=off``), the bias added
+    last; a convolution's taps nested in ``conv_taps`` order (V1's library loops kh, kw, then the channel; V2
+    and V3 follow the kernel's layout), a flattened image read in its layout's order (``flatten``)."""
+    taps = {"HWI" if strategy == "v1" else node.attrs["kernel_layout"].replace("O", "")
+            for node in graph.nodes if node.op == "Conv2D" and len(node.attrs["kernel_layout"]) == 4}
+    flatten = {graph.tensors[node.inputs[0]].layout for node in graph.nodes
+               if node.op == "View" and graph.tensors[node.inputs[0]].layout in ("HWC", "CHW")
+               and len(graph.tensors[node.output].shape) == 1}
+    return {"rule": "sequential", "conv_taps": sorted(taps), "flatten": sorted(flatten)}
+
+
 def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: str, c_file: str,
           graph: Graph, sources: list[str], headers: list[str], code_symbols: list[str],
-          data_symbols: list[str], layers: list[dict], indirect_calls: list[dict] | None = None) -> dict:
+          data_symbols: list[str], layers: list[dict], indirect_calls: list[dict] | None = None,
+          accumulation: dict | None = None) -> dict:
     result = {
         "schema": SCHEMA,
         "generator": generator,
@@ -38,6 +53,8 @@ def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: s
         "symbols": {"code": code_symbols, "data": data_symbols},
         "layers": [_layer(record, c_file) for record in layers],
     }
+    if accumulation:
+        result["accumulation"] = accumulation
     if indirect_calls:
         result["indirect_calls"] = indirect_calls
     return result

@@ -125,7 +125,7 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
     c_file, h_file = f"{prefix}inference.c", f"{prefix}inference.h"
     options = {"frontend": fmt, "strategy": strategy, "transforms": list(chosen), "transformed": changed}
     common = dict(model={"name": name or path.stem, "source": str(path), "format": fmt, "sha256": _sha256(path)},
-                  prefix=prefix, c_file=c_file, graph=graph)
+                  prefix=prefix, c_file=c_file, graph=graph, accumulation=manifest.accumulation(graph, strategy))
 
     if strategy == "v3":
         plan = memory.plan(graph, f"{prefix}arena")
@@ -171,7 +171,8 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
                                    f"{strategy.upper()}")
         generator["options"]["cores"] = cores
         return _generate_parallel(graph, out, prefix, c_file, h_file, param_files, banner, symbols, cores,
-                                  schedule, omit_wait, generator=generator, model=common["model"])
+                                  schedule, omit_wait, generator=generator, model=common["model"],
+                                  accumulation=common["accumulation"])
 
     plan = memory.plan(graph, f"{prefix}arena")
     inference = emit.write_inference(graph, prefix, plan, symbols, [h_file, param_files.header], banner)
@@ -191,7 +192,7 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
 
 def _generate_parallel(graph: Graph, out: Path, prefix: str, c_file: str, h_file: str, param_files, banner: str,
                        symbols: dict, cores: int, schedule: list[list[dict]], omit_wait: str | None,
-                       generator: dict, model: dict) -> dict:
+                       generator: dict, model: dict, accumulation: dict) -> dict:
     """The parallel variant's files and manifest (``entry`` names core 0's function; ``parallel`` lists all)."""
     from codegen import parallel
 
@@ -205,7 +206,7 @@ def _generate_parallel(graph: Graph, out: Path, prefix: str, c_file: str, h_file
         signature=f"void {entry}(const float *input, float *output)", c_file=c_file, graph=graph,
         sources=[c_file, *param_files.sources], headers=[h_file, param_files.header],
         code_symbols=code.code_symbols, data_symbols=list(param_files.data_symbols) + code.data_symbols,
-        layers=code.layers)
+        layers=code.layers, accumulation=accumulation)
     result["parallel"] = code.parallel
     manifest.write(result, out)
     return result

@@ -59,17 +59,18 @@ def reference_outputs(ref_name: str, model: Model, settings: Settings, inputs: n
                           inputs=inputs)
 
 
-def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.ndarray | None = None
-                  ) -> np.ndarray | str:
-    """The derived bound of every output and input (``harness.references.bounds``), cached, or why there is none
-    (an op without a rule, or the derivation's fault): the caller falls back to the fixed tolerance, visibly."""
+def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.ndarray | None = None,
+                  order: bounds.Order | None = None) -> np.ndarray | str:
+    """The derived bound of every output and input (``harness.references.bounds``), for any order of
+    accumulation or for the one the code's manifest declares (``order``), cached, or why there is none (an op
+    without a rule, or the derivation's fault): the caller falls back to the fixed tolerance, visibly."""
     start = time.perf_counter()
     try:
         missing = bounds.missing_rules(model)
         if missing:
             return f"no derived bound for {', '.join(missing)}: {FALLBACK}"
-        bound = cached_outputs("bound", model, settings, lambda batch: bounds.derive(model, batch).bound,
-                               bounds_identity(), inputs)
+        bound = cached_outputs("bound", model, settings, lambda batch: bounds.derive(model, batch, order=order).bound,
+                               bounds_identity() + (order.key() if order else ""), inputs)
     except Exception as exc:
         kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
         return f"no derived bound ({kind}{exc}): {FALLBACK}"

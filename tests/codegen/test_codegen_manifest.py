@@ -275,3 +275,33 @@ def test_layer_inputs_name_the_producing_layers(lenet):
     assert inputs["relu2"] == []  # computed by 'add'
     assert inputs["pool2"] == [index["add"]]  # reads add's output, where relu2's went
     assert inputs["dense"] == [index["flatten"]]
+
+
+@pytest.mark.parametrize("strategy, fmt, expected", [
+    ("v2", "keras", {"conv_taps": ["HWI"], "flatten": ["HWC"]}),
+    ("v1", "keras", {"conv_taps": ["HWI"], "flatten": ["HWC"]}),
+    ("v2", "onnx", {"conv_taps": ["IHW"], "flatten": ["CHW"]}),
+    ("v1", "onnx", {"conv_taps": ["HWI"], "flatten": ["CHW"]}),
+])
+def test_the_order_of_accumulation_is_declared_as_the_code_sums(strategy, fmt, expected, tmp_path):
+    """``accumulation``: V2 nests a convolution's taps in its kernel's layout (Keras HWIO, ONNX OIHW), V1's
+    library always kh, kw, then the channel; the flattened image is read in the source's layout. Checked
+    against the C itself: the innermost loop around the convolution's ``acc +=`` is the last letter's."""
+    from harness.models import zoo
+
+    model = zoo.load("lenet5", cache_dir=tmp_path / "zoo")
+    manifest = codegen.generate(model.file(fmt), tmp_path / "gen", strategy=strategy, weights="c")
+    assert manifest["accumulation"] == {"rule": "sequential", **expected}
+    source = (tmp_path / "gen" / ("assay_v1_lib.c" if strategy == "v1" else manifest["entry"]["file"])).read_text()
+    conv = source[source.index("conv"):]
+    tokens = [m.group(1) or "acc" for m in re.finditer(r"for \(int (\w+) = 0;|acc \+=", conv)]
+    inner = tokens[:tokens.index("acc")][-1]
+    assert inner == {"I": "ic", "H": "kh", "W": "kw"}[expected["conv_taps"][0][-1]]
+
+
+def test_an_mlp_declares_no_convolution_and_no_flattening(tmp_path):
+    from harness.models import zoo
+
+    model = zoo.load("acas-reg50", cache_dir=tmp_path / "zoo")
+    manifest = codegen.generate(model.file("keras"), tmp_path / "gen", weights="c")
+    assert manifest["accumulation"] == {"rule": "sequential", "conv_taps": [], "flatten": []}

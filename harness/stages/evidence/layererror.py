@@ -12,11 +12,12 @@ Each layer is judged against its own derived tolerance: the layer's tensor is ev
 ONNX graph (``harness.references.float64``; for code from Keras, the export's node named after the layer:
 ``intermediate.graph_tensors``, channels moved last), and ``harness.references.bounds.layer_tolerances`` gives, per
 input and element, the a-priori bound of |float32 value - exact value| of any correct float32 evaluation of the
-layers up to it (dot products with gamma_n |W| |x| plus the error carried in through |W|, activations by their
-Lipschitz constants and libm ulp, ...: docs/semantic.md). A layer is within its requirement when every element
-satisfies ``|C - float64| <= bound`` (``c_to_float64``, ``bound_ratio``: the largest |C - float64| / bound). The
-first layer that is not is where a defect starts. A model with an op without a bound rule falls back, visibly, to
-the fixed tolerance (``tolerance``: ``fixed tolerance: no derived bound for <ops>``).
+layers up to it in the order of accumulation the code's manifest declares (any order without a declaration): dot
+products with the running error of that order or gamma_n |W| |x|, plus the error carried in through |W|, activations
+by their Lipschitz constants and libm ulp, ...: docs/semantic.md). A layer is within its requirement when every
+element satisfies ``|C - float64| <= bound`` (``c_to_float64``, ``bound_ratio``: the largest |C - float64| / bound).
+The first layer that is not is where a defect starts. A model with an op without a bound rule falls back, visibly,
+to the fixed tolerance (``tolerance``: ``fixed tolerance: no derived bound for <ops>``).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class _Derived:
     def __init__(self, code: GeneratedCode, model: Model, tensors: list[str]):
         self.model, self.fallback = model, None
         self.channels_last = (code.manifest.get("model") or {}).get("format") == "keras"
+        self.order = bounds.Order.from_manifest(code.manifest)  # the code's declared order of accumulation
         self.names = graph_tensors(code, model, tensors)
         self.distance = [0.0] * len(tensors)
         self.ratio = [0.0] * len(tensors)
@@ -105,7 +107,7 @@ class _Derived:
         present = [name for name in self.names if name is not None]
         values = dict(zip(present, float64.evaluate(self.evaluator, self.model, inputs, present)))
         try:
-            limits = dict(zip(present, bounds.layer_tolerances(self.model, inputs, present)))
+            limits = dict(zip(present, bounds.layer_tolerances(self.model, inputs, present, self.order)))
         except ModelError as exc:
             self.fallback = str(exc)
             return

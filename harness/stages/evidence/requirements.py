@@ -12,8 +12,9 @@ every layer over the domain. The neuron coverage then shows, per layer, what the
 The ids are per generated code (``LLR-003`` of ``acas-reg50/assay-v2-keras`` is its layer 2): two codes of one model
 may have different layers. The tolerance of a layer requirement is derived for that layer (``LAYER_TOLERANCE``): for
 every input and element, |C - float64 value of the layer| <= the a-priori bound of the layer's tensor
-(``harness.references.bounds.layer_tolerances``: any correct float32 evaluation of the layers up to it is within
-it), the figure ``layererror`` judges each layer by; the largest bound over the uniform inputs is stated with it.
+(``harness.references.bounds.layer_tolerances``: any correct float32 evaluation of the layers up to it, in the
+order of accumulation the code's manifest declares, is within it), the figure ``layererror`` judges each layer by;
+the largest bound over the uniform inputs is stated with it.
 For a model with ops without a bound rule the requirement says so and keeps the model's fixed tolerance. The network
 requirement keeps the model's output tolerance (the oracle's).
 """
@@ -47,8 +48,9 @@ def layer_id(index: int) -> str:
 LAYER_TOLERANCE = ("|C - f64| <= bound for every input of the domain and every element of the layer's output, where "
                    "f64 is the layer's value in float64 (the model's ONNX graph evaluated in double) and bound the "
                    "a-priori rounding-error bound of any correct float32 evaluation of the layers up to this one "
-                   "(dot products gamma_n |W| |x| plus the error carried in through |W|, activations by their "
-                   "Lipschitz constant and libm ulp; docs/semantic.md), derived per input")
+                   "in the order of accumulation the code declares (dot products: the running error of that order, "
+                   "else gamma_n |W| |x|, plus the error carried in through |W|; activations by their Lipschitz "
+                   "constant and libm ulp; docs/semantic.md), derived per input")
 
 
 def derive(model: Model, manifest: dict, layer_errors: dict | None = None) -> list[dict]:

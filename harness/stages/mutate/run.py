@@ -210,13 +210,14 @@ class Rule:
                 "tightness": check.tightness}
 
 
-def rule_for(model: Model, settings: Settings, inputs: np.ndarray, timings: dict) -> Rule:
-    """The rule ``settings.tolerance`` names on ``inputs``; derived takes the float64 outputs and the bound from
-    the cache the semantic stage fills (``harness.core.refcache``), and falls back to fixed, saying why."""
+def rule_for(model: Model, settings: Settings, inputs: np.ndarray, timings: dict, code: GeneratedCode) -> Rule:
+    """The rule ``settings.tolerance`` names on ``inputs``; derived takes the float64 outputs and the bound (for the
+    order of accumulation ``code``'s manifest declares) from the cache the semantic stage fills
+    (``harness.core.refcache``), and falls back to fixed, saying why."""
     atol, rtol = settings.tolerances(model)
     if settings.tolerance == FIXED:
         return Rule(FIXED, atol, rtol)
-    bound = refcache.derived_bound(model, settings, timings, inputs)
+    bound = refcache.derived_bound(model, settings, timings, inputs, derived_bounds.Order.from_manifest(code.manifest))
     if isinstance(bound, str):
         return Rule(FIXED, atol, rtol, fallback=bound)
     try:
@@ -299,7 +300,7 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
             seed_inputs = np.concatenate([seed_inputs, *others])
         seed_expected = references.get(reference).run(model, seed_inputs)
         outputs = run_outputs(clean_build, seed_inputs)
-        seed_rule = rule_for(model, settings, seed_inputs, timings)  # the judged seed's first: its fallback shows
+        seed_rule = rule_for(model, settings, seed_inputs, timings, code)  # the judged seed's first: its fallback shows
         verdict, cause, max_abs_error = seed_rule.judge(outputs, seed_expected)
         false_alarms.append({"seed": seed, "verdict": verdict, "max_abs_error": max_abs_error, "cause": cause,
                              "rule": seed_rule.name})
@@ -362,7 +363,7 @@ def _confirm(results: list[dict], mutants: list[operators.Mutant], witnesses: di
         except RunError as exc:
             found.update(detectable=True, confirmed_by=f"the mutant's C at the witness: {exc}")
             continue
-        judged = rule if rule.bound is None else rule_for(model, settings, witness, timings)
+        judged = rule if rule.bound is None else rule_for(model, settings, witness, timings, builder.code)
         verdict, cause, _ = judged.judge(outputs, references.get(reference).run(model, witness))
         if verdict != oracle.PASS:
             found.update(detectable=True, confirmed_by=f"the mutant's C at the witness, {judged.name} rule: {cause}")

@@ -35,6 +35,7 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
+from harness.references import bounds
 from harness.stages.semantic import bitcompare, exportcheck, parallel, sanitize
 from harness.stages.semantic.settings import Settings
 
@@ -81,6 +82,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     fingerprint = bits = None
     warnings: list[str] = []
     failure = oracle.ERROR  # the verdict when no outputs exist
+    order: bounds.Order | None = None
     checked: dict = {}  # what the parallel run checked (parallel.py), filled as far as it got
     try:
         model = load_model(item.model, settings)
@@ -92,6 +94,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         provenance["model_sha256"] = model.sha256()
         code = generate_code(item, model, settings, timings, provenance)
         warnings += model_mismatch(code, model)
+        order = bounds.Order.from_manifest(code.manifest)
         if settings.parallel is not None:
             code, outputs = parallel.generate_and_run(item, model, code, settings.parallel, settings, timings,
                                                       checked)
@@ -106,7 +109,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         outputs, cause = None, str(exc)
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {type(exc).__name__}: {exc}"
-    return store_records(item, model, settings, store, Outcome(outputs, cause, failure, bits, warnings),
+    return store_records(item, model, settings, store, Outcome(outputs, cause, failure, bits, warnings, order),
                          fingerprint, timings, provenance, checked)
 
 
@@ -119,6 +122,7 @@ class Outcome:
     failure: str = oracle.ERROR  # the verdict when there are no outputs
     bits: dict | None = None  # the bit-for-bit comparison with the host (non-host targets)
     warnings: list[str] = field(default_factory=list)
+    order: bounds.Order | None = None  # the order of accumulation the code's manifest declares (derived bound)
 
 
 def store_records(item: Item, model: Model | None, settings: Settings, store: ResultStore, outcome: Outcome,
@@ -134,25 +138,31 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
         else None
     if isinstance(exact, dict):
         print(f"{item.id}: {exact['error']}", file=sys.stderr)
-    bound = derived_bound(model, settings, timings) if outputs is not None and derived else None
+    bound = derived_bound(model, settings, timings, order=outcome.order) if outputs is not None and derived \
+        else None
     if isinstance(bound, str):
         print(f"{item.id}: {bound}", file=sys.stderr)
-    export = export_check(model, settings, exact, bound) if outputs is not None and \
+    # the references sum in orders of their own: they are held to the bound of any order
+    any_order = derived_bound(model, settings, timings) if outcome.order and isinstance(bound, np.ndarray) else bound
+    export = export_check(model, settings, exact, any_order) if outputs is not None and \
         exportcheck.applies(model, item.checks) else None
     records = []
     for ref_name in item.checks:
         record = base_record(item, model, ref_name, settings)
         record.update(timings=dict(timings), provenance=provenance, bits_vs_host=outcome.bits,
                       fingerprint=fingerprint, warnings=outcome.warnings, arbiter=None, parallel=checked or None,
-                      tolerance_rule=settings.tolerance)
+                      tolerance_rule=settings.tolerance,
+                      accumulation=(outcome.order.key() if outcome.order else "any") if derived else None)
         if outputs is None:
             record.update(verdict=outcome.failure, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)
         elif export and ref_name == exportcheck.REFERENCE:
-            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound))
+            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound,
+                                       reference_bound=any_order))
             record.update(verdict=oracle.ERROR, cause=export)
         else:
-            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound))
+            record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound,
+                                       reference_bound=any_order))
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         store.put(record)
         records.append(record)
@@ -260,9 +270,10 @@ def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | No
 
 def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.ndarray | dict | None,
                  settings: Settings, timings: dict, rows: slice = slice(None),
-                 bound: np.ndarray | str | None = None) -> dict:
+                 bound: np.ndarray | str | None = None, reference_bound: np.ndarray | str | None = None) -> dict:
     """The verdict and errors of ``outputs`` against reference ``ref_name``'s outputs for inputs ``rows``; with
-    ``--tolerance derived`` and a bound, the verdict is the C's distance to float64 against it (``derived``)."""
+    ``--tolerance derived`` and a bound, the verdict is the C's distance to float64 against it (``derived``), the
+    reference's against ``reference_bound`` (any order of accumulation; default ``bound``)."""
     try:
         start = time.perf_counter()
         expected = reference_outputs(ref_name, model, settings)[rows]
@@ -282,7 +293,7 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
         result["max_abs_error_per_output"] = oracle.per_tensor_errors(outputs, expected,
                                                                       [(t.name, t.size) for t in model.outputs])
     if settings.tolerance == DERIVED:
-        result["derived"] = {**derived_verdict(ref_name, outputs, expected, exact, bound, rows),
+        result["derived"] = {**derived_verdict(ref_name, outputs, expected, exact, bound, rows, reference_bound),
                              "fixed_verdict": comparison.verdict}
         if "fallback" not in result["derived"]:
             result.update(verdict=result["derived"]["verdict"], cause=result["derived"]["cause"])
@@ -290,17 +301,20 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
 
 
 def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, exact: np.ndarray | dict | None,
-                    bound: np.ndarray | str | None, rows: slice = slice(None)) -> dict:
+                    bound: np.ndarray | str | None, rows: slice = slice(None),
+                    reference_bound: np.ndarray | str | None = None) -> dict:
     """The record's ``derived`` figures: the C's verdict against the bound, the largest bound, the C's and the
     reference's distance to float64, the tightness (bound / |C - f64|), and a reference outside its own bound
-    (a reference defect, not the generator's); or ``{"fallback": why}`` when there is no bound."""
+    (``reference_bound``, default ``bound``: a reference defect, not the generator's); or ``{"fallback": why}``
+    when there is no bound."""
     if not isinstance(exact, np.ndarray):
         why = exact["error"] if isinstance(exact, dict) else "no float64 outputs"
         return {"fallback": f"{why}: the fixed tolerance decides"}
     if not isinstance(bound, np.ndarray):
         return {"fallback": bound or "no derived bound: the fixed tolerance decides"}
     c = oracle.compare_to_bound(outputs, exact[rows], bound[rows])
-    r = oracle.compare_to_bound(expected, exact[rows], bound[rows])
+    own = reference_bound if isinstance(reference_bound, np.ndarray) else bound
+    r = oracle.compare_to_bound(expected, exact[rows], own[rows])
     defect = None if r.verdict == oracle.PASS else f"reference {ref_name} is outside its own bound: {r.cause}"
     return {"verdict": c.verdict, "cause": c.cause, "bound": c.bound, "c_distance": c.c_distance,
             "reference_distance": r.c_distance, "tightness": c.tightness, "reference_defect": defect}

@@ -35,6 +35,7 @@ from harness.core.provenance import record_provenance
 from harness.core.results import ResultStore
 from harness.core.shards import Shard, ShardStore, StoredShard, concatenate, split
 from harness.errors import USER_ERRORS, ConfigError, NotSupported
+from harness.references import bounds
 from harness.stages.semantic import sanitize
 from harness.stages.semantic.run import (Outcome, Settings, arbiter_outputs, base_record, content_key,
                                          model_mismatch, build_and_run, compare_with, keep_outputs, run_item,
@@ -111,6 +112,7 @@ def merge(item: Item, settings: Settings, shard_size: int, shards: ShardStore, s
         return store_records(item, model, settings, store, outcome, fingerprint, timings, first["provenance"])
     try:
         code = generate_once(item, model, settings, {}, {})
+        outcome.order = bounds.Order.from_manifest(code.manifest)
         outcome.cause = _different_code(stored, code.source_hashes())
         if outcome.cause is None:
             outcome.outputs = concatenate(stored, OUTPUTS)

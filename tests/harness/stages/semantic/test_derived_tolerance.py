@@ -201,3 +201,26 @@ def test_a_faithful_export_passes_the_check(hard_sigmoid, tmp_path):
     assert exportcheck.export_fault(model, inputs, campaign.reference_outputs("keras", model, settings),
                                     campaign.reference_outputs("onnxruntime", model, settings),
                                     *settings.tolerances(model), margin=0 * exact) is None
+
+
+def test_the_code_is_held_to_the_bound_of_its_declared_order_and_the_references_to_any_order(tmp_path):
+    """acas-reg50 by assay-v2: the record names the order the manifest declares and judges the C by its bound,
+    which lies below the any-order bound (every output; about 50 times at the median) and still holds; the
+    references, summing in orders of their own, are held to the any-order bound."""
+    from harness.references import bounds
+
+    records = _run("acas-reg50", tmp_path, tolerance="derived")
+    settings = campaign.Settings(n_inputs=N_INPUTS, work_dir=tmp_path / "work", tolerance="derived")
+    model = load_model("acas-reg50", settings)
+    declared = campaign.derived_bound(model, settings, {}, order=bounds.Order())
+    any_order = campaign.derived_bound(model, settings, {})
+    assert (declared <= any_order).all() and np.median(any_order / declared) > 10
+    for record in records:
+        assert record["verdict"] == "pass" and record["accumulation"] == "sequential;taps=;flatten="
+        assert record["derived"]["bound"] == pytest.approx(declared.max())
+        assert record["derived"]["reference_defect"] is None
+    figures = campaign.derived_verdict("keras", campaign.reference_outputs(campaign.ARBITER, model, settings),
+                                       campaign.reference_outputs(campaign.ARBITER, model, settings) + declared * 2,
+                                       campaign.reference_outputs(campaign.ARBITER, model, settings), declared,
+                                       reference_bound=declared * 3)
+    assert figures["verdict"] == oracle.PASS and figures["reference_defect"] is None

@@ -42,6 +42,18 @@ def test_sharded_and_unsharded_runs_give_the_same_records(setup, tmp_path):
     assert ResultStore(tmp_path / "results.json").records() == records
 
 
+def test_a_sharded_derived_run_judges_by_the_declared_order_as_the_unsharded_one(setup, tmp_path):
+    """The merge reads the code's declared order of accumulation from its manifest as a single run does: the same
+    bound, the same ``accumulation``, the same records."""
+    settings, item, _ = setup
+    derived = campaign.Settings(n_inputs=N_INPUTS, work_dir=settings.work_dir, tolerance="derived")
+    unsharded = campaign.run_item(item, derived, ResultStore(tmp_path / "unsharded.json"))
+    records = sharded.run_item_sharded(item, derived, SHARD_SIZE, ShardStore(tmp_path / "shards"),
+                                       ResultStore(tmp_path / "results.json"))
+    assert unsharded[0]["accumulation"].startswith("sequential") and unsharded[0]["derived"]["verdict"] == "pass"
+    assert same_records(records, unsharded)
+
+
 def test_a_run_killed_halfway_keeps_its_shards_and_computes_only_the_missing_ones(setup, tmp_path):
     settings, item, unsharded = setup
     shards = ShardStore(tmp_path / "shards")
