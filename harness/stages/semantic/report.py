@@ -95,27 +95,29 @@ def derived_lines(records: list[dict]) -> list[str]:
     if not judged and not fallbacks:
         return []
     lines = ["## Derived tolerance", "",
-             "Each output's bound on |float32 - exact| for any correct float32 implementation (any summation "
-             "order, fused or not, libm within its documented ulp), propagated from the weights and each input "
-             "(`harness/references/bounds.py`). A C within it is as close to the exact result as float32 allows, "
-             "however far the float32 references are from each other; one outside it is a defect. Tightness: "
-             "bound / |C - float64|, the smallest over outputs."]
+             "Each output's bound on |float32 - exact| for any correct float32 implementation (of the order of "
+             "accumulation the code's manifest declares, column Order; any summation order, fused or not, for code "
+             "that declares none and for the references; libm within its documented ulp), propagated from the "
+             "weights and each input (`harness/references/bounds.py`). A C within it is as close to the exact "
+             "result as float32 allows, however far the float32 references are from each other; one outside it is "
+             "a defect. Tightness: bound / |C - float64|, the smallest over outputs."]
     if judged:
-        lines += ["", "| Model | Generator (variant) | Target | Reference | largest bound | C vs float64 | "
-                      "reference vs float64 | tightness | verdict |", "|---|---|---|---|---:|---:|---:|---:|---|"]
+        lines += ["", "| Model | Generator (variant) | Target | Reference | Order | largest bound | C vs float64 | "
+                      "reference vs float64 | tightness | verdict |", "|---|---|---|---|---|---:|---:|---:|---:|---|"]
         for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
             d = r["derived"]
             lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
-                         f"{r['reference']} | {d['bound']:.4e} | {d['c_distance']:.4e} | "
+                         f"{r['reference']} | {r.get('accumulation') or 'any'} | {d['bound']:.4e} | "
+                         f"{d['c_distance']:.4e} | "
                          f"{d['reference_distance']:.4e} | {d['tightness']:.3g} | {d['verdict']} |")
         lines += [f"- Reference defect: {r['model']} / {r['target']} {r['opt']}: {r['derived']['reference_defect']}"
                   for r in judged if r["derived"].get("reference_defect")]
         lines += [f"- {r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / {r['reference']}: "
                   f"passes by the derived bound although "
                   f"|C - {r['reference']}| = {r['max_abs_error']:.4e} is outside the fixed tolerance: C is "
-                  f"{r['derived']['c_distance']:.4e} from float64 and {r['reference']} "
-                  f"{r['derived']['reference_distance']:.4e}, both within the bound {r['derived']['bound']:.4e} "
-                  f"that float32 rounding allows on this model (ill-conditioned: every float32 implementation is "
+                  f"{r['derived']['c_distance']:.4e} from float64, within the bound {r['derived']['bound']:.4e} "
+                  f"that float32 rounding allows on this model, and {r['reference']} "
+                  f"{r['derived']['reference_distance']:.4e} (ill-conditioned: every float32 implementation is "
                   f"that far from the exact result)"
                   for r in judged if r["derived"]["verdict"] == "pass" and r["derived"].get("fixed_verdict") == "fail"]
     return lines + [f"- Fixed tolerance used for {line}" for line in fallbacks]

@@ -219,6 +219,7 @@ def test_the_code_is_held_to_the_bound_of_its_declared_order_and_the_references_
         assert record["verdict"] == "pass" and record["accumulation"] == "sequential;taps=;flatten="
         assert record["derived"]["bound"] == pytest.approx(declared.max())
         assert record["derived"]["reference_defect"] is None
+    assert "| keras | sequential;taps=;flatten= |" in report.markdown(records)
     figures = campaign.derived_verdict("keras", campaign.reference_outputs(campaign.ARBITER, model, settings),
                                        campaign.reference_outputs(campaign.ARBITER, model, settings) + declared * 2,
                                        campaign.reference_outputs(campaign.ARBITER, model, settings), declared,
