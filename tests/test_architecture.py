@@ -422,3 +422,11 @@ def test_the_table_check_reads_words_names_and_fronts(tmp_path):
     table.write_text("| package | what it holds | may import |\n|---|---|---|\n| `harness.core` | x | the registry |\n")
     with pytest.raises(ValueError, match="unknown word in the import table: 'the registry'"):
         import_table(table)
+
+
+def test_no_test_imports_the_tests_folder_as_a_package():
+    """The tool-qualification run of ``assay evidence`` runs the tests outside the source tree, where ``tests`` is
+    no package: a test module importing ``tests.<...>`` is a collection error there and fails the qualification
+    (it did: ``tests.harness.stages.conftest``). Shared helpers travel as fixtures or ``*_support`` modules."""
+    found = violations("tests", lambda path, name: top(name) == "tests")
+    assert found == []

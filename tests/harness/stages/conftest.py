@@ -37,6 +37,13 @@ def loop_dense_c(n_inputs: str = "3", allocate: bool = False) -> str:
 
 
 @pytest.fixture
+def loop_dense_source():
+    """``loop_dense_c`` itself, for tests that edit the C, with the layer's ``(weights, bias)``: a fixture, since a
+    test module cannot import a conftest when pytest runs outside the source tree (tool qualification)."""
+    return loop_dense_c, (DENSE_WEIGHTS, DENSE_BIAS)
+
+
+@pytest.fixture
 def loop_dense_dir(tmp_path):
     """``make(name, n_inputs="3", allocate=False)`` -> ``dir:PATH`` of ``loop_dense_c`` with the small
     ``assay.json`` (entry and sizes only: no symbols, no loops)."""

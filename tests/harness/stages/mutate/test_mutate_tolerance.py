@@ -16,7 +16,6 @@ from harness.core.inputs import make_inputs
 from harness.core.plan import load_model
 from harness.references import bounds
 from harness.stages.mutate import run as mutate
-from tests.harness.stages.conftest import loop_dense_c
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -45,7 +44,9 @@ def test_the_rule_fails_an_output_beyond_the_bound_and_passes_one_within():
     assert rule.judge(moved[:1], expected)[0] == oracle.PASS  # a first batch: the rows it ran
 
 
-def test_derived_mutation_kills_outputs_beyond_the_bound_and_passes_the_clean_code(tmp_path, dense_keras_model):
+def test_derived_mutation_kills_outputs_beyond_the_bound_and_passes_the_clean_code(tmp_path, dense_keras_model,
+                                                                                   loop_dense_source):
+    loop_dense_c, _ = loop_dense_source
     code = _code(tmp_path, loop_dense_c())
     settings = mutate.Settings(n_inputs=20, seeds=1, sanitize=0, input_sets=("uniform",), weights_per_array=1,
                                tolerance="derived", work_dir=tmp_path / "work")
@@ -72,14 +73,14 @@ def test_derived_mutation_kills_outputs_beyond_the_bound_and_passes_the_clean_co
     assert flipped["max_abs_error"] > 1e3 * float(bound.max())
 
 
-def test_a_model_without_a_bound_rule_falls_back_to_fixed_visibly(tmp_path, capsys):
+def test_a_model_without_a_bound_rule_falls_back_to_fixed_visibly(tmp_path, capsys, loop_dense_source):
     import keras
 
-    from tests.harness.stages.conftest import DENSE_BIAS, DENSE_WEIGHTS
+    loop_dense_c, (weights, bias) = loop_dense_source
 
     path = tmp_path / "elu.keras"
     network = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="elu")])
-    network.set_weights([DENSE_WEIGHTS, DENSE_BIAS])
+    network.set_weights([weights, bias])
     network.save(path)
     source = loop_dense_c().replace("        output[o] = scratch[o];",
                                     "        output[o] = scratch[o] > 0.0f ? scratch[o] : expf(scratch[o]) - 1.0f;")
