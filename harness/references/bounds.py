@@ -70,7 +70,8 @@ from harness.references import float64
 from harness.tensors import convert, shape_in
 
 U32 = 2.0 ** -24  # float32 unit roundoff
-U = U32 + 2.0 ** -53  # with the float64 yardstick's own rounding
+U64 = 2.0 ** -53  # float64 unit roundoff
+U = U32 + U64  # with the float64 yardstick's own rounding
 ULP_BELOW_ONE = 2.0 ** -24  # the ulp of a float32 in [0.5, 1): every ulp of a result in (-1, 1) is at most this
 TINY = 2.0 ** -149  # the smallest float32 subnormal: the absolute error of an underflowing exp
 LIBM_TABLE = Path(__file__).with_name("libm_ulp.toml")
@@ -78,9 +79,10 @@ BATCH = 64
 SAFETY = 1 + 2.0 ** -20  # the bound's own float64 arithmetic (sums of up to millions of terms) rounds too
 
 
-def gamma(n: int | np.ndarray) -> float | np.ndarray:
-    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n roundings (a sum of n + 1 terms)."""
-    nu = np.asarray(n, np.float64) * U
+def gamma(n: int | np.ndarray, unit: float = U) -> float | np.ndarray:
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n roundings (a sum of n + 1 terms); ``unit``
+    the unit roundoff (``U64`` for the float64 yardstick's own sums)."""
+    nu = np.asarray(n, np.float64) * unit
     if np.any(nu >= 1):
         raise ValueError(f"gamma_{n} is undefined: n u >= 1")
     return nu / (1 - nu)
@@ -679,11 +681,11 @@ def _running_bound(a: np.ndarray, ea: np.ndarray, b: np.ndarray, p) -> tuple:
             carried = ea[i, part, :, None] * np.abs(b)
             magnitude = np.abs(exact) + carried
             so_far = np.cumsum(magnitude, axis=1)
-            partial = np.abs(np.cumsum(exact, axis=1)) + np.cumsum(carried, axis=1) + gamma64(k) * so_far
+            partial = np.abs(np.cumsum(exact, axis=1)) + np.cumsum(carried, axis=1) + gamma(k, U64) * so_far
             operand = (partial + gamma(k) * so_far)[:, 1:]
             total = so_far[:, -1]
             error[i, part] = (_half_ulp(operand).sum(axis=1) + _half_ulp(magnitude).sum(axis=1)
-                              + 2 * gamma64(k) * total)
+                              + 2 * gamma(k, U64) * total)
             final[i, part], products[i, part] = partial[:, -1], total
     if _folded(p):  # the products of folded weights: u |p_k| more each, the sums scaled alike
         error = error * (1 + gamma(2)) + gamma(1) * (1 + gamma(k)) * products
@@ -709,12 +711,6 @@ def _finish(running: tuple, alpha: float, extra: int, beta: float = 1.0, bias: n
     if bias is not None:
         terms = terms + beta * (np.abs(bias) + bias_error)
     return alpha * error * (1 + gamma(extra)) + gamma(extra) * terms
-
-
-def gamma64(n: int) -> float:
-    """gamma_n in binary64: the float64 yardstick's own error on a sum of n + 1 terms, in any order."""
-    nu = n * 2.0 ** -53
-    return nu / (1 - nu)
 
 
 @_reverse("MatMul", "Gemm")
