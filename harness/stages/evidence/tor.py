@@ -313,7 +313,7 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
     arguments = [*shlex.split(selection), "-p", "no:cacheprovider", "-q"]
     key = digest([[tree_digest(REPO / part) for part in ("harness", "codegen", "wcet", "tests", "toolchains")],
                   TOR_DOCUMENT.read_text() if TOR_DOCUMENT.is_file() else None, arguments, tool_versions()])
-    junit = Path(cache_dir) / key[:16] / "junit.xml"
+    junit = Path(cache_dir).resolve() / key[:16] / "junit.xml"  # absolute: pytest runs in another folder
     doctor = configuration.report()
     run = {"command": "pytest " + shlex.join(arguments), "rootdir": "$ASSAY", "content_key": key,
            "assay": dict(doctor["assay"]),

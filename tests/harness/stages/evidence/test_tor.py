@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -178,13 +179,19 @@ def test_a_given_junit_file_is_unverified_unless_accepted(tmp_path):
 
 
 @pytest.mark.tor("TOR-EVD-006")
-def test_the_suite_runs_from_a_folder_outside_assays_tree_and_the_run_names_the_assay_it_verified(tmp_path):
-    """A real run of two of Assay's test modules (a few seconds), one test deselected by node id."""
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute-cache", "relative-cache"])
+def test_the_suite_runs_from_a_folder_outside_assays_tree_and_the_run_names_the_assay_it_verified(
+        relative, tmp_path, monkeypatch):
+    """A real run of two of Assay's test modules (a few seconds), one test deselected by node id; its cache given
+    as an absolute folder, and as a relative one (``assay evidence``'s default work folder, ``generated``: the
+    JUnit XML must land there, not below the folder pytest runs in)."""
     from harness.core import configuration
 
+    monkeypatch.chdir(tmp_path)
     deselected = "tests/harness/stages/evidence/test_kit.py::test_an_unknown_level_is_refused"
+    cache = Path("tor-cache") if relative else tmp_path / "tor-cache"
     junit, run, seconds = tor.run_suite(f"tests/harness/stages/evidence/test_kit.py -m 'not slow' --deselect "
-                                        f"{deselected}", tmp_path)
+                                        f"{deselected}", cache)
     assert seconds is not None and run["returncode"] == 0 and junit.is_relative_to(tmp_path)
     assert (junit.parent / "cwd").is_dir() and not (junit.parent / "cwd").is_relative_to(tor.REPO)
     assert run["assay"] == configuration.report()["assay"] and run["rootdir"] == "$ASSAY"
@@ -194,5 +201,5 @@ def test_the_suite_runs_from_a_folder_outside_assays_tree_and_the_run_names_the_
     assert "tests/harness/stages/evidence/test_kit.py::test_a_known_problem_without_a_workaround_or_given_twice_" \
            "is_refused" in names and deselected not in names
     assert all(case["outcome"] == "passed" for case in cases)
-    again = tor.run_suite(f"tests/harness/stages/evidence/test_kit.py -m 'not slow' --deselect {deselected}", tmp_path)
+    again = tor.run_suite(f"tests/harness/stages/evidence/test_kit.py -m 'not slow' --deselect {deselected}", cache)
     assert again == (junit, run, None)  # content-keyed: reused
