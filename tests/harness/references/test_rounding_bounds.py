@@ -380,6 +380,36 @@ def test_a_softmax_input_box_is_narrowed_and_still_holds(tmp_path):
     assert narrower >= 2.0
 
 
+def test_a_softmax_input_larger_than_the_output_keeps_its_a_priori_box(tmp_path):
+    """Gemm -> Tanh -> Gemm -> Softmax over 10 -> Gemm to 2 outputs: narrowing the 10 logits would cost more reverse
+    passes than the 2 outputs, so their box stays the a-priori one; the same graph ending at the softmax (10
+    outputs) narrows it. The bound holds for ONNX Runtime either way."""
+    rng = np.random.default_rng(2029)
+    weights = {"w0": _f32(32, 6, rng=rng), "w1": _f32(10, 32, rng=rng), "w2": _f32(2, 10, rng=rng)}
+    nodes = [helper.make_node("Gemm", ["x", "w0"], ["h"], transB=1), helper.make_node("Tanh", ["h"], ["t"]),
+             helper.make_node("Gemm", ["t", "w1"], ["logits"], transB=1),
+             helper.make_node("Softmax", ["logits"], ["s"], axis=-1),
+             helper.make_node("Gemm", ["s", "w2"], ["y"], transB=1)]
+    x = _f32(32, 6, rng=rng)
+    boxes = {}
+    for output, width, kept in (("y", 2, nodes), ("s", 10, nodes[:-1])):
+        graph = helper.make_graph(kept, output, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+                                  [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["N", width])],
+                                  [numpy_helper.from_array(a, n) for n, a in weights.items() if n != "w2" or
+                                   output == "y"])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        onnx.save(proto, str(tmp_path / f"{output}.onnx"))
+        derivation = bounds.derive(zoo.load(tmp_path / f"{output}.onnx", cache_dir=tmp_path / "cache"), x,
+                                   ("logits",))
+        exact = float64.Evaluator(float64.to_float64(proto)).run({"x": x.astype(np.float64)})[0]
+        assert (np.abs(_ort(proto, x) - exact) <= derivation.bound).all()
+        boxes[output] = derivation.layers["logits"]
+    apriori = bounds._Propagator(float64.to_float64(proto))
+    apriori.refined = set()
+    np.testing.assert_array_equal(boxes["y"], apriori.run(x.astype(np.float64), ("logits",)).named["logits"])
+    assert (boxes["s"] <= boxes["y"]).all() and (boxes["s"] < boxes["y"]).any()
+
+
 def test_a_vector_times_a_stack_is_bounded_and_its_slopes_follow_numpy(tmp_path):
     """x [4] * c @ W [2, 4, 3] (numpy: x promoted to [1, 4], squeezed to [2, 3]): within the bound of ONNX Runtime's
     result, and the reverse rule sends output [s, j]'s slope back through W[s] only."""
