@@ -59,8 +59,9 @@ def main() -> None:
             document = json.loads((base / "out" / "explore.json").read_text())
             figures[phase] = {"wall_s": wall, "seconds": document["seconds"]}
             seconds = document["seconds"]
-            print(f"{phase}: {wall:6.1f} s wall for {len(document['configurations'])} configurations, "
-                  f"{wall / len(document['configurations']):5.1f} s each (sensitivity {seconds['sensitivity_s']:.1f} s, "
+            count = len(document["configurations"])
+            print(f"{phase}: {wall:6.1f} s wall for {count} configurations, "
+                  f"{wall / count:5.1f} s each (sensitivity {seconds['sensitivity_s']:.1f} s, "
                   f"pruning {seconds['pruning_s']:.1f} s, stages {seconds['stages_s']:.1f} s)", flush=True)
         for c in document["configurations"]:
             print("  " + "  ".join(f"{field} {c[field]}" for field in FIELDS))

@@ -58,8 +58,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        for label, model, options, target in [("cifarnet-size, weights in C", cifarnet_size(folder), {"weights": "c"}, 2.0),
-                                              ("3M-weight Gemm, incbin", large_gemm(folder), {}, 5.0)]:
+        cases = [("cifarnet-size, weights in C", cifarnet_size(folder), {"weights": "c"}, 2.0),
+                 ("3M-weight Gemm, incbin", large_gemm(folder), {}, 5.0)]
+        for label, model, options, target in cases:
             seconds = []
             for run in range(args.runs):
                 start = time.perf_counter()

@@ -1,8 +1,8 @@
 """Benchmark: the fixed tolerance against the derived one (issue 25), on clean assay-v2 code.
 
 For each model, assay-v2's code (both variants) is generated and built once, run on each input seed's inputs,
-and its outputs are judged twice (the semantic stage's own functions): by the fixed tolerance (|C - reference| <= atol + rtol |reference|, Keras and ONNX
-Runtime) and by the derived bound (|C - float64| <= bound, ``harness.references.bounds``: the bound of the
+and its outputs are judged twice (the semantic stage's own functions): by the fixed tolerance
+(|C - reference| <= atol + rtol |reference|, Keras and ONNX Runtime) and by the derived bound (|C - float64| <= bound, ``harness.references.bounds``: the bound of the
 order of accumulation the code's manifest declares; the references are held to the any-order one). The code is
 correct, so every record that does not pass is a false alarm. It reports per model and rule the false
 alarms over the seeds, and for the derived bound the tightness (bound / |C - float64|, min over outputs, per

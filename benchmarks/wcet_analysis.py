@@ -131,7 +131,8 @@ def measure(elf: Path, code_dir: Path, timing_name: str) -> dict:
     entry = load_program(elf).function(code.entry)
     return {"entry": code.entry, "text_bytes": _text_bytes(elf), "wcet_cycles": int(result.wcet_cycles),
             "wcet_cycles_precise": result.wcet_cycles_precise,
-            "entry_bytes": entry.end - entry.start, "ilp": result.ilp, "layers": len(regions), "loops": len(result.loops),
+            "entry_bytes": entry.end - entry.start, "ilp": result.ilp, "layers": len(regions),
+            "loops": len(result.loops),
             "seconds": seconds, "wcet_seconds": seconds["flowfacts"] + seconds["analysis"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -306,7 +307,8 @@ def main() -> None:
                                    indent=1))
         print(f"load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after; written: {path}")
         return
-    models = args.models.split(",") if args.models else ["lenet5", "cifarnet"] + (["alexnet", "vgg16"] if args.full else [])
+    default = ["lenet5", "cifarnet"] + (["alexnet", "vgg16"] if args.full else [])
+    models = args.models.split(",") if args.models else default
     if args.synthetic:
         models = [f"straight-{args.synthetic}"]
     rows = []

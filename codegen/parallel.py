@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from codegen.cwriter import CWriter
 from codegen.emit import write_layer
 from codegen.errors import UnsupportedModel
-from codegen.ir import VIEW_OPS, Graph, Node
+from codegen.ir import VIEW_OPS, Graph
 from codegen.layers import Context
 from codegen.memory import ALIGN, Buffer
 

@@ -134,7 +134,8 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
         options.update(weights="literals", max_macs=max_macs, macs=v3.macs(graph))
         result = manifest.build(generator={"name": generator_name, "version": __version__, "options": options},
                                 entry=entry, signature=signature, sources=[c_file], headers=[h_file],
-                                code_symbols=[entry, *parts], data_symbols=[plan.arena_symbol] if plan.arena_size else [],
+                                code_symbols=[entry, *parts],
+                                data_symbols=[plan.arena_symbol] if plan.arena_size else [],
                                 layers=layers, **common)
         manifest.write(result, out)
         return result

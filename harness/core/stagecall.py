@@ -38,7 +38,8 @@ def call(stage: StageSpec, arguments: list[str], out: Path, timeout: float | Non
     naming the stage and its last line of output.
     """
     command, returncode, tail, path = run_stage(stage, arguments, out, timeout)
-    return StageRun(command=command, returncode=returncode, stderr_tail=tail, records=ResultStore.of(stage, path).records())
+    records = ResultStore.of(stage, path).records()
+    return StageRun(command=command, returncode=returncode, stderr_tail=tail, records=records)
 
 
 def run_stage(stage: StageSpec, arguments: list[str], out: Path,

@@ -136,7 +136,8 @@ def fingerprint(name: str, seed: int) -> str:
     for array in (split.x_train, split.y_train, split.x_test, split.y_test):
         content.update(np.ascontiguousarray(array).tobytes())
     spec = {"name": name, "seed": seed, "trainer": TRAINER_VERSION, "recipe": repr(recipe(name)),
-            "data": content.hexdigest(), "versions": [version(package) for package in ("tensorflow-cpu", "keras", "scikit-learn")]}
+            "data": content.hexdigest(),
+            "versions": [version(package) for package in ("tensorflow-cpu", "keras", "scikit-learn")]}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 

@@ -66,9 +66,9 @@ def suffixes() -> list[str]:
 def _about_user_file(message: str, path: Path, resolved: Path, cache_dir: Path) -> str:
     """``message`` as one line about ``path`` as the user named it: never a cache file, always the file first."""
     text = " ".join(message.split())
-    for cache in sorted({str(cache_dir.resolve()), str(cache_dir)}, key=len, reverse=True):
+    for folder in sorted({str(cache_dir.resolve()), str(cache_dir)}, key=len, reverse=True):
         # a cache file's path (<cache>/user/<stem>-<hash>/model.onnx) stands for the user's file
-        text = re.sub(re.escape(cache + os.sep) + r"[^\s:,;)'\"]*", lambda _: str(path), text)
+        text = re.sub(re.escape(folder + os.sep) + r"[^\s:,;)'\"]*", lambda _: str(path), text)
     text = text.replace(str(resolved), str(path))
     while text.startswith(f"{path}: {path}: "):
         text = text[len(str(path)) + 2:]

@@ -35,7 +35,8 @@ class Reference(Protocol):
         ...
 
     def run(self, model: Model, inputs: np.ndarray) -> np.ndarray:
-        """Outputs (N, *model.output_shape), float32 (float64 for "float64"), canonical layout, for inputs (N, *model.input_shape)."""
+        """Outputs (N, *model.output_shape), float32 (float64 for "float64"), canonical layout, for inputs
+        (N, *model.input_shape)."""
         ...
 
 

@@ -135,7 +135,8 @@ class PeerEnv:
 
     def run(self, request: dict, timeout: float = 900.0) -> dict:
         """The driver's answer to ``request`` (``timeout`` for this request alone); NotSupported for the peer's
-        refusal, else PeerEnvError. Paths in ``request`` must be absolute: the driver runs in a scratch folder. Sessions are pooled per environment build: a rebuilt one starts afresh."""
+        refusal, else PeerEnvError. Paths in ``request`` must be absolute: the driver runs in a scratch folder.
+        Sessions are pooled per environment build: a rebuilt one starts afresh."""
         stamp = self.ensure()
         build = (self.name, str(self.python), stamp["pins_sha256"], stamp["created_at"])
         response = check_response(session.request(build, self.python, self.driver, self.name, request, timeout),

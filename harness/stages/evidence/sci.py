@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
 import subprocess
 import tempfile
 from importlib import metadata

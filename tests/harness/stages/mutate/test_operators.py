@@ -35,7 +35,6 @@ def snippet(tmp_path):
 
 
 def edits(path, operator=None):
-    text = path.read_text()
     return {(m.line, m.original, m.replacement): m for m in code_mutants(path) if operator in (None, m.operator)}
 
 

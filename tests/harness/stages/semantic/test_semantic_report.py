@@ -1,6 +1,5 @@
 """Reports are built from results records alone and keep each number's provenance."""
 
-from harness.core import report as core_report
 from harness.stages.semantic import report
 from harness.core.results import ResultStore
 

@@ -8,8 +8,6 @@ sanitizers are real.
 import json
 import os
 
-import pytest
-
 from harness.core.results import ResultStore
 from harness.stages.semantic import run as campaign
 
