@@ -28,13 +28,19 @@ holds for correct code. Two passes over the model's ONNX graph, on a batch of in
    [0, 1], a max-pool window whose top two values are within their errors routes to both, tanh's slope is
    ``1 - tanh^2`` over the box), and bound = sum over tensors of ``(|centre| + radius) . d(t)``.
    The radius grows with the boxes, and is carried back through ``|W|``: a wide box near the output costs the
-   whole bound its cancellations. So a softmax's input (``REFINED``) gets its box narrowed first: the same pass,
-   run from each of its elements, bounds its error, and the smaller of that and the a-priori error is the box
-   its reverse rule uses (rigorous for the same reason); only one no larger than the output, so that the
-   narrowing costs at most as many passes as the output itself (an attention softmax inside a network is
-   left a priori). On LeNet-5 the logits' a-priori error (6e-3) made the
-   softmax's Jacobian radius 90% of the output bound; narrowed, the bound falls 11 times at the median. A
-   tanh's input gains 5% for 60 times the time on LeNet-5, so it is not narrowed.
+   whole bound its cancellations. So the input of an op whose reverse rule widens with its box (``REFINED``:
+   softmax, ReLU, the other activations) is narrowed as soon as the forward pass has computed it: the same
+   reverse pass, run from each of its elements, bounds its error, and the smaller of that and the a-priori
+   error replaces it (rigorous for the same reason: the earlier boxes hold). Every later op then starts from
+   the narrowed error, forward and back, so the a-priori errors of the layers after it stop growing too. Only
+   where it is cheap (``_Propagator._cheap``): at most ``NARROW_LIMIT`` elements per input, and either no
+   convolution before it (passes through dense layers are a few matrix products) or no more elements than the
+   output (at most the output's own cost: a classifier's logits, not an attention softmax). Measured
+   (docs/benchmarks.md): on LeNet-5 the logits' a-priori error (6e-3) made the softmax's Jacobian radius 90% of
+   the output bound, and narrowing them lowers the bound 11 times at the median; on the 7 x 200 ReLU network
+   acas-reg200, whose a-priori error grows tenfold a layer until most ReLUs of the last layers straddle 0,
+   narrowing every layer lowers it about 3000 times. A convolution's output is left a priori: on LeNet-5 its
+   tanh inputs gain 5% for 60 times the time.
 
 **A declared order** tightens the dot products' own rounding. A generator whose manifest declares its order of
 accumulation (``Order``: one float32 accumulator from 0.0, the products added in ascending order of the
@@ -56,7 +62,7 @@ tolerance for that model, visibly. An op with an a-priori rule but no reverse on
 
 The graph is the model's ONNX file (its own, or Assay's export of its Keras file, which the semantic stage
 checks against Keras first). ``layer_tolerances`` gives the bound of named intermediate tensors (a priori, or
-the narrowed box of a softmax's input), for the evidence stage's per-layer requirements.
+narrowed where ``REFINED`` narrowed it), for the evidence stage's per-layer requirements.
 """
 
 from __future__ import annotations
@@ -84,7 +90,10 @@ ULP_BELOW_ONE = 2.0 ** -24  # the ulp of a float32 in [0.5, 1): every ulp of a r
 TINY = 2.0 ** -149  # the smallest float32 subnormal: the absolute error of an underflowing exp
 LIBM_TABLE = Path(__file__).with_name("libm_ulp.toml")
 BATCH = 64
-REFINED = ("Softmax",)  # ops whose input's box the sensitivity pass narrows before it is used (``_Propagator``)
+# ops whose reverse rule widens with their input's box: that box is narrowed by the sensitivity pass before it is
+# used (``_Propagator.run``), when the narrowing is cheap (``NARROW_LIMIT``)
+REFINED = ("Softmax", "Relu", "LeakyRelu", "Clip", "HardSigmoid", "Tanh", "Sigmoid")
+NARROW_LIMIT = 256  # elements per input of a narrowed tensor that no convolution precedes (``_Propagator.run``)
 SAFETY = 1 + 2.0 ** -20  # the bound's own float64 arithmetic (sums of up to millions of terms) rounds too
 
 
@@ -162,9 +171,10 @@ class Order:
 @dataclass(frozen=True)
 class Derivation:
     """The bound of one model on a batch of inputs: ``bound`` (N, *output_shape), canonical layout, or None when
-    some op has no rule (``missing`` names them); ``apriori`` the forward pass's alone; ``exact`` the graph's
-    float64 outputs; ``layers`` the bound of each tensor asked for (a priori, or the sensitivity pass's for a
-    tensor it narrows first: ``REFINED``), (N, size) in the graph's own layout (None for a tensor the graph lacks)."""
+    some op has no rule (``missing`` names them); ``apriori`` the forward pass's alone (from the narrowed boxes
+    where ``REFINED`` narrowed them); ``exact`` the graph's float64 outputs; ``layers`` the bound of each tensor
+    asked for (a priori, or the sensitivity pass's for a tensor it narrows: ``REFINED``), (N, size) in the graph's
+    own layout (None for a tensor the graph lacks)."""
 
     bound: np.ndarray | None
     apriori: np.ndarray | None
@@ -220,9 +230,10 @@ def layer_tolerances(model: Model, inputs: np.ndarray, tensors: list[str], order
                      ) -> list[np.ndarray | None]:
     """For the evidence stage's per-layer low-level requirements: for each named tensor of the model's ONNX
     graph (a node output, as ``onnxruntime_ref.layer_outputs`` names them), an (N, size) float64 array bounding
-    |float32 value - exact value| for each input (the a-priori bound, or a softmax input's sensitivity bound
-    where smaller: rigorous for the layer whatever follows it), in the graph's own layout; None for a tensor
-    the graph does not have. A ModelError names the ops without a rule when the bound cannot be derived."""
+    |float32 value - exact value| for each input (the a-priori bound, or the sensitivity bound where
+    ``REFINED`` narrowed the tensor: rigorous for the layer whatever follows it), in the graph's own layout;
+    None for a tensor the graph does not have. A ModelError names the ops without a rule when the bound cannot be
+    derived."""
     derivation = derive(model, inputs, tuple(tensors), order)
     if derivation.missing:
         raise ModelError(f"{model.name}: no derived bound for {', '.join(derivation.missing)}")
@@ -287,7 +298,9 @@ class _Propagator:
         # weights: one more rounding per product (codegen's fold-bn)
         self.folded = {node.input[0] for node in self.evaluator.graph.node if node.op_type == "BatchNormalization"}
         # the inputs of the ops whose reverse rule widens with their box: a softmax's (its Jacobian's radius grows
-        # like e^{4D} - 1 with the largest a-priori error D of its row, which on LeNet-5 is most of the bound)
+        # like e^{4D} - 1 with the largest a-priori error D of its row, which on LeNet-5 is most of the bound), a
+        # ReLU's (slope [0, 1] where the box straddles 0: most of a deep dense network's bound), an activation's
+        # (its slope's range over the box)
         self.refined = {node.input[0] for node in self.evaluator.graph.node if node.op_type in REFINED}
 
     @staticmethod
@@ -308,6 +321,7 @@ class _Propagator:
         steps = []
         self.order, self.shapes = order, {name: np.shape(value) for name, value in values.items()}
         with np.errstate(over="ignore", under="ignore"):
+            convolved = False  # a convolution precedes: the reverse passes through it are costly
             for node in ev.graph.node:
                 args = [values[name] if name else None for name in node.input]
                 errs = [errors.get(name) if name else None for name in node.input]
@@ -321,30 +335,36 @@ class _Propagator:
                     continue
                 self.current, self.proto = node.op_type, node
                 carried, own = _FORWARD[node.op_type](self, args, errs, attrs, y)
-                local[node.output[0]] = np.broadcast_to(own, y.shape)
-                errors[node.output[0]] = np.broadcast_to(carried + own, y.shape)
+                name = node.output[0]
+                local[name] = np.broadcast_to(own, y.shape)
+                errors[name] = np.broadcast_to(carried + own, y.shape)
                 steps.append((node, args, errs, attrs, y))
+                convolved = convolved or node.op_type in ("Conv", "ConvTranspose")
+                if self.reversible and name in self.refined and self._cheap(y, batched, convolved):
+                    # narrowed before any later op reads it: every later box, and the forward errors, start from it
+                    errors[name] = np.minimum(errors[name], self._sensitivity(steps, local, name, y, batched) * SAFETY)
             output = ev.graph.output[0].name
             apriori = errors[output] * SAFETY
-            bound, boxes = apriori, {}  # boxes: the tensors whose box the sensitivity pass narrowed (``REFINED``)
+            bound = apriori
             if self.reversible:
-                for node, *_ in steps:  # a box no larger than the output: at most twice the output's passes
-                    name = node.output[0]
-                    if name in self.refined and errors.get(name) is not None and \
-                            values[name].size <= values[output].size:
-                        boxes[name] = np.minimum(errors[name], self._sensitivity(steps, local, name, values[name],
-                                                                                 batched, boxes)) * SAFETY
-                bound = np.minimum(apriori, self._sensitivity(steps, local, output, values[output], batched, boxes)
-                                   * SAFETY)
+                bound = np.minimum(apriori, self._sensitivity(steps, local, output, values[output], batched) * SAFETY)
         return _Pass(values[output], apriori, bound,
-                     {name: None if errors.get(name) is None else boxes.get(name, errors[name] * SAFETY)
-                      for name in tensors})
+                     {name: None if errors.get(name) is None else errors[name] * SAFETY for name in tensors})
 
-    def _sensitivity(self, steps: list, local: dict, target: str, value: np.ndarray, batched: bool, boxes: dict
-                     ) -> np.ndarray:
+    def _cheap(self, value: np.ndarray, batched: bool, convolved: bool) -> bool:
+        """Whether narrowing the tensor ``value`` is cheap: one reverse pass per element, through the steps before
+        it. At most ``NARROW_LIMIT`` elements per input, and either no convolution before it (a pass through dense
+        layers is a few matrix products) or no more elements than the network's output (at most the output's own
+        cost: a classifier's logits, not an attention softmax inside the network)."""
+        size = value[0].size if batched else value.size
+        dims = [d.dim_value for d in self.evaluator.graph.output[0].type.tensor_type.shape.dim]
+        output = math.prod(dims[1:] if batched else dims)  # 0 when a dimension is not static
+        return size <= NARROW_LIMIT and (not convolved or size <= output)
+
+    def _sensitivity(self, steps: list, local: dict, target: str, value: np.ndarray, batched: bool) -> np.ndarray:
         """Per element of tensor ``target`` (``value``), the sum over the tensors before it of (|centre| + radius) .
-        local rounding (module docstring): one reverse pass per element, for every input of the batch at once; a
-        tensor's box is its entry in ``boxes`` when it has one, else its a-priori error."""
+        local rounding (module docstring): one reverse pass per element, for every input of the batch at once, each
+        tensor's box being its error as ``run`` left it (narrowed where it was narrowed)."""
         self.memo = {}  # per node, what its reverse rule computes alike for every element
         flat = value.reshape(len(value), -1) if batched else value.reshape(1, -1)
         bound = np.zeros(flat.shape)
@@ -361,8 +381,6 @@ class _Propagator:
                 weight = (np.abs(centre) + radius) * local[name]
                 total += weight.reshape(len(flat), -1).sum(axis=1) if batched else weight.sum()
                 self.current, self.node = node.op_type, name
-                errs = [boxes.get(input_name, err) if err is not None else None
-                        for input_name, err in zip(node.input, errs)]
                 for input_name, err, grad in zip(node.input, errs,
                                                  _REVERSE[node.op_type](self, args, errs, attrs, y, centre, radius)):
                     if grad is None or err is None or not input_name:
@@ -745,14 +763,19 @@ def _matrix_product_back(p, args, errs, attrs, y, centre, radius):
     alpha = attrs.get("alpha", 1.0)
     grads: list = [None, None]
     if errs[0] is not None:
-        b2 = b if b.ndim > 1 else b[:, None]
         c2, r2 = (centre, radius) if b.ndim > 1 else (centre[..., None], radius[..., None])
         if a.ndim == 1:  # numpy promotes a vector a to [1, K] and squeezes that axis from the product
             c2, r2 = c2[..., None, :], r2[..., None, :]
-        eb2 = eb if eb.ndim > 1 else eb[:, None]
-        grad = (alpha * np.matmul(c2, b2.swapaxes(-1, -2)),
-                abs(alpha) * (np.matmul(np.abs(c2), eb2.swapaxes(-1, -2)) + np.matmul(r2, (np.abs(b2) + eb2)
-                                                                                         .swapaxes(-1, -2))))
+
+        def transposed() -> tuple:  # b^T, (|b| + e_b)^T, and e_b^T unless b is exact (weights): once per node
+            b2, eb2 = (b, eb) if b.ndim > 1 else (b[:, None], eb[:, None])
+            return (b2.swapaxes(-1, -2), (np.abs(b2) + eb2).swapaxes(-1, -2),
+                    eb2.swapaxes(-1, -2) if eb2.any() else None)
+
+        bt, magnitude, ebt = _memo(p, transposed)
+        spread = np.matmul(r2, magnitude)
+        carried = spread if ebt is None else np.matmul(np.abs(c2), ebt) + spread
+        grad = (alpha * np.matmul(c2, bt), abs(alpha) * carried)
         grad = (grad[0].T, grad[1].T) if attrs.get("transA", 0) else grad
         grads[0] = (_unbroadcast(grad[0], args[0].shape), _unbroadcast(grad[1], args[0].shape))
     if errs[1] is not None:
