@@ -48,8 +48,8 @@ contracted index, convolution taps in a named nest order, the bias added last) h
 the running error of that order instead of any order's: the sum over the steps of half a float32 ulp of a bound
 on each partial sum ``s_k`` and each product ``p_k`` (at most ``u sum_k (|s_k| + |p_k|)``), bounded from their
 float64 values and carried errors (Higham, §3.1 and the running error analysis of §3.3). Partial sums of mixed
-signs grow like sqrt(k), not k: the median output bound of acas-reg50, lenet5 and cifarnet falls 125, 66 and 119
-times (benchmarks/tolerance.py, docs/benchmarks.md). The declaration can only make the bound smaller: a false
+signs grow like sqrt(k), not k: the median output bound of acas-reg200, lenet5 and cifarnet falls 125, 66 and 119
+times (acas-reg50's 8 times: its narrowed boxes already keep the any-order bound small; docs/benchmarks.md). The declaration can only make the bound smaller: a false
 one may fail correct code, never pass a defect the any-order bound fails, so the oracle may take it from the
 code under test. A dot product the declaration does not settle with certainty (a vector that is neither a dense
 layer's output, the model's input nor a flattened image of a declared flattening order; a 1-D or 3-D convolution;

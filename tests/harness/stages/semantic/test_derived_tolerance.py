@@ -205,7 +205,8 @@ def test_a_faithful_export_passes_the_check(hard_sigmoid, tmp_path):
 
 def test_the_code_is_held_to_the_bound_of_its_declared_order_and_the_references_to_any_order(tmp_path):
     """acas-reg50 by assay-v2: the record names the order the manifest declares and judges the C by its bound,
-    which lies below the any-order bound (every output; about 50 times at the median) and still holds; the
+    which lies below the any-order bound (every output; several times at the median: 8 on 100 inputs, since the
+    narrowed ReLU boxes keep the any-order bound small too) and still holds; the
     references, summing in orders of their own, are held to the any-order bound."""
     from harness.references import bounds
 
@@ -214,7 +215,7 @@ def test_the_code_is_held_to_the_bound_of_its_declared_order_and_the_references_
     model = load_model("acas-reg50", settings)
     declared = campaign.derived_bound(model, settings, {}, order=bounds.Order())
     any_order = campaign.derived_bound(model, settings, {})
-    assert (declared <= any_order).all() and np.median(any_order / declared) > 10
+    assert (declared <= any_order).all() and np.median(any_order / declared) > 4
     for record in records:
         assert record["verdict"] == "pass" and record["accumulation"] == "sequential;taps=;flatten="
         assert record["derived"]["bound"] == pytest.approx(declared.max())
