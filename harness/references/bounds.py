@@ -49,11 +49,11 @@ the running error of that order instead of any order's: the sum over the steps o
 on each partial sum ``s_k`` and each product ``p_k`` (at most ``u sum_k (|s_k| + |p_k|)``), bounded from their
 float64 values and carried errors (Higham, §3.1 and the running error analysis of §3.3). Partial sums of mixed
 signs grow like sqrt(k), not k: the median output bound of acas-reg200, lenet5 and cifarnet falls 125, 66 and 119
-times (acas-reg50's 8 times: its narrowed boxes already keep the any-order bound small; docs/benchmarks.md). The declaration can only make the bound smaller: a false
-one may fail correct code, never pass a defect the any-order bound fails, so the oracle may take it from the
-code under test. A dot product the declaration does not settle with certainty (a vector that is neither a dense
-layer's output, the model's input nor a flattened image of a declared flattening order; a 1-D or 3-D convolution;
-weights computed at run time) keeps the any-order bound.
+times (acas-reg50's 8 times: its narrowed boxes already keep the any-order bound small; docs/benchmarks.md). The
+declaration can only make the bound smaller: a false one may fail correct code, never pass a defect the any-order
+bound fails, so the oracle may take it from the code under test. A dot product the declaration does not settle
+with certainty (a vector that is neither a dense layer's output, the model's input nor a flattened image of a
+declared flattening order; a 1-D or 3-D convolution; weights computed at run time) keeps the any-order bound.
 
 Both are rigorous; the bound is the smaller of the two, per output (on the zoo the sensitivity bound is 100 to
 10 000 times tighter: benchmarks/tolerance.py). An op with no rule (Elu, Selu, Softplus, Softsign, Div by a
@@ -302,6 +302,8 @@ class _Propagator:
         # ReLU's (slope [0, 1] where the box straddles 0: most of a deep dense network's bound), an activation's
         # (its slope's range over the box)
         self.refined = {node.input[0] for node in self.evaluator.graph.node if node.op_type in REFINED}
+        # the output's static shape (0 for a dimension that is not), batch axis included when the graph has one
+        self.output_dims = [d.dim_value for d in self.evaluator.graph.output[0].type.tensor_type.shape.dim]
 
     @staticmethod
     def of(model: Model) -> "_Propagator":
@@ -357,8 +359,7 @@ class _Propagator:
         layers is a few matrix products) or no more elements than the network's output (at most the output's own
         cost: a classifier's logits, not an attention softmax inside the network)."""
         size = value[0].size if batched else value.size
-        dims = [d.dim_value for d in self.evaluator.graph.output[0].type.tensor_type.shape.dim]
-        output = math.prod(dims[1:] if batched else dims)  # 0 when a dimension is not static
+        output = math.prod(self.output_dims[1:] if batched else self.output_dims)  # 0 when a dimension is not static
         return size <= NARROW_LIMIT and (not convolved or size <= output)
 
     def _sensitivity(self, steps: list, local: dict, target: str, value: np.ndarray, batched: bool) -> np.ndarray:

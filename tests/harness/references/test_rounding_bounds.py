@@ -337,6 +337,34 @@ def test_layer_tolerances_bound_each_intermediate_tensor(tmp_path):
     assert (h_bound > 0).all()
 
 
+def _dense_chain(rng, fan: int, width: int, depth: int, activation: str, scale: float, bias_scale: float):
+    """``depth`` Gemm -> ``activation`` layers of ``width`` on an input "x" of ``fan``: (nodes, weights, the last
+    activation's name); layer i's Gemm output is "h{i}"."""
+    nodes, weights, previous = [], {}, "x"
+    for i in range(depth):
+        weights[f"w{i}"] = _f32(width, fan, scale=scale / math.sqrt(fan), rng=rng)
+        weights[f"b{i}"] = _f32(width, scale=bias_scale, rng=rng)
+        nodes += [helper.make_node("Gemm", [previous, f"w{i}", f"b{i}"], [f"h{i}"], transB=1),
+                  helper.make_node(activation, [f"h{i}"], [f"a{i}"])]
+        previous, fan = f"a{i}", width
+    return nodes, weights, previous
+
+
+def _narrowed_and_not(tmp_path, nodes, weights, x, outputs: int, tensors: tuple):
+    """The graph of ``nodes`` (input "x" of x's width, output "y" of ``outputs``) saved and derived on ``x`` as a
+    model, and the same graph run with no tensor narrowed: (proto, derivation, the un-narrowed pass)."""
+    source = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", x.shape[1]])
+    graph = helper.make_graph(nodes, "chain", [source],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", outputs])],
+                              [numpy_helper.from_array(a, n) for n, a in weights.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(proto, str(tmp_path / "chain.onnx"))
+    derivation = bounds.derive(zoo.load(tmp_path / "chain.onnx", cache_dir=tmp_path / "cache"), x, tensors)
+    wide = bounds._Propagator(float64.to_float64(proto))
+    wide.refined = set()
+    return proto, derivation, wide.run(x.astype(np.float64), tensors)
+
+
 def test_deep_relu_boxes_are_narrowed_and_still_hold(tmp_path):
     """Seven Gemm -> Relu layers of 128 and a Gemm to 5, ACAS Xu's shape: each ReLU input's box is narrowed as
     soon as it is computed (``REFINED``), before the next layer reads it. Every box and the output bound hold for
@@ -344,29 +372,16 @@ def test_deep_relu_boxes_are_narrowed_and_still_hold(tmp_path):
     straddles 0 and the output bound is at least 10 times wider at the median (the a-priori error grows by
     || |W| || a layer, and a straddling ReLU's slope [0, 1] loses every cancellation)."""
     rng = np.random.default_rng(2030)  # its own draws: the other tests keep theirs
-    nodes, weights, previous, fan = [], {}, "x", 5
-    for i in range(7):
-        weights[f"w{i}"] = _f32(128, fan, scale=2.5 / math.sqrt(fan), rng=rng)
-        weights[f"b{i}"] = _f32(128, scale=0.1, rng=rng)
-        nodes += [helper.make_node("Gemm", [previous, f"w{i}", f"b{i}"], [f"h{i}"], transB=1),
-                  helper.make_node("Relu", [f"h{i}"], [f"r{i}"])]
-        previous, fan = f"r{i}", 128
-    weights["w"] = _f32(5, fan, scale=1 / math.sqrt(fan), rng=rng)
+    nodes, weights, previous = _dense_chain(rng, 5, 128, 7, "Relu", scale=2.5, bias_scale=0.1)
+    weights["w"] = _f32(5, 128, scale=1 / math.sqrt(128), rng=rng)
     nodes.append(helper.make_node("Gemm", [previous, "w"], ["y"], transB=1))
-    graph = helper.make_graph(nodes, "relus", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
-                              [numpy_helper.from_array(a, n) for n, a in weights.items()])
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.save(proto, str(tmp_path / "relus.onnx"))
     x = _f32(64, 5, scale=0.3, rng=rng)
     hidden = tuple(f"h{i}" for i in range(7))
-    derivation = bounds.derive(zoo.load(tmp_path / "relus.onnx", cache_dir=tmp_path / "cache"), x, hidden)
-    wide = bounds._Propagator(float64.to_float64(proto))
-    wide.refined = set()
-    unnarrowed = wide.run(x.astype(np.float64), hidden)
+    proto, derivation, unnarrowed = _narrowed_and_not(tmp_path, nodes, weights, x, 5, hidden)
+    graph = proto.graph
     exact = float64.Evaluator(float64.to_float64(proto)).run({"x": x.astype(np.float64)}, [*hidden, "y"])
     with_hidden = helper.make_model(helper.make_graph(
-        nodes, "relus", list(graph.input), [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+        nodes, "chain", list(graph.input), [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
                                             for n in (*hidden, "y")], list(graph.initializer)),
         opset_imports=[helper.make_opsetid("", 17)])
     session = ort.InferenceSession(with_hidden.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -387,26 +402,12 @@ def test_a_softmax_input_box_is_narrowed_and_still_holds(tmp_path):
     output bound it gives; both are below the bounds without the narrowing everywhere, the output's several
     times at the median (the logits' a-priori error grows by || |W| || a layer)."""
     rng = np.random.default_rng(2028)  # its own draws: the other tests keep theirs
-    nodes, weights, previous, fan = [], {}, "x", 16
-    for i in range(5):
-        weights[f"w{i}"] = _f32(48, fan, scale=2 / math.sqrt(fan), rng=rng)
-        weights[f"b{i}"] = _f32(48, rng=rng)
-        nodes += [helper.make_node("Gemm", [previous, f"w{i}", f"b{i}"], [f"h{i}"], transB=1),
-                  helper.make_node("Tanh", [f"h{i}"], [f"t{i}"])]
-        previous, fan = f"t{i}", 48
-    weights["w"] = _f32(10, fan, scale=6 / math.sqrt(fan), rng=rng)
+    nodes, weights, previous = _dense_chain(rng, 16, 48, 5, "Tanh", scale=2, bias_scale=1)
+    weights["w"] = _f32(10, 48, scale=6 / math.sqrt(48), rng=rng)
     nodes += [helper.make_node("Gemm", [previous, "w"], ["logits"], transB=1),
               helper.make_node("Softmax", ["logits"], ["y"], axis=-1)]
-    graph = helper.make_graph(nodes, "narrowed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
-                              [numpy_helper.from_array(a, n) for n, a in weights.items()])
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.save(proto, str(tmp_path / "narrowed.onnx"))
     x = _f32(64, 16, scale=2, rng=rng)
-    derivation = bounds.derive(zoo.load(tmp_path / "narrowed.onnx", cache_dir=tmp_path / "cache"), x, ("logits",))
-    wide = bounds._Propagator(float64.to_float64(proto))
-    wide.refined = set()
-    unnarrowed = wide.run(x.astype(np.float64), ("logits",))
+    proto, derivation, unnarrowed = _narrowed_and_not(tmp_path, nodes, weights, x, 10, ("logits",))
     expf, tanhf = _libm("expf"), _libm("tanhf")
     t = x
     for i in range(5):
