@@ -20,3 +20,12 @@ def tree_digest(directory: Path, suffixes: tuple[str, ...] = (".py", ".c", ".h",
     for path in sorted(p for p in Path(directory).rglob("*") if p.is_file() and p.suffix in suffixes):
         hasher.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes() + b"\0")
     return hasher.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in blocks (a large JUnit XML or archive is never held whole)."""
+    hasher = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()

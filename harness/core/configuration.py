@@ -2,10 +2,13 @@
 this is.
 
 The tested configuration is written in three places: ``requirements.lock`` (Assay's Python packages, exact
-versions), ``toolchains/tested.toml`` (the interpreter line, the platform, the Debian packages) and each peer
-environment's lock (``harness/generators/peers/<name>.txt``). ``compare`` gives one ``Difference`` per
-mismatch and notes for what is not a mismatch (a peer environment or the QEMU counting plugin not built yet:
-both are built on first use from what is tested); ``report`` is the doctor's JSON (``assay-doctor/1``).
+versions), ``toolchains/tested.toml`` (the interpreters, the platform, what each Debian package is for and its
+tested versions per distribution: ``harness.core.tested``) and each peer environment's lock
+(``harness/generators/peers/<name>.txt``). ``compare`` gives one ``Difference`` per mismatch that can change a
+result and notes for what cannot (a test-only package at another version, a peer environment or the QEMU
+counting plugin not built yet: both are built on first use from what is tested); results packages that moved are
+accepted when a local qualification run covers exactly this configuration (``harness.core.qualification``).
+``report`` is the doctor's JSON (``assay-doctor/1``).
 
 Nothing here may enter a content key (``harness.core.provenance.tool_versions`` is the one that does): a git
 commit in a key would discard every stored result at each commit. Results carry it in their provenance.
@@ -14,27 +17,27 @@ commit in a key would discard every stored result at each commit. Results carry 
 from __future__ import annotations
 
 import functools
-import hashlib
 import platform
-import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 import harness
 from harness import lockfile
-from harness.digests import digest, tree_digest
-from harness.errors import ConfigError
+from harness.core import qualification
+from harness.core import tested as tested_file
+from harness.core.tested import RESULTS, Tested, shown
+from harness.core.tested import load as load_tested
+from harness.digests import digest, file_digest, tree_digest
 
 SCHEMA = "assay-doctor/1"
 TESTED, UNTESTED = "tested", "untested"
 ROOT = lockfile.ROOT
 LOCK = lockfile.LOCK
-TESTED_FILE = ROOT / "toolchains" / "tested.toml"
+TESTED_FILE = tested_file.TESTED_FILE
 # What Assay is made of when no git commit says it: the digest covers these folders' sources and data.
 SOURCES = ("harness", "codegen", "wcet", "toolchains")
 SOURCE_SUFFIXES = (".py", ".c", ".h", ".toml", ".ld", ".S")
@@ -42,7 +45,6 @@ SOURCE_SUFFIXES = (".py", ".c", ".h", ".toml", ".ld", ".S")
 NOT_LOCKED = frozenset({"pip", "assay"})
 # What ``pip freeze`` leaves out of its list: a peer's lock may pin them, the stamp cannot show them.
 FREEZE_OMITS = frozenset({"pip", "setuptools", "wheel", "distribute"})
-_VERSION_LINE = re.compile(r"^\d+\.\d+$")
 _TIMEOUT_S = 30.0
 
 
@@ -57,62 +59,6 @@ class Difference:
 
     def __str__(self) -> str:
         return f"{self.component}: {self.found}, {self.expected}"
-
-
-@dataclass(frozen=True)
-class Tested:
-    """``toolchains/tested.toml``: the interpreter's major.minor, the platform, Debian package -> version."""
-
-    python: str
-    platform: str
-    debian: dict[str, str]
-    source: str  # the file, as difference lines name it
-
-
-def load_tested(path: Path = TESTED_FILE) -> Tested:
-    """Read and check a tested-configuration file; a ConfigError names the file and the key."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the tested configuration: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not TOML: {exc}") from None
-    _only(data, {"python", "debian"}, path, "")
-    python = _table(data, "python", path)
-    _only(python, {"version", "platform"}, path, "python.")
-    for key in ("version", "platform"):
-        if not isinstance(python.get(key), str) or not python[key].strip():
-            raise ConfigError(f"{path}: key 'python.{key}' must be a non-empty string")
-    if not _VERSION_LINE.match(python["version"]):
-        raise ConfigError(f"{path}: key 'python.version' must be major.minor (e.g. \"3.11\"), "
-                          f"not {python['version']!r}")
-    debian = _table(data, "debian", path)
-    for name, version in debian.items():
-        if not isinstance(version, str) or not version.strip():
-            raise ConfigError(f"{path}: key 'debian.{name}' must be a version string (dpkg-query -W -f='${{Version}}')")
-    return Tested(python=python["version"], platform=python["platform"], debian=dict(debian), source=shown(path))
-
-
-def _table(data: dict, key: str, path: Path) -> dict:
-    if key not in data:
-        raise ConfigError(f"{path}: missing table [{key}]")
-    if not isinstance(data[key], dict):
-        raise ConfigError(f"{path}: key '{key}' must be a table [{key}]")
-    return data[key]
-
-
-def _only(data: dict, allowed: set[str], path: Path, prefix: str) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key '{prefix}{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
-
-
-def shown(path: Path) -> str:
-    """``path`` as a difference line names it: relative to Assay's source tree when inside it."""
-    try:
-        return Path(path).resolve().relative_to(ROOT).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def installed_distributions() -> dict[str, str]:
@@ -144,48 +90,57 @@ def python_packages(lock: Path = LOCK, installed: dict[str, str] | None = None) 
 
 
 def interpreter(tested: Tested, version: str | None = None, system: str | None = None) -> list[Difference]:
-    """The interpreter's major.minor and the platform (``sys.platform`` and the machine) against the tested."""
+    """The interpreter's major.minor (one of the tested ones) and the platform (``sys.platform`` and the machine)."""
     version = version or f"{sys.version_info.major}.{sys.version_info.minor}"
     system = system or f"{sys.platform} {platform.machine()}"
     differences = []
-    if version != tested.python:
-        differences.append(Difference("python", f"{tested.python} in {tested.source}", f"{version} running"))
+    if version not in tested.pythons:
+        differences.append(Difference("python", f"{', '.join(tested.pythons)} in {tested.source}",
+                                      f"{version} running"))
     if system != tested.platform:
         differences.append(Difference("platform", f"{tested.platform} in {tested.source}", f"{system} running"))
     return differences
 
 
-def debian_versions(packages: list[str]) -> dict[str, str] | None:
-    """package -> installed version for those of ``packages`` dpkg has installed (one ``dpkg-query`` for all);
-    None without dpkg-query."""
-    if not packages:
-        return {}
-    command = shutil.which("dpkg-query")
-    if command is None:
-        return None
-    try:
-        result = subprocess.run([command, "-W", "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n", *packages],
-                                capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    versions: dict[str, str] = {}
-    for line in result.stdout.splitlines():  # dpkg-query exits 1 when a package is unknown: the rest still print
-        name, _, rest = line.partition("\t")
-        version, _, status = rest.partition("\t")
-        if status.startswith("ii"):  # installed, not only known (removed with its configuration files left: "rc")
-            versions.setdefault(name.split(":")[0], version)
-    return versions
+def debian_packages(tested: Tested, installed: dict[str, str] | None, where: str,
+                    ) -> tuple[list[Difference], list[str]]:
+    """Each Debian package of the tested configuration against its version on ``where`` (``tested.toml``): a
+    results package at another version, or on a distribution with no tested versions, is a difference; a
+    test-only one a note; a package installed only by ``.ci/setup --test`` and missing a note (the stage that
+    needs it fails on its own, naming it); ``installed`` None: no ``dpkg-query`` here, one difference."""
+    if installed is None:
+        return [Difference("Debian packages", f"{len(tested.packages)} in {tested.source}",
+                           "not checked (no dpkg-query on PATH: not a Debian system?)")], []
+    expected_here = tested.versions.get(where)
+    elsewhere = ", ".join(sorted(tested.versions)) or "none"
+    differences, notes = [], []
+    for package in tested.packages.values():
+        name, found = package.name, installed.get(package.name)
+        results = package.role == RESULTS
+        if package.name_on(where) is None:
+            notes.append(f"{name}: not packaged on {where} (the tests that need it are skipped)")
+            continue
+        if found is None:
+            if results and package.install == tested_file.MAIN:
+                differences.append(Difference(name, f"{_expected(expected_here, name, where)} in {tested.source}",
+                                              "not installed"))
+            else:
+                notes.append(f"{name}: not installed ('bash .ci/setup --test' installs it)")
+            continue
+        expected = (expected_here or {}).get(name)
+        if found == expected:
+            continue
+        wanted = (f"{expected} in {tested.source}" if expected else
+                  f"no tested version for {where} in {tested.source} (tested on {elsewhere})")
+        if results:
+            differences.append(Difference(name, wanted, f"{found} installed"))
+        else:
+            notes.append(f"{name} (test-only: cannot change a result): {found} installed, {wanted}")
+    return differences, notes
 
 
-def debian_packages(tested: Tested, versions: dict[str, str] | None = None) -> list[Difference]:
-    """Each Debian package of the tested configuration installed at exactly its version."""
-    versions = debian_versions(sorted(tested.debian)) if versions is None else versions
-    if versions is None:
-        return [Difference("Debian packages", f"{len(tested.debian)} in {tested.source}",
-                           "not checked (no dpkg-query on PATH: not a Debian system?)")]
-    return [Difference(name, f"{expected} in {tested.source}",
-                       f"{versions[name]} installed" if name in versions else "not installed")
-            for name, expected in sorted(tested.debian.items()) if versions.get(name) != expected]
+def _expected(table: dict[str, str] | None, name: str, where: str) -> str:
+    return (table or {}).get(name) or f"no tested version for {where}"
 
 
 def qemu_plugin(cache_dir: Path | None = None) -> list[str]:
@@ -237,14 +192,48 @@ def peer_environments(names: list[str] | None = None) -> tuple[list[Difference],
     return differences, notes
 
 
-def compare(lock: Path = LOCK, tested: Path = TESTED_FILE) -> tuple[list[Difference], list[str]]:
-    """(differences, notes) between this machine and the tested configuration of ``lock`` and ``tested``."""
+def compare(lock: Path = LOCK, tested: Path = TESTED_FILE, selection: str = qualification.SELECTION,
+            ) -> tuple[list[Difference], list[str], dict | None]:
+    """(differences, notes, the qualification record that covers the moved results packages or None) between
+    this machine and the tested configuration of ``lock`` and ``tested``.
+
+    Results packages that moved (or a distribution with no tested versions) are accepted when
+    ``assay evidence qualify`` passed ``selection`` on exactly this configuration (``qualification.accepted``):
+    they become notes that name that run. Nothing else is: another Python package or no sandbox stays a
+    difference."""
     configuration = load_tested(tested)
-    differences = python_packages(lock) + interpreter(configuration) + debian_packages(configuration)
-    notes = qemu_plugin()
+    where = tested_file.distribution()
+    installed = tested_file.machine_versions(configuration, where)
+    debian, notes = debian_packages(configuration, installed, where)
+    record = None
+    if debian and installed is not None:
+        record, refused = qualification.accepted(current_fingerprint(configuration, installed, where, lock),
+                                                 selection)
+        if record is not None:
+            notes += [f"{d} ({qualification.summary(record)})" for d in debian]
+            debian = []
+        elif refused:
+            notes.append(f"qualification record not accepted: {refused}")
+        else:
+            notes.append("no qualification record for this configuration: 'assay evidence qualify' runs the "
+                         "tool-qualification tests on it and records it (docs/configuration.md)")
+    differences = python_packages(lock) + interpreter(configuration) + debian
+    notes += qemu_plugin()
     peer_differences, peer_notes = peer_environments()
     sandbox_differences, sandbox_notes = isolation()
-    return differences + peer_differences + sandbox_differences, notes + peer_notes + sandbox_notes
+    return differences + peer_differences + sandbox_differences, notes + peer_notes + sandbox_notes, record
+
+
+def current_fingerprint(configuration: Tested, installed: dict[str, str], where: str, lock: Path = LOCK) -> dict:
+    """What a qualification record must name to cover this machine (``qualification.fingerprint``)."""
+    return qualification.fingerprint(configuration, installed, where,
+                                     f"{sys.version_info.major}.{sys.version_info.minor}",
+                                     f"{sys.platform} {platform.machine()}", _lock_sha256(lock),
+                                     qualification.sources_digest(ROOT))
+
+
+def _lock_sha256(lock: Path) -> str | None:
+    return file_digest(lock) if Path(lock).is_file() else None
 
 
 def isolation() -> tuple[list[Difference], list[str]]:
@@ -262,9 +251,8 @@ def identity(root: Path = ROOT, lock: Path = LOCK) -> dict:
     """Which Assay this is: its version, the git commit of its source tree and whether the tree has changes
     (when ``root`` is a git work tree and git is on PATH), the SHA-256 of its sources where no clean commit
     says it, and the SHA-256 of its lock file (None without one)."""
-    lock_sha256 = hashlib.sha256(Path(lock).read_bytes()).hexdigest() if Path(lock).is_file() else None
     found = {"version": harness.__version__, "commit": None, "dirty": None, "sources_sha256": None,
-             "requirements_lock_sha256": lock_sha256}
+             "requirements_lock_sha256": _lock_sha256(lock)}
     state = _git_state(Path(root))
     if state is not None:
         found["commit"], found["dirty"] = state
@@ -298,7 +286,12 @@ def report(lock: Path = LOCK, tested: Path = TESTED_FILE) -> dict:
     difference; notes do not count), the difference lines, the notes and Assay's identity."""
     from harness import sandbox
 
-    differences, notes = compare(lock, tested)
+    differences, notes, record = compare(lock, tested)
+    qualified_by = None if record is None else {
+        "key": record["key"], "finished_at": record.get("finished_at"), "counts": record["counts"],
+        "junit_sha256": record["junit_sha256"], "selection": record["selection"], "folder": record["folder"],
+        "summary": qualification.summary(record)}
     return {"schema": SCHEMA, "verdict": UNTESTED if differences else TESTED,
-            "differences": [str(d) for d in differences], "notes": notes, "assay": identity(ROOT, lock),
+            "differences": [str(d) for d in differences], "notes": notes, "qualified_by": qualified_by,
+            "assay": identity(ROOT, lock),
             "isolation": {**sandbox.isolation().record(), "summary": sandbox.isolation().describe()}}

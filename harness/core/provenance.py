@@ -38,12 +38,14 @@ def tool_versions() -> dict[str, str]:
 
 def record_provenance() -> dict:
     """A stage's ``provenance`` to start a record with (a new dict each time: stages add their own keys):
-    ``tools`` (``tool_versions``), ``configuration`` (``verdict`` ``tested`` or ``untested`` and the
-    ``differences`` of ``assay doctor``), ``assay`` (version, git commit or sources' digest, lock digest) and
+    ``tools`` (``tool_versions``), ``configuration`` (``verdict`` ``tested`` or ``untested``, the
+    ``differences`` of ``assay doctor`` and, when a local qualification run made it tested, that run's line),
+    ``assay`` (version, git commit or sources' digest, lock digest) and
     ``isolation`` (the sandbox generated code and peer tools ran in, and its limits: docs/sandbox.md)."""
     doctor = _doctor()
     return {"tools": tool_versions(),
-            "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])},
+            "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"]),
+                              "qualified_by": (doctor.get("qualified_by") or {}).get("summary")},
             "assay": dict(doctor["assay"]), "isolation": sandbox.isolation().record()}
 
 

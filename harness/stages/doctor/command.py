@@ -11,9 +11,14 @@ DESCRIPTION = """\
 Compares the running configuration with the tested one and prints one line per difference:
   - Python packages: every package of requirements.lock installed at exactly its version, and no
     installed distribution that the lock does not pin (pip and Assay itself aside);
-  - the interpreter's major.minor and the platform, against toolchains/tested.toml;
-  - the Debian packages of toolchains/tested.toml (compilers, C libraries, QEMU, Graphviz, clang/LLVM for
-    MC/DC), each at exactly its version (dpkg-query);
+  - the interpreter's major.minor (one of toolchains/tested.toml's) and the platform;
+  - the Debian packages of toolchains/tested.toml, each at exactly the version tested on this distribution
+    (dpkg-query; /etc/os-release names the distribution). A "results" package (compilers, C libraries, QEMU,
+    clang/LLVM for MC/DC, the sandbox) at another version, or on a distribution the file has no versions for,
+    is a difference, unless 'assay evidence qualify' passed on exactly this configuration: then it is a note
+    naming that run. A "test-only" package (chromium, chromium-driver, openssh-server, graphviz) at another
+    version is a note: it cannot change a result. One installed only by 'bash .ci/setup --test' and missing
+    is a note;
   - each built peer environment's pip freeze against its lock (harness/generators/peers/<name>.txt);
   - whether generated code and peer tools can run sandboxed (bubblewrap: no network, system folders
     read-only, a scratch folder writable, limits; docs/sandbox.md): a note says which sandbox, and its
@@ -24,7 +29,8 @@ Assay this is (version, git commit or SHA-256 of the sources, SHA-256 of require
 file records the same verdict and identity in its provenance, and an evidence package built on an untested
 configuration does not pass (docs/configuration.md).
 
-Exit status: 0 when there is no difference, 1 otherwise, 2 when the tested configuration cannot be read."""
+Exit status: 0 when there is no difference (notes do not count), 1 otherwise, 2 when the tested
+configuration cannot be read."""
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -51,7 +57,8 @@ def summary(report: dict) -> str:
     if assay["sources_sha256"]:
         source += f", sources sha256 {assay['sources_sha256'][:12]}"
     lock = assay["requirements_lock_sha256"]
-    return (f"{report['verdict']} configuration ({count} difference{'' if count == 1 else 's'}); Assay "
+    verdict = report["verdict"] + (" (by its own qualification run)" if report.get("qualified_by") else "")
+    return (f"{verdict} configuration ({count} difference{'' if count == 1 else 's'}); Assay "
             f"{assay['version']}, {source}, requirements.lock " + (f"sha256 {lock[:12]}" if lock else "not found"))
 
 

@@ -17,6 +17,8 @@ def cmd_evidence(args: argparse.Namespace) -> int:
         return cmd_verify(args)
     if args.evidence_command == "tor-matrix":
         return cmd_tor_matrix(args)
+    if args.evidence_command == "qualify":
+        return cmd_qualify(args)
     from harness.stages.evidence import run
 
     if not args.models:
@@ -73,6 +75,22 @@ def cmd_tor_matrix(args: argparse.Namespace) -> int:
     return 0 if (result["results_verdict"] if accepted else result["verdict"]) == "pass" else 1
 
 
+def cmd_qualify(args: argparse.Namespace) -> int:
+    from harness.core import qualification
+    from harness.stages.evidence.qualify import QualificationFailed, qualify
+
+    try:
+        record = qualify(lock=args.lock, tested=args.tested, timeout=args.timeout,
+                         progress=lambda line: print(line, file=sys.stderr))
+    except QualificationFailed as failed:
+        print(f"assay: {failed}", file=sys.stderr)
+        return 1
+    print(f"this configuration is {qualification.summary(record)}")
+    print(f"record, JUnit XML and TOR matrix: {record['folder']}; 'assay doctor' now accepts this configuration, and "
+          f"an evidence package built on it carries this run")
+    return 0
+
+
 def add_command(subparsers) -> None:
     parser = subparsers.add_parser(
         "evidence", help="DO-178C evidence package: configuration index, trace matrix, coverage, results, hashes",
@@ -85,7 +103,7 @@ def add_command(subparsers) -> None:
                     "(printed at the end: record it). 'assay evidence verify OUT|OUT.zip' rechecks every hash, the "
                     "verdicts and the digest.")
     SPEC.add_options(parser)  # spec.py: declared once, run.Settings' defaults too
-    sub = parser.add_subparsers(dest="evidence_command", metavar="verify|tor-matrix")
+    sub = parser.add_subparsers(dest="evidence_command", metavar="verify|tor-matrix|qualify")
     verify = sub.add_parser("verify", help="recheck a package: every file against evidence.json, nothing else in it, "
                                            "the verdicts against its results, the package digest (docs/evidence.md)")
     verify.add_argument("package", type=Path, help="the package folder or its .zip")
@@ -101,4 +119,25 @@ def add_command(subparsers) -> None:
     matrix.add_argument("--accept-unverified", action="store_true",
                         help="the matrix of a given file is unverified (this command did not run the tests) and exits "
                              "1; with this flag it exits 0 when every requirement passed in the file")
+    qualifying = sub.add_parser(
+        "qualify", help="run Assay's tool-qualification tests on this machine and record the configuration they "
+                        "passed on: 'assay doctor' and evidence packages then accept it (docs/configuration.md)",
+        description="Runs the tool-qualification tests (the tests of docs/tor.md's requirements, as the evidence "
+                    "package runs them) with the compilers, C libraries, QEMU and Python packages installed now. "
+                    "When every test passes, it records the configuration (distribution, interpreter, the version of "
+                    "every results package of toolchains/tested.toml, the lock's and Assay's sources' SHA-256) with "
+                    "the run's JUnit XML and TOR matrix in $XDG_CACHE_HOME/assay/qualified/ (or "
+                    "$ASSAY_QUALIFIED_DIR). 'assay doctor' then accepts results packages that moved past "
+                    "tested.toml on exactly that configuration, naming the run, and an evidence package built on it "
+                    "carries the run. Another version of any of them, another lock or other sources need a new "
+                    "run. Exit 0 when recorded, 1 when a test failed (nothing recorded), 2 for bad input.")
+    qualifying.add_argument("--timeout", type=float, default=None,
+                            help="seconds the tests may take (default: no limit)")
+    from harness.core import configuration
+
+    qualifying.add_argument("--lock", type=Path, default=configuration.LOCK,
+                            help="the Python lock the record names (default: requirements.lock of this source tree)")
+    qualifying.add_argument("--tested", type=Path, default=configuration.TESTED_FILE,
+                            help="the tested configuration whose results packages the record names (default: "
+                                 "toolchains/tested.toml)")
     parser.set_defaults(func=cmd_evidence)

@@ -24,7 +24,7 @@ import numpy as np
 
 from harness import targets
 from harness.contract import FAIL, PASS
-from harness.core import configuration, stagecall
+from harness.core import configuration, qualification, stagecall
 from harness.core.pipeline import slug, to_code_layout
 from harness.core.plan import UNLOADED, Item
 from harness.core.plan import Settings as PlanSettings
@@ -108,7 +108,13 @@ def build(settings: Settings, progress=print) -> Built:
                  ("met", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs), *sharding]),
                  ("wcet", [*common, "--targets", ",".join(arm), "--inputs", str(settings.wcet_inputs)])]
     built = Built(root=root, archive=root.with_name(root.name + ".zip"))
-    built.notes.extend(sci.tested_configuration(doctor)[1])
+    if doctor.get("qualified_by"):  # the run that made this configuration tested travels with the package
+        for name, target in ((qualification.JUNIT, sci.QUALIFICATION_JUNIT),
+                             (qualification.RECORD, sci.QUALIFICATION_RECORD)):
+            (root / target).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(doctor["qualified_by"]["folder"]) / name, root / target)
+    built.notes.extend(sci.tested_configuration(doctor, lambda path: (root / path).read_bytes()
+                                                if (root / path).is_file() else None)[1])
     if settings.mutants is None or settings.mutants > 0:
         plan.append(("mutate", [*common, "--inputs", str(settings.n_inputs), "--timeout", str(settings.timeout),
                                 "--input-sets", ",".join(settings.input_sets), "--set-inputs", str(settings.set_inputs),
@@ -225,18 +231,18 @@ def build(settings: Settings, progress=print) -> Built:
     write_json(root / verdicts.COVERAGE, {"schema": "assay-coverage/1", "codes": coverage_rows})
     pool.shutdown()
     waited = time.perf_counter()
-    qualification = qualifying.result()
+    tor_result = qualifying.result()
     parts["waiting for the tool qualification run"] = round(time.perf_counter() - waited, 2)
     background.shutdown()
-    if qualification is None:
+    if tor_result is None:
         built.notes.append("tool qualification: Assay's own tests not run (--tor-tests none)")
-    elif qualification["verdict"] == "unverified":
+    elif tor_result["verdict"] == "unverified":
         built.notes.append(f"tool qualification unverified: the JUnit XML was given (--tor-junit), not produced by "
-                           f"this build; its results would be {qualification['results_verdict']} "
+                           f"this build; its results would be {tor_result['results_verdict']} "
                            f"(tool-qualification/tor-matrix.md)")
-    elif qualification["verdict"] != PASS:
-        built.notes.append(f"tool qualification {qualification['verdict']}: " + ", ".join(
-            f"{k} {v}" for k, v in qualification["counts"].items()) + " requirements (tool-qualification/tor-matrix.md)")
+    elif tor_result["verdict"] != PASS:
+        built.notes.append(f"tool qualification {tor_result['verdict']}: " + ", ".join(
+            f"{k} {v}" for k, v in tor_result["counts"].items()) + " requirements (tool-qualification/tor-matrix.md)")
     models = [load_model(m, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
               for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != UNLOADED)]
     archived = _archive_configuration(root, models, [HOST, *arm], records.get("wcet", []))

@@ -7,6 +7,7 @@ that says so (``tested-configuration``).
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import subprocess
 import tempfile
@@ -14,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from harness import targets
+from harness.core import qualification
 from harness.core.provenance import tool_versions
 from harness.models.model import Model
 from harness.runners.compiling import DRIVERS_DIR
@@ -106,14 +108,42 @@ def model_item(model: Model) -> dict:
                                           for fmt, path in sorted(model.files.items())}}
 
 
-def tested_configuration(doctor: dict) -> tuple[str, list[str]]:
+QUALIFICATION_JUNIT = "sci/qualification/junit.xml"  # the run that qualified a configuration tested.toml lacks
+QUALIFICATION_RECORD = "sci/qualification/record.json"
+
+
+def tested_configuration(doctor: dict, read=None) -> tuple[str, list[str]]:
     """The ``tested-configuration`` part of a package from ``assay doctor``'s report (``assay-doctor/1``):
     ``pass`` when the build ran on the tested configuration, else ``fail`` with a note listing the differences.
-    The doctor's notes (a peer environment or the QEMU plugin built on first use) do not fail it."""
-    if doctor["verdict"] == "tested" and not doctor["differences"]:
+    The doctor's notes (a peer environment or the QEMU plugin built on first use) do not fail it.
+
+    A configuration tested by its own qualification run (``qualified_by``, ``assay evidence qualify``) passes only
+    when the package holds that run's JUnit XML (``read(QUALIFICATION_JUNIT)``: its bytes, or None) with the
+    SHA-256 the report names, and the XML's cases all passed or were skipped: the claim is checked from the
+    package's own content, not taken from the report."""
+    if doctor["verdict"] != "tested" or doctor["differences"]:
+        return "fail", [f"untested configuration (assay doctor, docs/configuration.md): "
+                        f"{'; '.join(doctor['differences'])}"]
+    qualified = doctor.get("qualified_by")
+    if not qualified:
         return "pass", []
-    return "fail", [f"untested configuration (assay doctor, docs/configuration.md): "
-                    f"{'; '.join(doctor['differences'])}"]
+    junit = read(QUALIFICATION_JUNIT) if read is not None else None
+    if junit is None:
+        return "fail", [f"tested by its own qualification run, but {QUALIFICATION_JUNIT} is not in the package"]
+    if hashlib.sha256(junit).hexdigest() != qualified.get("junit_sha256"):
+        return "fail", [f"{QUALIFICATION_JUNIT} is not the JUnit XML of the qualification run sci.json names"]
+    with tempfile.NamedTemporaryFile(suffix=".xml") as copy:
+        copy.write(junit)
+        copy.flush()
+        try:
+            counts = qualification.junit_counts(Path(copy.name))
+        except ValueError:
+            return "fail", [f"{QUALIFICATION_JUNIT} is not JUnit XML"]
+    if counts.failed or counts.errors or not counts.passed:
+        return "fail", [f"{QUALIFICATION_JUNIT}: the qualification run did not pass ({counts.failed} failed, "
+                        f"{counts.errors} errors)"]
+    return "pass", [f"configuration {qualified.get('summary', 'qualified by its own run')}; that run's JUnit XML "
+                    f"and record are in sci/qualification/"]
 
 
 def configuration_index(models: list[Model], generated: list[dict], target_names: list[str], opt: str,
@@ -127,6 +157,12 @@ def configuration_index(models: list[Model], generated: list[dict], target_names
             "targets": [target_item(name, opt) for name in target_names], "images": images,
             "tools": tool_versions(), "python_packages": python_packages(), "commands": commands,
             "command_line": command_line, "archived": archived or [],
-            "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])},
+            "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"]),
+                              "qualified_by": _without_folder(doctor.get("qualified_by"))},
             "assay": dict(doctor["assay"]),
             "isolation": doctor.get("isolation")}  # the sandbox the package's code ran in (docs/sandbox.md)
+
+
+def _without_folder(qualified: dict | None) -> dict | None:
+    """The qualification run as the package names it: no folder of this machine (the run is in the package)."""
+    return None if qualified is None else {k: v for k, v in qualified.items() if k != "folder"}

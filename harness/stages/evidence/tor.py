@@ -33,7 +33,7 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.core import configuration
+from harness.core import configuration, qualification
 from harness.core.provenance import tool_versions
 from harness.digests import digest, tree_digest
 from harness.errors import AssayError
@@ -46,9 +46,7 @@ _HEADING = re.compile(r"^### (TOR-[A-Z]+-\d{3})\s+(.*\S)\s*$")
 ID = re.compile(r"^TOR-[A-Z]+-\d{3}$")
 # the evidence package's default selection: every test that verifies a requirement, except the slow ones and
 # the end-to-end test of the package itself (it would build a package inside the package)
-DEFAULT_SELECTION = ("tests -m 'tor and not slow' -n 2 --deselect "
-                     "tests/harness/stages/evidence/test_evidence_command.py::"
-                     "test_evidence_package_for_acas_reg50_on_cortex_m4f")
+DEFAULT_SELECTION = qualification.SELECTION
 
 
 def requirements(document: Path = TOR_DOCUMENT) -> list[dict]:

@@ -80,7 +80,7 @@ def of_package(read: Callable[[str], bytes | None]) -> Verdicts:
     configuration = index.get("configuration")
     if not isinstance(configuration, dict) or not isinstance(configuration.get("differences"), list):
         raise AssayError(f"{SCI}: no configuration (assay doctor's verdict and differences)")
-    parts = {sci.TESTED_CONFIGURATION: sci.tested_configuration(configuration)[0]}
+    parts = {sci.TESTED_CONFIGURATION: sci.tested_configuration(configuration, read)[0]}
     for name, spec in STAGES.items():
         result = _document(read, stage_result(name))
         if result is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import configuration
+from harness.core import tested as tested_file
 from harness.core.configuration import Difference
 from harness.digests import digest
 from harness.errors import ConfigError
@@ -33,12 +34,21 @@ def lock_of_this_environment(path: Path, change: str | None = None) -> Path:
     return path
 
 
-def write_tested(path: Path, python: str | None = None, system: str | None = None, **debian: str) -> Path:
-    """A tested.toml for the running interpreter and platform (unless given), with ``debian`` packages."""
+def write_tested(path: Path, python: str | None = None, system: str | None = None, where: str = "debian 12",
+                 roles: dict[str, str] | None = None, **versions: str) -> Path:
+    """A tested.toml for the running interpreter and platform (unless given), its ``versions`` (keyword names with
+    ``_`` for ``-``) tested on ``where``, each package ``results`` and installed by ``main`` unless ``roles`` names
+    it ``test-only`` (``"test-only"``) or installed only by --test (``"results test"``)."""
     python = python or RUNNING
     system = system or f"{sys.platform} {platform.machine()}"
-    rows = "".join(f'{name.replace("_", "-")} = "{version}"\n' for name, version in debian.items())
-    path.write_text(f'[python]\nversion = "{python}"\nplatform = "{system}"\n\n[debian]\n{rows}')
+    names = {name.replace("_", "-"): version for name, version in versions.items()}
+    rows = ""
+    for name in names:
+        role, _, install = (roles or {}).get(name, "results").partition(" ")
+        rows += f'{name} = {{ role = "{role}", install = "{install or "main"}" }}\n'
+    tested = "".join(f'{name} = "{version}"\n' for name, version in names.items())
+    path.write_text(f'[python]\nversions = ["{python}"]\nplatform = "{system}"\n\n[packages]\n{rows}\n'
+                    f'[tested."{where}"]\n{tested}')
     return path
 
 
@@ -86,21 +96,56 @@ def test_no_lock_file_is_one_difference(tmp_path):
 def test_a_wrong_gcc_version_is_one_line_naming_gcc(tmp_path):
     tested = configuration.load_tested(write_tested(tmp_path / "tested.toml", gcc="4:12.2.0-3",
                                                    libc6_dev="2.36-9+deb12u14"))
-    found = configuration.debian_packages(tested, versions={"gcc": "4:12.2.0-4", "libc6-dev": "2.36-9+deb12u14"})
+    found, notes = configuration.debian_packages(tested, {"gcc": "4:12.2.0-4", "libc6-dev": "2.36-9+deb12u14"},
+                                                 "debian 12")
     assert [str(d) for d in found] == [f"gcc: 4:12.2.0-4 installed, 4:12.2.0-3 in {tmp_path / 'tested.toml'}"]
+    assert notes == []
+
+
+@pytest.mark.tor("TOR-CFG-001")
+def test_a_test_only_package_that_moved_is_a_note_not_a_difference(tmp_path):
+    """The failure of 2026-12-06: Debian's security archive moved chromium on; that changes no result."""
+    tested = configuration.load_tested(write_tested(
+        tmp_path / "tested.toml", roles={"chromium": "test-only"}, gcc="4:12.2.0-3",
+        chromium="156.0.8078.108-1~deb12u1"))
+    found, notes = configuration.debian_packages(
+        tested, {"gcc": "4:12.2.0-3", "chromium": "156.0.8078.114-1~deb12u1"}, "debian 12")
+    assert found == []
+    assert notes == [f"chromium (test-only: cannot change a result): 156.0.8078.114-1~deb12u1 installed, "
+                     f"156.0.8078.108-1~deb12u1 in {tmp_path / 'tested.toml'}"]
+
+
+@pytest.mark.tor("TOR-CFG-001")
+def test_on_a_distribution_without_tested_versions_results_packages_are_differences(tmp_path):
+    tested = configuration.load_tested(write_tested(tmp_path / "tested.toml", roles={"graphviz": "test-only"},
+                                                   gcc="4:12.2.0-3", graphviz="2.42"))
+    found, notes = configuration.debian_packages(tested, {"gcc": "4:14.2.0-1", "graphviz": "2.42.4"}, "debian 13")
+    assert [str(d) for d in found] == [f"gcc: 4:14.2.0-1 installed, no tested version for debian 13 in "
+                                       f"{tmp_path / 'tested.toml'} (tested on debian 12)"]
+    assert len(notes) == 1 and notes[0].startswith("graphviz (test-only: cannot change a result): 2.42.4 installed")
+
+
+def test_missing_packages_a_main_results_one_is_a_difference_a_test_one_a_note(tmp_path):
+    tested = configuration.load_tested(write_tested(tmp_path / "tested.toml", roles={"clang-19": "results test"},
+                                                   gcc="1", clang_19="2"))
+    found, notes = configuration.debian_packages(tested, {}, "debian 12")
+    assert [str(d) for d in found] == [f"gcc: not installed, 1 in {tmp_path / 'tested.toml'}"]
+    assert notes == ["clang-19: not installed ('bash .ci/setup --test' installs it)"]
 
 
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="not a Debian system")
 def test_an_unknown_debian_package_is_a_line_not_a_crash(tmp_path):
-    tested = configuration.load_tested(write_tested(tmp_path / "tested.toml", assay_no_such_package="1.0"))
-    (difference,) = configuration.debian_packages(tested)
+    path = write_tested(tmp_path / "tested.toml", where=tested_file.distribution(), assay_no_such_package="1.0")
+    (difference,), _, _ = configuration.compare(lock_of_this_environment(tmp_path / "lock"), path)
     assert str(difference) == f"assay-no-such-package: not installed, 1.0 in {tmp_path / 'tested.toml'}"
 
 
 def test_without_dpkg_query_the_debian_packages_are_one_line(tmp_path, monkeypatch):
     tested = configuration.load_tested(write_tested(tmp_path / "tested.toml", gcc="1", graphviz="2"))
     monkeypatch.setenv("PATH", str(tmp_path))
-    (difference,) = configuration.debian_packages(tested)
+    installed = tested_file.machine_versions(tested, "debian 12")
+    (difference,), notes = configuration.debian_packages(tested, installed, "debian 12")
+    assert installed is None and notes == []
     assert str(difference).startswith("Debian packages: not checked (no dpkg-query") and "2 in " in str(difference)
 
 
@@ -108,26 +153,34 @@ def test_without_dpkg_query_the_debian_packages_are_one_line(tmp_path, monkeypat
 def test_python_line_and_platform(tmp_path):
     tested = configuration.load_tested(write_tested(tmp_path / "tested.toml", python="3.11", system="linux x86_64"))
     assert configuration.interpreter(tested, "3.11", "linux x86_64") == []
-    found = [str(d) for d in configuration.interpreter(tested, "3.12", "linux aarch64")]
-    assert found == [f"python: 3.12 running, 3.11 in {tested.source}",
+    found = [str(d) for d in configuration.interpreter(tested, "3.10", "linux aarch64")]
+    assert found == [f"python: 3.10 running, 3.11 in {tested.source}",
                      f"platform: linux aarch64 running, linux x86_64 in {tested.source}"]
 
 
 def test_the_repository_tested_toml_is_valid():
     tested = configuration.load_tested()
-    assert tested.python == "3.11" and tested.platform == "linux x86_64" and tested.source == "toolchains/tested.toml"
-    assert {"gcc", "gcc-arm-none-eabi", "qemu-system-arm", "clang-19"} <= set(tested.debian)
+    assert tested.pythons == ("3.11", "3.12", "3.13") and tested.platform == "linux x86_64"
+    assert tested.source == "toolchains/tested.toml"
+    assert {"gcc", "gcc-arm-none-eabi", "qemu-system-arm", "clang-19"} <= {p.name for p in tested.role("results")}
+    assert {"chromium", "chromium-driver", "openssh-server", "graphviz"} == {p.name for p in tested.role("test-only")}
+    assert set(tested.versions["debian 12"]) == set(tested.packages)
 
 
 @pytest.mark.tor("TOR-CFG-001")
 @pytest.mark.parametrize("text, key", [
     ("[python\n", "not TOML"),
-    ('[debian]\ngcc = "1"\n', "missing table [python]"),
-    ('[python]\nversion = "3"\nplatform = "linux x86_64"\n[debian]\n', "'python.version'"),
-    ('[python]\nversion = "3.11"\n[debian]\n', "'python.platform'"),
-    ('[python]\nversion = "3.11"\nplatform = "linux x86_64"\n[debian]\ngcc = 12\n', "'debian.gcc'"),
-    ('[python]\nversion = "3.11"\nplatform = "linux x86_64"\n[debian]\n[extra]\n', "unknown key 'extra'"),
-    ('debian = "gcc"\n[python]\nversion = "3.11"\nplatform = "linux x86_64"\n', "'debian' must be a table"),
+    ('[packages]\n[tested]\n', "missing table [python]"),
+    ('[python]\nversions = ["3"]\nplatform = "linux x86_64"\n[packages]\n[tested]\n', "'python.versions'"),
+    ('[python]\nversions = ["3.11"]\n[packages]\n[tested]\n', "'python.platform'"),
+    ('[python]\nversions = ["3.11"]\nplatform = "l"\n[packages]\ngcc = { role = "x", install = "main" }\n'
+     '[tested]\n', "'packages.gcc.role'"),
+    ('[python]\nversions = ["3.11"]\nplatform = "l"\n[packages]\ngcc = { role = "results", install = "main" }\n'
+     '[tested."debian 12"]\ngcc = 12\n', "'tested.\"debian 12\".gcc'"),
+    ('[python]\nversions = ["3.11"]\nplatform = "l"\n[packages]\n[tested."debian 12"]\ngcc = "1"\n',
+     "names no package"),
+    ('[python]\nversions = ["3.11"]\nplatform = "l"\n[packages]\n[tested]\n[extra]\n', "unknown key 'extra'"),
+    ('packages = "gcc"\n[python]\nversions = ["3.11"]\nplatform = "l"\n[tested]\n', "'packages' must be a table"),
 ])
 def test_a_malformed_tested_toml_is_a_config_error_naming_file_and_key(tmp_path, text, key):
     path = tmp_path / "tested.toml"
@@ -227,4 +280,6 @@ def test_report_of_a_tested_configuration_and_of_an_untested_one(tmp_path, monke
 
     wrong = write_tested(tmp_path / "wrong.toml", python="2.7")
     untested = configuration.report(lock, wrong)
-    assert untested["verdict"] == "untested" and untested["differences"] == [f"python: {RUNNING} running, 2.7 in {wrong}"]
+    assert untested["verdict"] == "untested"
+    assert untested["differences"] == [f"python: {RUNNING} running, 2.7 in {wrong}"]
+    assert untested["qualified_by"] is None

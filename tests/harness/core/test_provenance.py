@@ -11,7 +11,8 @@ def test_record_provenance_is_a_fresh_dict_with_the_doctor_verdict_and_identity(
     assert set(first) == {"tools", "configuration", "assay", "isolation"}
     assert first["isolation"] == sandbox.isolation().record()  # the sandbox the record's code ran in
     doctor = configuration.report()
-    assert first["configuration"] == {"verdict": doctor["verdict"], "differences": doctor["differences"]}
+    assert first["configuration"] == {"verdict": doctor["verdict"], "differences": doctor["differences"],
+                                      "qualified_by": (doctor["qualified_by"] or {}).get("summary")}
     assert first["assay"] == doctor["assay"] and first["tools"] == provenance.tool_versions()
     first["model_sha256"] = "x"  # what stages do to it
     first["configuration"]["differences"].append("added")

@@ -26,8 +26,8 @@ def tested_here(tmp_path, monkeypatch):
     lock.write_text("".join(f"{name}=={version}\n" for name, version in sorted(installed.items())
                             if name not in configuration.NOT_LOCKED))
     tested = tmp_path / "tested.toml"
-    tested.write_text(f'[python]\nversion = "{RUNNING}"\nplatform = "{sys.platform} {platform.machine()}"\n'
-                      '[debian]\n')
+    tested.write_text(f'[python]\nversions = ["{RUNNING}"]\nplatform = "{sys.platform} {platform.machine()}"\n'
+                      '[packages]\n[tested]\n')
     return lock, tested
 
 
@@ -57,12 +57,13 @@ def test_one_changed_version_is_one_line_and_exit_1(tested_here, capsys):
     assert report["schema"] == "assay-doctor/1" and report["verdict"] == "untested"
     assert report["differences"] == [f"{name}: {version} installed, 0.0.1 in {lock}"]
     assert set(report["assay"]) == {"version", "commit", "dirty", "sources_sha256", "requirements_lock_sha256"}
+    assert report["qualified_by"] is None
 
 
 @pytest.mark.tor("TOR-CFG-001")
 def test_a_malformed_tested_toml_is_one_line_and_exit_2(tmp_path):
     tested = tmp_path / "tested.toml"
-    tested.write_text('[python]\nversion = "3.11"\n[debian]\n')
+    tested.write_text('[python]\nversions = ["3.11"]\n[packages]\n[tested]\n')
     result = subprocess.run([sys.executable, "-m", "harness.cli", "doctor", "--tested", str(tested)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr

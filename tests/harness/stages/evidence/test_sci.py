@@ -40,5 +40,6 @@ def test_an_untested_configuration_fails_the_package_whatever_the_other_parts_sa
 
 def test_the_index_carries_the_doctor_verdict_differences_and_identity_not_its_notes():
     index = sci.configuration_index([], [], [], "-O0", [], [], doctor("uv: not installed", notes=("a note",)))
-    assert index["configuration"] == {"verdict": "untested", "differences": ["uv: not installed"]}
+    assert index["configuration"] == {"verdict": "untested", "differences": ["uv: not installed"],
+                                      "qualified_by": None}
     assert index["assay"] == IDENTITY and "a note" not in str(index)
