@@ -34,10 +34,12 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -114,8 +116,14 @@ class Isolation:
         limits = settings()
         record = {"sandbox": self.sandbox, "version": self.version, "reason": self.reason,
                   "network": "none" if self.confined else "the machine's",
-                  "filesystem": ("system folders read-only, the run's scratch folder writable" if self.confined
-                                 else "the user's rights"),
+                  "filesystem": ("system folders and the build read-only, a fresh folder per run writable"
+                                 if self.confined else "the user's rights"),
+                  "run_folder": (f"a tmpfs of {limits.file_mib} MiB, removed after the run" if _own_user_ids()
+                                 and os.environ.get(SWITCH, "").lower() != "off"
+                                 else "a fresh folder, removed after the run; files bounded one by one"),
+                  "run_limits": ("memory and processes of the whole run (cgroups: "
+                                 + ", ".join(sorted(cgroups())) + ")" if cgroups()
+                                 else "per process only (no cgroup this process may make)"),
                   "environment": {**limits.environment, "HOME": "<scratch>"},
                   "limits": {"memory_mib": limits.memory_mib, "emulator_memory_mib": limits.emulator_memory_mib,
                              "file_mib": limits.file_mib, "cpu": f"timeout + {limits.cpu_margin_s:g} s",
@@ -129,8 +137,9 @@ class Isolation:
             return f"sandbox: none ({self.reason}); generated code and peer tools run with the user's rights"
         processes = (f", at most {settings().processes} processes" if _own_user_ids()
                      else ", processes not limited (not root: no user id of its own)")
-        return (f"sandbox: bubblewrap {self.version} (no network, system folders read-only, scratch folder "
-                f"writable, fixed environment{processes})")
+        grouped = ", memory and processes bounded per run" if cgroups() else ""
+        return (f"sandbox: bubblewrap {self.version} (no network, system folders read-only, a fresh folder per run "
+                f"writable, fixed environment{processes}{grouped})")
 
 
 @functools.cache
@@ -181,7 +190,8 @@ class Launch:
     @classmethod
     def make(cls, argv: Sequence[str], scratch: Path, readable: Sequence[Path], env: Mapping[str, str],
              memory_mib: int | None, cpu_seconds: float | None, bwrap: str | None,
-             processes: int | None = None, own_user: bool = True, cwd: Path | None = None) -> Launch:
+             processes: int | None = None, own_user: bool = True, cwd: Path | None = None,
+             named_within: Sequence[Path] | None = None) -> Launch:
         limits = settings()
         environment = {**limits.environment, "HOME": str(scratch), **env}
         uid = None
@@ -191,7 +201,7 @@ class Launch:
         command = [str(part) for part in argv]
         if bwrap is not None:
             keep_user = ["--cap-drop", "ALL"] if uid is None and os.geteuid() == 0 else []
-            command = [bwrap, *_namespaces(), *_binds(scratch, [*readable, *_named(command, scratch)]),
+            command = [bwrap, *_namespaces(), *_binds(scratch, [*readable, *_named(command, scratch, named_within)]),
                        "--chdir", str(Path(cwd or scratch).absolute()), *keep_user, "--",
                        *(_drop_to(uid) if uid is not None else []), *command]
         return cls(argv=command, env=environment, uid=uid,
@@ -243,15 +253,18 @@ def _binds(scratch: Path, readable: Sequence[Path]) -> list[str]:
     return [*binds, "--bind", str(scratch), str(scratch)]
 
 
-def _named(argv: Sequence[str], scratch: Path) -> list[Path]:
+def _named(argv: Sequence[str], scratch: Path, within: Sequence[Path] | None = None) -> list[Path]:
     """Absolute paths outside the scratch folder that the command names, alone or inside an option
-    (``-plugin /lib.so,map=/x``): the program and what it loads must be readable."""
+    (``-plugin /lib.so,map=/x``): the program and what it loads must be readable. ``within``: only those inside
+    these folders (a compiler's command holds text of the code's manifest: a path hidden there must not be
+    bound; docs/sandbox.md)."""
     named = []
     for token in argv:
         for part in token.replace("=", ",").split(","):
             part = re.sub(r"^-[A-Za-z](?=/)", "", part)  # -I/dir, -T/script.ld
             if part.startswith("/") and not Path(part).is_relative_to(scratch) and Path(part).exists():
-                named.append(Path(part))
+                if within is None or any(Path(part).absolute().is_relative_to(Path(w).absolute()) for w in within):
+                    named.append(Path(part))
     return named
 
 
@@ -265,7 +278,8 @@ def _drop_to(uid: int) -> list[str]:
 @contextmanager
 def confined(argv: Sequence[str], scratch: Path, readable: Sequence[Path] = (), env: Mapping[str, str] | None = None,
              memory_mib: int | None = None, cpu_seconds: float | None = None, processes: int | None = None,
-             own_user: bool = True, cwd: Path | None = None) -> Iterator[Launch]:
+             own_user: bool = True, cwd: Path | None = None,
+             named_within: Sequence[Path] | None = None) -> Iterator[Launch]:
     """A ``Launch`` of ``argv`` confined to ``scratch`` (``readable``: what it reads besides the system folders
     and what it names; ``env``: what it needs besides the fixed environment; ``processes``: its limit, if not
     the settings' ``processes``; ``cwd``: its working folder, if not ``scratch``); the scratch folder is the
@@ -275,7 +289,7 @@ def confined(argv: Sequence[str], scratch: Path, readable: Sequence[Path] = (), 
     found = isolation()
     scratch = Path(scratch).resolve()
     launch = Launch.make(argv, scratch, readable, env or {}, memory_mib, cpu_seconds,
-                         shutil.which("bwrap") if found.confined else None, processes, own_user, cwd)
+                         shutil.which("bwrap") if found.confined else None, processes, own_user, cwd, named_within)
     if launch.uid is None:
         yield launch
         return
@@ -305,15 +319,277 @@ def _give_back(scratch: Path, uid: int, owner: int, group: int) -> None:
                 os.lchown(path, owner, group)
 
 
+SCRATCH_ENV = "ASSAY_SCRATCH_DIR"  # where runs' fresh folders are made (default: the system's temporary folder)
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MNT_DETACH = 2, 4, 8, 2
+_swept: set[Path] = set()
+
+
+def scratch_root() -> Path:
+    """The folder under which each run gets a fresh one: ``$ASSAY_SCRATCH_DIR`` or the temporary folder, then
+    ``assay-runs-<uid>``, mode 0700 and the user's own (anything else there is refused: a folder another user
+    made or linked could be where a run's outputs are swapped)."""
+    root = Path(os.environ.get(SCRATCH_ENV) or tempfile.gettempdir()) / f"assay-runs-{os.geteuid()}"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise ConfigError(f"{root}: not a private folder of this user (mode {stat.S_IMODE(info.st_mode):o}, owner "
+                          f"{info.st_uid}); remove it, Assay makes it anew")
+    if root not in _swept:
+        _swept.add(root)
+        _sweep(root)
+    return root
+
+
+def _sweep(root: Path) -> None:
+    """Remove the folders of runs whose Assay process is gone (killed before it could remove them)."""
+    for folder in root.glob("run-*-*"):
+        try:
+            pid = int(folder.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if not Path(f"/proc/{pid}").exists():
+            _remove(folder)
+
+
+@contextmanager
+def fresh_folder() -> Iterator[Path]:
+    """A new, empty folder for one run, the only place the run may write, removed with all the run left there
+    once the block ends (or by the next Assay, if this one was killed). Where Assay runs as root it is a tmpfs
+    of ``settings().file_mib`` MiB (nosuid, nodev, noexec): the run's files together cannot exceed it. Elsewhere a
+    plain folder: each file is bounded (``RLIMIT_FSIZE``), their sum is not (docs/sandbox.md).
+
+    Why a fresh folder: a run that can write where Assay keeps builds, stamps, logs or other runs' files can plant
+    a link there that Assay itself later follows, outside the sandbox (issue 38). A fresh folder holds only what
+    Assay put there before the run, and what the run wrote is read back with ``harness.runners.read_file``."""
+    folder = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=scratch_root()))
+    mounted = _mount_tmpfs(folder, settings().file_mib)
+    try:
+        yield folder
+    finally:
+        if mounted:
+            _libc().umount2(str(folder).encode(), _MNT_DETACH)
+        _remove(folder)
+
+
+def _mount_tmpfs(folder: Path, size_mib: int) -> bool:
+    if os.geteuid() != 0 or os.environ.get(SWITCH, "").lower() == "off":
+        return False
+    options = f"size={size_mib}m,mode=0700".encode()
+    return _libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                         options) == 0
+
+
+@functools.cache
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _remove(folder: Path) -> None:
+    """Remove a run's folder without following any link in it, whatever modes the run gave its files."""
+    if os.path.ismount(folder):
+        _libc().umount2(str(folder).encode(), _MNT_DETACH)
+    for path, names, _ in os.walk(folder):
+        for name in names:
+            child = os.path.join(path, name)
+            if not os.path.islink(child):
+                os.chmod(child, 0o700)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def run(argv: Sequence[str], scratch: Path, timeout: float, readable: Sequence[Path] = (),
         env: Mapping[str, str] | None = None, memory_mib: int | None = None, own_user: bool = True,
-        cwd: Path | None = None, **options) -> subprocess.CompletedProcess:
+        cwd: Path | None = None, capture_output: bool = False, text: bool = False,
+        named_within: Sequence[Path] | None = None, **options) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, timeout=timeout, **options)`` confined (``confined``: in ``cwd``, else in
     ``scratch``), with a CPU-time limit of ``timeout`` and the margin; ``memory_mib``: its address space (None:
-    not limited)."""
-    with confined(argv, scratch, readable, env, memory_mib, timeout, own_user=own_user, cwd=cwd) as launch:
-        done = subprocess.run(launch.argv, cwd=scratch, env=launch.env, timeout=timeout, check=False,
-                              preexec_fn=launch.limit, **options)
+    not limited), and, where the machine has a memory and a pids cgroup controller, the resident memory and the
+    processes of the whole run together (``RunGroup``). Standard input is ``/dev/null`` unless given, and the run
+    has no controlling terminal (a session of its own). ``capture_output``: at most ``OUTPUT_KEEP`` bytes of each
+    stream are kept, its beginning and its end, however much the run prints (``_capture``)."""
+    options.setdefault("stdin", subprocess.DEVNULL)
+    with confined(argv, scratch, readable, env, memory_mib, timeout, own_user=own_user, cwd=cwd,
+                  named_within=named_within) as launch, RunGroup.make(memory_mib) as group:
+        if capture_output:
+            options.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process = subprocess.Popen(launch.argv, cwd=scratch, env=launch.env, start_new_session=True,
+                                   preexec_fn=lambda: (launch.limit(), group.enter()), **options)
+        try:
+            if capture_output:
+                stdout, stderr = _capture(process, timeout)
+            else:
+                process.wait(timeout=timeout)
+                stdout = stderr = None
+        except subprocess.TimeoutExpired:
+            _kill(process, group)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        finally:
+            group.kill_all()
+    if text and capture_output:
+        stdout, stderr = stdout.decode(errors="replace"), stderr.decode(errors="replace")
+    done = subprocess.CompletedProcess(launch.argv, process.returncode, stdout, stderr)
     if launch.argv[0] != str(argv[0]) and done.returncode > 128 and done.returncode - 128 in _SIGNALS:
         done.returncode = 128 - done.returncode  # bubblewrap reports a signal as 128 + its number, as a shell does
     return done
+
+
+OUTPUT_KEEP = 256 * 1024  # bytes of a run's standard output (and of its error output) that Assay keeps
+_CHUNK = 65536
+
+
+def _capture(process: subprocess.Popen, timeout: float) -> tuple[bytes, bytes]:
+    """Read both pipes until the process ends, keeping each stream's first and last ``OUTPUT_KEEP / 2`` bytes
+    and counting the rest: code that prints a gigabyte costs Assay no more memory than code that prints a line
+    (the cause of a failure is in the last lines, which are kept). TimeoutExpired after ``timeout`` seconds."""
+    kept: dict[int, list] = {}
+
+    def drain(stream, index: int) -> None:
+        head, tail, dropped = bytearray(), bytearray(), 0
+        half = OUTPUT_KEEP // 2
+        for chunk in iter(lambda: stream.read1(_CHUNK), b""):
+            room = half - len(head)
+            head += chunk[:max(room, 0)]
+            tail += chunk[max(room, 0):]
+            if len(tail) > half:
+                dropped += len(tail) - half
+                del tail[:len(tail) - half]
+        kept[index] = [head, tail, dropped]
+
+    readers = [threading.Thread(target=drain, args=(pipe, i), daemon=True)
+               for i, pipe in enumerate((process.stdout, process.stderr))]
+    for reader in readers:
+        reader.start()
+    process.wait(timeout=timeout)
+    for reader in readers:
+        reader.join(timeout=10)  # a grandchild that keeps the pipe open is killed with the run's group
+    streams = []
+    for index in (0, 1):
+        head, tail, dropped = kept.get(index, [b"", b"", 0])
+        middle = f"\n[assay: {dropped} bytes of output not kept]\n".encode() if dropped else b""
+        streams.append(bytes(head) + middle + bytes(tail))
+    return streams[0], streams[1]
+
+
+def _kill(process: subprocess.Popen, group: "RunGroup") -> None:
+    """End a run that timed out: its session, everything in its cgroup, then reap it."""
+    for kill in (lambda: os.killpg(process.pid, signal.SIGKILL), process.kill, group.kill_all):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+    process.wait()
+
+
+@dataclass
+class RunGroup:
+    """The cgroups one run lives in: its resident memory (``memory_mib``, what all its processes hold together,
+    page cache and tmpfs included) and its processes (``settings().processes``) bounded as a whole, where the
+    machine lets Assay make cgroups (root, a memory and a pids controller: cgroup v1, or v2 with both enabled for
+    children). Elsewhere the per-process limits of ``Launch.limit`` stand alone (``cgroups()`` says which, and
+    every record's isolation says it too)."""
+
+    folders: tuple[Path, ...] = ()
+
+    @classmethod
+    @contextmanager
+    def make(cls, memory_mib: int | None) -> Iterator["RunGroup"]:
+        roots = cgroups()
+        if not roots:
+            yield cls()
+            return
+        with _numbers_lock:
+            name = f"assay-{os.getpid()}-{next(_run_numbers)}"
+        folders = []
+        try:
+            for root in dict.fromkeys(roots.values()):  # v2: one folder holds both controllers
+                folder = root / name
+                folder.mkdir()
+                folders.append(folder)
+                if memory_mib is not None:
+                    _write(folder, ("memory.limit_in_bytes", "memory.max"), str(memory_mib * _MIB))
+                _write(folder, ("pids.max",), str(settings().processes))
+            yield cls(tuple(folders))
+        finally:
+            cls(tuple(folders)).kill_all()
+            for folder in folders:
+                for _ in range(50):
+                    try:
+                        folder.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.02)
+
+    def enter(self) -> None:
+        """In the child, before it executes the command: join the run's cgroups."""
+        for folder in self.folders:
+            with open(folder / "cgroup.procs", "w") as stream:
+                stream.write(str(os.getpid()))
+
+    def kill_all(self) -> None:
+        """Kill whatever of the run is still alive (a child that left its session, a daemon)."""
+        for folder in self.folders:
+            try:
+                pids = (folder / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError, ValueError):
+                    pass
+
+
+def _write(folder: Path, names: tuple[str, ...], value: str) -> None:
+    """Write ``value`` to the first of ``names`` the cgroup folder has (the controller's v1 or v2 file), if any."""
+    for name in names:
+        if (folder / name).exists():
+            (folder / name).write_text(value)
+            return
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@functools.cache
+def cgroups() -> dict[str, Path]:
+    """controller -> the folder under which a run's cgroup is made (this process's own cgroup there), for the
+    memory and pids controllers; empty where Assay cannot make them (not root, no such controller, read-only),
+    and when ``ASSAY_SANDBOX=off``."""
+    if os.geteuid() != 0 or os.environ.get(SWITCH, "").lower() == "off":
+        return {}
+    try:
+        membership = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return {}
+    found = {}
+    for line in membership:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            if controller in ("memory", "pids") and (CGROUP_ROOT / controller).is_dir():
+                found[controller] = CGROUP_ROOT / controller / path.lstrip("/")
+    if len(found) < 2:  # cgroup v2: both controllers enabled for the children of a folder of our own
+        unified = next((line.split(":", 2)[2] for line in membership if line.startswith("0::")), None)
+        base = CGROUP_ROOT if (CGROUP_ROOT / "cgroup.controllers").is_file() else None
+        if unified is None or base is None:
+            return {}
+        own = base / unified.lstrip("/")
+        try:
+            enabled = (own / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            return {}
+        if not {"memory", "pids"} <= set(enabled):
+            return {}
+        found = {"memory": own, "pids": own}
+    for controller, folder in found.items():
+        probe = folder / f"assay-probe-{os.getpid()}"
+        try:
+            probe.mkdir()
+            probe.rmdir()
+        except OSError:
+            return {}
+    return found

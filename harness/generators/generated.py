@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +19,8 @@ from harness.errors import ConfigError
 
 FULL_MANIFEST = "manifest.json"
 SMALL_MANIFEST = "assay.json"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+HASHED_SUFFIXES = {".c", ".h", ".S", ".s", ".bin"}
 
 
 @dataclass(frozen=True)
@@ -45,12 +50,15 @@ class GeneratedCode:
     def _from_full(cls, directory: Path, data: dict) -> "GeneratedCode":
         try:
             (inp,), (out,) = data["inputs"], data["outputs"]
-            return cls(directory=directory, entry=data["entry"]["symbol"],
-                       input_size=int(inp["size"]), output_size=int(out["size"]),
-                       input_layout=inp["layout"], output_layout=out["layout"],
-                       sources=tuple(directory / name for name in data["sources"]), manifest=data)
+            entry, sources = data["entry"]["symbol"], data["sources"]
+            input_size, output_size = int(inp["size"]), int(out["size"])
+            layouts = inp["layout"], out["layout"]
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{directory / FULL_MANIFEST}: malformed manifest ({exc!r})") from None
+        path = directory / FULL_MANIFEST
+        return cls(directory=directory, entry=_entry(entry, path, "entry.symbol"), input_size=input_size,
+                   output_size=output_size, input_layout=layouts[0], output_layout=layouts[1],
+                   sources=_sources(directory, sources, path), manifest=data)
 
     @classmethod
     def _from_small(cls, directory: Path, data: dict) -> "GeneratedCode":
@@ -61,16 +69,78 @@ class GeneratedCode:
         sources = data.get("sources") or sorted(p.name for p in directory.glob("*.c"))
         if not sources:
             raise ConfigError(f"{path}: no sources listed and no .c file in {directory}")
-        return cls(directory=directory, entry=str(data["entry"]),
-                   input_size=int(data["input_size"]), output_size=int(data["output_size"]),
+        try:
+            sizes = int(data["input_size"]), int(data["output_size"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"{path}: 'input_size' and 'output_size' must be integers") from None
+        if min(sizes) <= 0:
+            raise ConfigError(f"{path}: 'input_size' and 'output_size' must be positive")
+        return cls(directory=directory, entry=_entry(data["entry"], path, "entry"),
+                   input_size=sizes[0], output_size=sizes[1],
                    input_layout=data.get("input_layout"), output_layout=data.get("output_layout"),
-                   sources=tuple(directory / name for name in sources), manifest=data)
+                   sources=_sources(directory, sources, path), manifest=data)
 
     def source_hashes(self) -> dict[str, str]:
-        """SHA-256 of every file in the directory that the build reads (sources, headers, blobs)."""
-        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(self.directory.iterdir())
-                if p.is_file() and p.suffix in {".c", ".h", ".S", ".s", ".bin"}}
+        """SHA-256 of every file in the directory that the build reads (sources, headers, blobs), never through a
+        link: a linked file is refused (``_regular``), so no file outside the folder is read or hashed."""
+        hashes = {}
+        for path in sorted(self.directory.iterdir()):
+            if path.suffix in HASHED_SUFFIXES and (path.is_symlink() or path.is_file()):
+                hashes[path.name] = hashlib.sha256(_regular(path, self.directory)).hexdigest()
+        return hashes
+
+
+def _entry(value: object, path: Path, key: str) -> str:
+    """The entry symbol: a C identifier, nothing else (it becomes a ``-D`` flag of the build's command)."""
+    if not isinstance(value, str) or not _IDENTIFIER.match(value):
+        raise ConfigError(f"{path}: '{key}' must be a C identifier, not {str(value)[:80]!r}")
+    return value
+
+
+def _sources(directory: Path, names: object, path: Path) -> tuple[Path, ...]:
+    """The listed sources as paths inside ``directory``: each a relative path that stays inside the folder, to a
+    regular file reached through no link (a link or ``..`` could make the build read, and Assay hash, a file
+    outside)."""
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ConfigError(f"{path}: 'sources' must be a list of file names")
+    found = []
+    for name in names:
+        relative = Path(name)
+        if not name or relative.is_absolute() or ".." in relative.parts or "\\" in name or "\0" in name:
+            raise ConfigError(f"{path}: source {name[:80]!r} must be a relative path inside {directory.name}/")
+        os.close(_open_regular(directory / relative, directory))
+        found.append(directory / relative)
+    return tuple(found)
+
+
+def _regular(path: Path, directory: Path) -> bytes:
+    """The bytes of ``path`` (``_open_regular``)."""
+    with os.fdopen(_open_regular(path, directory), "rb") as stream:
+        return stream.read()
+
+
+def _open_regular(path: Path, directory: Path) -> int:
+    """A descriptor of ``path``, a regular file under ``directory`` reached through no symbolic link (each
+    folder on the way, and the file, opened with ``O_NOFOLLOW``); a ConfigError naming it otherwise."""
+    relative = path.relative_to(directory)
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for index, part in enumerate(relative.parts):
+            last = index == len(relative.parts) - 1
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | (0 if last else os.O_DIRECTORY)
+            try:
+                following = os.open(part, flags, dir_fd=descriptor)
+            except OSError as exc:
+                kind = "a symbolic link" if os.path.islink(directory / Path(*relative.parts[:index + 1])) \
+                    else exc.strerror
+                raise ConfigError(f"{directory / relative}: refused as a source: {kind}") from None
+            os.close(descriptor)
+            descriptor = following
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ConfigError(f"{directory / relative}: refused as a source: not a regular file")
+        return os.dup(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def _read_json(path: Path) -> dict:

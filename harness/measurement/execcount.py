@@ -158,14 +158,16 @@ def _run_counted(built: qemu.QemuBuild, inputs: np.ndarray, timeout: float, cach
     """Run with the plugin loaded (map file written already); the runner's outcome and the calls counted."""
     work = built.elf.parent
     map_path, out_path = work / MAP_FILE, work / OUT_FILE
-    argument = f"{plugin_library(cache_dir)},map={map_path},out={out_path}"
+    # the plugin writes its counts in the run's fresh folder (QEMU's working folder); the runner copies them
+    # beside the ELF, read as untrusted, before the folder goes (keep=)
+    argument = f"{plugin_library(cache_dir)},map={map_path},out={OUT_FILE}"
     if argument.count(",") != 2:
         raise ConfigError(f"QEMU plugin arguments cannot contain commas: {argument}")
     out_path.unlink(missing_ok=True)
     profile = dataclasses.replace(built.profile, emulator_args=(*built.profile.emulator_args, *extra_args,
                                                                 "-plugin", argument))
     try:
-        outcome = runner(dataclasses.replace(built, profile=profile), inputs, timeout)
+        outcome = runner(dataclasses.replace(built, profile=profile), inputs, timeout, keep=(OUT_FILE,))
     except RunError as exc:
         raise RunError(f"{exc} (with the counting plugin; QEMU's messages are in {work / qemu.LOG_FILE})") from None
     return outcome, parse(out_path)
@@ -177,8 +179,8 @@ SMP_COUNTING_ARGS = ("-accel", "tcg,thread=single")
 
 def _smp(run):
     """The SMP runner's ``run`` (untraced) as a function returning the batch's outcome or raising."""
-    def batch(built, inputs, timeout):
-        outcome = run(built, inputs, timeout, trace=False)
+    def batch(built, inputs, timeout, keep=()):
+        outcome = run(built, inputs, timeout, trace=False, keep=keep)
         if outcome.run is None:
             raise RunError(f"SMP run with the counting plugin failed: {outcome.error}")
         return outcome.run

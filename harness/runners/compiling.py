@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from harness import sandbox
+from harness import sandbox, targets
+from harness.digests import file_digest
 from harness.generators.generated import GeneratedCode
 
 STAMP_SUFFIX = ".key"
 DRIVERS_DIR = Path(__file__).parent  # the drivers' C sources and headers, compiled into every build
-COMPILE_TIMEOUT_S = 3600.0  # a compiler running longer is stuck: its CPU time is limited to this and a margin
+COMPILE_TIMEOUT_S = 3600.0  # a compiler running longer is stuck, however large the sources
+_MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,9 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
     command = [*command, *path_maps(code)]
     key = hashlib.sha256(json.dumps([command, code.source_hashes(), driver_hashes()]).encode()).hexdigest()
     stamp = stamp_path(output)
-    if output.is_file() and stamp.is_file() and stamp.read_text() == key:
+    # reused only when the stamp names this command and these sources, and the output's own bytes (checked by
+    # content: a build folder written by an older Assay, whose runs could write there, is not taken on trust)
+    if output.is_file() and stamp.is_file() and stamp.read_text() == f"{key} {file_digest(output)}":
         return
     stamp.unlink(missing_ok=True)
     # In the sandbox (harness.sandbox): the sources can name no file but the code's, the drivers' and the
@@ -54,17 +58,34 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
     result = run_compiler(command, output.parent, (code.directory, DRIVERS_DIR), code.directory)
     if result.returncode != 0:
         raise failure(result.stderr)
-    stamp.write_text(key)
+    stamp.write_text(f"{key} {file_digest(output)}")
 
 
 def run_compiler(command: Sequence[str | Path], build_dir: Path, readable: Sequence[Path],
                  cwd: Path) -> subprocess.CompletedProcess:
     """A compiler or linker on untrusted sources, in the sandbox (``harness.sandbox``) under Assay's own user id
-    without any capability, in ``cwd``: it reads ``readable``, the toolchain and the paths it is named, and
-    writes ``build_dir`` only, so that an ``#include`` or ``.incbin`` of a private file finds nothing. Every
+    without any capability, in ``cwd``: it reads ``readable``, the system's toolchain and, of the paths its
+    command names, only those inside ``readable``, the build folder and the target profiles' folders (an
+    absolute path smuggled into the command through a manifest's text is not bound), and writes ``build_dir``
+    only, so that an ``#include`` or ``.incbin`` of a private file finds nothing. Its address space, resident
+    memory and time grow with the sources' size (``compile_limits``): a macro-expansion bomb ends there. Every
     build of generated C goes through here (the runners, ``assay mutate``, the evidence's MC/DC build)."""
-    return sandbox.run(command, build_dir, COMPILE_TIMEOUT_S, readable=readable, own_user=False, cwd=cwd,
-                       capture_output=True, text=True)
+    memory_mib, timeout = compile_limits(cwd)
+    return sandbox.run(command, build_dir, timeout, readable=readable, own_user=False, cwd=cwd,
+                       memory_mib=memory_mib, capture_output=True, text=True,
+                       named_within=(*readable, build_dir, *targets.folders()))
+
+
+COMPILE_BASE_MIB, COMPILE_MIB_PER_SOURCE_MIB = 4096, 24  # gcc's cc1 holds about 10-20 bytes per source byte
+COMPILE_BASE_S, COMPILE_S_PER_SOURCE_MIB = 300.0, 30.0
+
+
+def compile_limits(folder: Path) -> tuple[int, float]:
+    """(MiB of memory, seconds) a compile of the sources in ``folder`` may take: a base plus a share per MiB of
+    source, the time at most ``COMPILE_TIMEOUT_S``."""
+    size_mib = sum(p.stat().st_size for p in Path(folder).iterdir() if p.is_file() and not p.is_symlink()) / _MIB
+    return (int(COMPILE_BASE_MIB + COMPILE_MIB_PER_SOURCE_MIB * size_mib),
+            min(COMPILE_TIMEOUT_S, COMPILE_BASE_S + COMPILE_S_PER_SOURCE_MIB * size_mib))
 
 
 def path_maps(code: GeneratedCode) -> list[str]:

@@ -2,7 +2,8 @@
 
 The library is built from the generated sources plus ``batch_driver.c``; one
 worker process runs a whole batch of inputs, under a timeout, in the sandbox
-(``harness.sandbox``: no network, only the build folder writable, limits). A crash, a hang
+(``harness.sandbox``: no network, a fresh folder its only writable place, the build folder read-only,
+limits). A crash, a hang
 or a failed build becomes a ``RunError`` whose message is the verdict's cause,
 and so does a guard word around the input or output buffer that the code
 overwrote (``assay_guards.h``): "guard word after output overwritten at call #k".
@@ -23,7 +24,7 @@ import numpy as np
 
 from harness.generators.generated import GeneratedCode
 from harness import sandbox
-from harness.runners import NATIVE, THREADS, RunError
+from harness.runners import NATIVE, THREADS, RunError, read_file, run_folder, write_file
 from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.targets import TargetProfile, compiler_version
 from harness import targets
@@ -78,35 +79,47 @@ def first_diagnostic(stderr: str) -> str:
     return lines[0] if lines else "compiler failed without a message"
 
 
-def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0, env: dict[str, str] | None = None) -> RunOutcome:
-    """Run the batch ``inputs`` (N, input_size) in a fresh worker process, sandboxed in the build folder
-    (``sandbox``; ``env``: the variables the run needs besides the sandbox's fixed environment)."""
+INPUTS_FILE, OUTPUTS_FILE = "inputs.f32", "outputs.f32"
+
+
+def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0, env: dict[str, str] | None = None,
+        folder: Path | None = None) -> RunOutcome:
+    """Run the batch ``inputs`` (N, input_size) in a fresh worker process, sandboxed in a fresh folder
+    (``harness.runners.run_folder``; ``folder``: the caller's, to read more of what the run wrote; ``env``: the
+    variables the run needs besides the sandbox's fixed environment). The library is read where it was built,
+    a folder the run cannot write; the outputs are read back as untrusted (``read_file``)."""
     if len(inputs) == 0:
         raise RunError("no inputs to run")
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if inputs.shape[1] != built.code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
-    work = built.library.parent
-    in_path, out_path = work / "inputs.f32", work / "outputs.f32"
-    inputs.astype("<f4").tofile(in_path)
-    out_path.unlink(missing_ok=True)
-    # -I: the interpreter reads no PYTHON* variable, no user site and not the working folder
-    command = [sys.executable, "-I", str(WORKER), str(built.library),
-               str(built.code.input_size), str(built.code.output_size), str(in_path), str(out_path)]
-    start = time.perf_counter()
-    try:
-        result = sandbox.run(command, work, timeout, readable=WORKER_NEEDS, env=env,
-                             memory_mib=sandbox.settings().memory_mib, capture_output=True, text=True)
-    except subprocess.TimeoutExpired:
-        raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
-    wall = time.perf_counter() - start
-    if result.returncode < 0:
-        raise RunError(f"crashed with {signal_name(-result.returncode)}")
-    if result.returncode != 0 or not out_path.is_file():
+    expected = len(inputs) * built.code.output_size * 4
+    with run_folder(folder) as work:
+        write_file(work / INPUTS_FILE, inputs.astype("<f4").tobytes())
+        # -I: the interpreter reads no PYTHON* variable, no user site and not the working folder
+        command = [sys.executable, "-I", str(WORKER), str(built.library),
+                   str(built.code.input_size), str(built.code.output_size), INPUTS_FILE, OUTPUTS_FILE]
+        start = time.perf_counter()
+        try:
+            result = sandbox.run(command, work, timeout, readable=WORKER_NEEDS, env=env,
+                                 memory_mib=sandbox.settings().memory_mib, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
+        wall = time.perf_counter() - start
+        if result.returncode < 0:
+            raise RunError(f"crashed with {signal_name(-result.returncode)}")
+        data = read_file(work / OUTPUTS_FILE, expected, "the outputs file") if result.returncode == 0 else None
+    if result.returncode != 0 or data is None:
         tail = (result.stderr.strip().splitlines() or ["no message"])[-1]
         raise RunError(f"worker failed (exit {result.returncode}): {tail}")
-    outputs = np.fromfile(out_path, dtype="<f4").astype(np.float32).reshape(len(inputs), built.code.output_size)
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if len(data) != expected:
+        raise RunError(f"the outputs file has {len(data)} bytes, expected {expected}")
+    outputs = np.frombuffer(data, dtype="<f4").astype(np.float32).reshape(len(inputs), built.code.output_size)
+    try:
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        report = {key: report[key] for key in ("guard", "call", "c_seconds")}
+    except (IndexError, ValueError, TypeError, KeyError):
+        raise RunError("the worker's report is missing from its output (the code printed over it?)") from None
     if report["guard"]:
         raise RunError(f"guard word {GUARDS[report['guard']]} overwritten at call #{report['call']}")
     return RunOutcome(outputs=outputs, c_seconds=report["c_seconds"], wall_seconds=wall)

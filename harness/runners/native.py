@@ -8,7 +8,7 @@ executable starts in milliseconds. It is the same code, compiled with the same h
 same guard words around the buffers (``assay_guards.h``): a damaged guard word is the driver's "assay: guard
 word ... overwritten at call #k" line and exit status 77; a crash is the signal; anything the code prints
 before exiting with a non-zero status (e.g. the arena-region check's line) is the cause. It runs in the
-sandbox (``harness.sandbox``), confined to its folder. The sanitized build
+sandbox (``harness.sandbox``), confined to a fresh folder; its build folder is read-only to it. The sanitized build
 (``sanitized``) is such an executable too, compiled with the sanitizers.
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from harness.generators.generated import GeneratedCode
 from harness import sandbox
-from harness.runners import RunError
+from harness.runners import RunError, read_file, run_folder, write_file
 from harness.runners.host import signal_name
 
 DRIVER = Path(__file__).with_name("target_driver.c")
@@ -43,26 +43,28 @@ def failure_line(output: str, returncode: int) -> str:
 
 
 def run(executable: Path, code: GeneratedCode, inputs: np.ndarray, timeout: float, env: dict[str, str] | None = None,
-        failure: Callable[[str, int], str] = failure_line, limit_memory: bool = True) -> np.ndarray:
-    """The outputs (N, output_size) of ``inputs`` (N, input_size) run by ``executable``, sandboxed in its folder
-    (``sandbox``; ``env``: the variables it needs besides the fixed environment; ``limit_memory``: its address
-    space, which a sanitized build, reserving terabytes of shadow memory, limits itself); a RunError with
-    ``failure(output, status)`` when it fails, or on a timeout."""
+        failure: Callable[[str, int], str] = failure_line, limit_memory: bool = True,
+        folder: Path | None = None) -> np.ndarray:
+    """The outputs (N, output_size) of ``inputs`` (N, input_size) run by ``executable``, sandboxed in a fresh
+    folder (``run_folder``; ``folder``: the caller's, to read more of what the run wrote; ``env``: the variables
+    it needs besides the fixed environment; ``limit_memory``: its address space, which a sanitized build,
+    reserving terabytes of shadow memory, limits itself); a RunError with ``failure(output, status)`` when it
+    fails, or on a timeout. The executable is read where it was built, a folder the run cannot write."""
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if inputs.shape[1] != code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {code.input_size}")
-    work = Path(executable).parent
-    (work / INPUTS_FILE).write_bytes(inputs.astype("<f4").tobytes())
-    (work / OUTPUTS_FILE).unlink(missing_ok=True)
-    try:
-        done = sandbox.run([str(executable), INPUTS_FILE, OUTPUTS_FILE], work, timeout, env=env,
-                           memory_mib=sandbox.settings().memory_mib if limit_memory else None,
-                           capture_output=True, text=True)
-    except subprocess.TimeoutExpired:
-        raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
-    if done.returncode != 0:
-        raise RunError(failure(done.stdout + done.stderr, done.returncode))
-    outputs = np.frombuffer((work / OUTPUTS_FILE).read_bytes(), dtype="<f4")
-    if outputs.size != len(inputs) * code.output_size:
-        raise RunError(f"the run wrote {outputs.size} values, expected {len(inputs)} x {code.output_size}")
-    return outputs.astype(np.float32).reshape(len(inputs), code.output_size)
+    expected = len(inputs) * code.output_size * 4
+    with run_folder(folder) as work:
+        write_file(work / INPUTS_FILE, inputs.astype("<f4").tobytes())
+        try:
+            done = sandbox.run([str(Path(executable).absolute()), INPUTS_FILE, OUTPUTS_FILE], work, timeout,
+                               env=env, memory_mib=sandbox.settings().memory_mib if limit_memory else None,
+                               capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
+        if done.returncode != 0:
+            raise RunError(failure(done.stdout + done.stderr, done.returncode))
+        data = read_file(work / OUTPUTS_FILE, expected, "the outputs file") or b""
+    if len(data) != expected:
+        raise RunError(f"the run wrote {len(data) // 4} values, expected {len(inputs)} x {code.output_size}")
+    return np.frombuffer(data, dtype="<f4").astype(np.float32).reshape(len(inputs), code.output_size)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import targets
+from harness import sandbox, targets
 from harness.generators.generated import GeneratedCode
-from harness.runners import RunError
+from harness.runners import RunError, read_file
 from harness.runners.compiling import compile_once
 from harness.runners.host import HostBuild, RunOutcome, first_diagnostic
 from harness.runners import host
@@ -29,6 +29,7 @@ from harness.targets import TargetProfile, compiler_version
 DRIVER = Path(__file__).with_name("parallel_driver.c")
 COMMON = Path(__file__).with_name("parallel_common.h")  # included by both parallel drivers
 TRACE_FILE = "trace.txt"
+TRACE_LIMIT = 256 << 20  # bytes of a trace file read back (the drivers' buffers hold far less)
 
 
 WATCHDOG_SECONDS = 10  # per inference: longer means a deadlock (the driver exits 5 with the partial trace)
@@ -93,29 +94,31 @@ def run(built: HostBuild, inputs: np.ndarray, timeout: float = 300.0, delay_seed
     outcome with ``error`` and the trace logged up to the failure, so the
     trace check can name the wait that never ended.
     """
-    path = built.library.parent / TRACE_FILE
-    path.unlink(missing_ok=True)
     env = {"ASSAY_WATCHDOG": str(int(watchdog))}  # beside the sandbox's fixed environment
-    if trace:
-        env["ASSAY_TRACE_FILE"] = str(path)
     if delay_seed is not None:
         env["ASSAY_DELAY_SEED"] = str(int(delay_seed))
-    try:
-        outcome = host.run(built, inputs, timeout, env=env)
-    except RunError as exc:
-        partial = read_trace(path) if trace and path.is_file() else None
-        hung = "exit 5" in str(exc)
-        return ParallelOutcome(None, partial, f"deadlock: an inference did not finish within {watchdog} s "
-                                              f"({exc})" if hung else str(exc))
-    return ParallelOutcome(outcome, read_trace(path) if trace else None)
+    with sandbox.fresh_folder() as folder:  # the trace is written there and read back before it goes
+        path = folder / TRACE_FILE
+        if trace:
+            env["ASSAY_TRACE_FILE"] = str(path)
+        try:
+            outcome = host.run(built, inputs, timeout, env=env, folder=folder)
+        except RunError as exc:
+            partial = read_trace(path) if trace and path.exists() else None
+            hung = "exit 5" in str(exc)
+            return ParallelOutcome(None, partial, f"deadlock: an inference did not finish within {watchdog} s "
+                                                  f"({exc})" if hung else str(exc))
+        return ParallelOutcome(outcome, read_trace(path) if trace else None)
 
 
 def read_trace(path: Path) -> list[tuple[int, ...]]:
-    """The trace lines ``run core word0 word1 word2``; an overflowed buffer is an error."""
-    if not path.is_file():
-        raise RunError(f"{path}: no trace written (was the code built with -DASSAY_TRACE?)")
+    """The trace lines ``run core word0 word1 word2`` of a run's trace file (read as untrusted: ``read_file``);
+    an overflowed buffer is an error."""
+    data = read_file(path, TRACE_LIMIT, "the trace file")
+    if data is None:
+        raise RunError(f"{path.name}: no trace written (was the code built with -DASSAY_TRACE?)")
     events = []
-    for line in path.read_text().splitlines():
+    for line in data.decode(errors="replace").splitlines():
         fields = line.split()
         if len(fields) == 4 and fields[2] == "overflow":
             raise RunError(f"trace buffer of core {fields[1]} overflowed in run {fields[0]} ({fields[3]} events)")

@@ -8,8 +8,8 @@ Serves two profile kinds (docs/targets.md):
 
 Either way the ELF is the generated sources plus ``target_driver.c``, which
 reads the inputs file and writes the outputs file through semihosting, so one
-emulator start runs the whole batch. QEMU runs in the build directory, where
-those files live, sandboxed there (``emulate``, docs/sandbox.md). A crash, a
+emulator start runs the whole batch. QEMU runs sandboxed in a fresh folder, where
+those files live (``emulate``, docs/sandbox.md); the ELF stays in the build folder, read-only to the run. A crash, a
 hang, a failed build or an image too large for the target's memory becomes a
 ``RunError`` whose message is the verdict's cause.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 import signal
 import subprocess
@@ -32,7 +33,8 @@ from elftools.elf.elffile import ELFFile
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
 from harness import sandbox
-from harness.runners import COUNTS_INSTRUCTIONS, EMULATED, PAINTS_STACK, RunError
+from harness.runners import (COUNTS_INSTRUCTIONS, EMULATED, PAINTS_STACK, RunError, collect, read_file, run_folder,
+                             write_file)
 from harness.runners.compiling import Build, compile_once, driver_defines
 from harness.runners.host import RunOutcome, first_diagnostic, signal_name
 from harness.targets import TargetProfile, compiler_version
@@ -44,6 +46,7 @@ INPUTS_FILE = "assay_inputs.f32"  # the driver's fixed names (target_driver.c)
 OUTPUTS_FILE = "assay_outputs.f32"
 STACK_FILE = "assay_stack.u32"  # written by a driver built with -DASSAY_STACK_PAINT=<bytes> (docs/memory.md)
 LOG_FILE = "emulator.log"  # what the program and QEMU printed, kept for a look after a failure
+KEPT_LIMIT = 256 << 20  # bytes of a file the run wrote besides its outputs (stack mark, counts) read back
 # qemu-system-arm's system-call filter: besides the obsolete calls, no privilege change, no process started
 # (semihosting's SYS_SYSTEM would run a host command) and no change of scheduling or resources
 SECCOMP = ("-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
@@ -171,12 +174,15 @@ def check_fits(profile: TargetProfile, size: ImageSize) -> None:
                            f"the target has {memory.size}")
 
 
-def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutcome:
-    """Run the batch ``inputs`` (N, input_size) in one emulator start.
+def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0, keep: tuple[str, ...] = ()) -> RunOutcome:
+    """Run the batch ``inputs`` (N, input_size) in one emulator start, in a fresh folder (``run_folder``: the
+    driver's files are there, the ELF is read where it was built, a folder the run cannot write).
 
     ``c_seconds`` is the emulator's wall time for the batch (boot, semihosting
     file I/O and the inferences, all emulated); ``wall_seconds`` adds writing
-    the inputs file and reading the outputs file.
+    the inputs file and reading the outputs file. ``keep``: names of other files the run writes (the counting
+    plugin's) to copy, read as untrusted, beside the ELF before the folder goes; the stack measurement is always
+    kept (``read_stack_mark``).
     """
     built.profile.check_runnable()
     start = time.perf_counter()
@@ -185,24 +191,26 @@ def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0) -> RunOutc
     if inputs.shape[1] != built.code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
     profile = built.profile
-    work = built.elf.parent
-    out_path = work / OUTPUTS_FILE
-    (work / INPUTS_FILE).write_bytes(inputs.astype(FLOAT32_LE).tobytes())
-    out_path.unlink(missing_ok=True)
-    (work / STACK_FILE).unlink(missing_ok=True)
-    log = work / LOG_FILE
-    emulator_start = time.perf_counter()
-    try:
-        returncode = emulate(profile, built.elf, timeout)
-    except subprocess.TimeoutExpired:
-        raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
-    c_seconds = time.perf_counter() - emulator_start
-    if returncode != 0:
-        raise RunError(exit_cause(returncode, _tail(log)))
-    if not out_path.is_file():
-        raise RunError("no outputs file: the program exited 0 without writing it")
-    outputs = np.frombuffer(out_path.read_bytes(), dtype=FLOAT32_LE)
+    build_dir = built.elf.parent
+    for name in (STACK_FILE, *keep):
+        (build_dir / name).unlink(missing_ok=True)
     expected = len(inputs) * built.code.output_size
+    with run_folder() as work:
+        write_file(work / INPUTS_FILE, inputs.astype(FLOAT32_LE).tobytes())
+        emulator_start = time.perf_counter()
+        try:
+            returncode = emulate(profile, built.elf, timeout, work)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"timed out after {timeout:g} s ({len(inputs)} inputs)") from None
+        c_seconds = time.perf_counter() - emulator_start
+        if returncode != 0:
+            raise RunError(exit_cause(returncode, _tail(build_dir / LOG_FILE)))
+        data = read_file(work / OUTPUTS_FILE, expected * FLOAT32_LE.itemsize, "the outputs file")
+        for name in (STACK_FILE, *keep):
+            collect(work, name, build_dir, KEPT_LIMIT, f"the run's {name}")
+    if data is None:
+        raise RunError("no outputs file: the program exited 0 without writing it")
+    outputs = np.frombuffer(data, dtype=FLOAT32_LE)
     if outputs.size != expected:
         raise RunError(f"outputs file has {outputs.size} values, expected {len(inputs)} x {built.code.output_size}")
     outputs = outputs.astype(np.float32).reshape(len(inputs), built.code.output_size)
@@ -231,24 +239,29 @@ def read_stack_mark(built: QemuBuild) -> StackMark | None:
     return StackMark(depth=int(values[0]), painted=int(values[1]), calls=int(values[2]))
 
 
-def _program(profile: TargetProfile, elf_name: str) -> list[str]:
-    """The emulator's arguments that name the program (relative: QEMU runs in the build directory)."""
+def _program(profile: TargetProfile, elf: Path) -> list[str]:
+    """The emulator's arguments that name the program (the ELF by its absolute path, in the build folder; the
+    driver's files by name, in the run's folder, where the emulator runs)."""
     if profile.kind in ("qemu-system", "qemu-smp"):
-        return ["-kernel", elf_name]
-    return [elf_name, INPUTS_FILE, OUTPUTS_FILE]
+        return ["-kernel", str(elf)]
+    return [str(elf), INPUTS_FILE, OUTPUTS_FILE]
 
 
-def emulate(profile: TargetProfile, elf: Path, timeout: float) -> int:
-    """Run ``elf`` under the profile's emulator in the sandbox (``sandbox``), confined to the ELF's folder,
-    where the driver's files are: semihosting can open nothing else, and ``qemu-system-arm`` also runs under its
-    own system-call filter (``-sandbox``: no process, no privilege change) where the build has one. What the
-    program and QEMU print goes to ``LOG_FILE`` there (a file, not a pipe: code that prints in a loop must not
-    fill our memory). The exit status; TimeoutExpired after ``timeout`` seconds."""
+def emulate(profile: TargetProfile, elf: Path, timeout: float, work: Path) -> int:
+    """Run ``elf`` under the profile's emulator in the sandbox (``sandbox``), confined to the run's folder
+    ``work``, where the driver's files are: semihosting can open nothing else, and ``qemu-system-arm`` also runs
+    under its own system-call filter (``-sandbox``: no process, no privilege change) where the build has one.
+    What the program and QEMU print goes to ``LOG_FILE`` beside the ELF, a file Assay opens itself in a folder
+    the run cannot write (a file, not a pipe: code that prints in a loop must not fill our memory; its size is
+    bounded by the run's file limit). The exit status; TimeoutExpired after ``timeout`` seconds."""
     emulator = profile.emulator_path()
     confine = list(SECCOMP) if profile.kind in ("qemu-system", "qemu-smp") and has_seccomp(emulator) else []
-    command = [emulator, *confine, *profile.emulator_args, *_program(profile, elf.name)]
-    with (elf.parent / LOG_FILE).open("wb") as sink:
-        return sandbox.run(command, elf.parent, timeout, memory_mib=sandbox.settings().emulator_memory_mib,
+    command = [emulator, *confine, *profile.emulator_args, *_program(profile, elf.absolute())]
+    log = elf.parent / LOG_FILE
+    log.unlink(missing_ok=True)
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(descriptor, "wb") as sink:
+        return sandbox.run(command, work, timeout, memory_mib=sandbox.settings().emulator_memory_mib,
                            stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT).returncode
 
 
@@ -265,8 +278,9 @@ def has_seccomp(emulator: str) -> bool:
 
 
 def _tail(path: Path, size: int = 65536) -> str:
+    """The last ``size`` bytes of the emulator's log (Assay's own file: the run cannot replace it)."""
     with path.open("rb") as stream:
-        stream.seek(max(0, path.stat().st_size - size))
+        stream.seek(max(0, os.fstat(stream.fileno()).st_size - size))
         return stream.read().decode(errors="replace")
 
 

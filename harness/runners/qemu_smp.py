@@ -23,11 +23,11 @@ import numpy as np
 from harness import targets
 from harness.errors import ConfigError
 from harness.generators.generated import GeneratedCode
-from harness.runners import EMULATED, SMP, RunError
+from harness.runners import EMULATED, SMP, RunError, collect, read_file, run_folder, write_file
 from harness.runners.compiling import compile_once
 from harness.runners.host import RunOutcome
 from harness.runners.parallel_host import ParallelOutcome, parallel_record, read_trace
-from harness.runners.qemu import (ELF_NAME, FLOAT32_LE, INPUTS_FILE, LOG_FILE, OUTPUTS_FILE, QemuBuild,
+from harness.runners.qemu import (ELF_NAME, FLOAT32_LE, INPUTS_FILE, KEPT_LIMIT, LOG_FILE, OUTPUTS_FILE, QemuBuild,
                                   _build_failure, _tail, check_fits, emulate, exit_cause, image_size,
                                   memory_map_flags)
 from harness.targets import TargetProfile, compiler_version
@@ -98,36 +98,40 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile, opt: str
 
 
 def run(built: QemuBuild, inputs: np.ndarray, timeout: float = 300.0, delay_seed: int | None = None,
-        trace: bool = True) -> ParallelOutcome:
-    """Run the batch in one emulator start; outputs and (when built traced) the trace, or the error."""
+        trace: bool = True, keep: tuple[str, ...] = ()) -> ParallelOutcome:
+    """Run the batch in one emulator start, in a fresh folder (``run_folder``); outputs and (when built traced)
+    the trace, or the error. ``keep``: names of other files the run writes (the counting plugin's) to copy, read
+    as untrusted, beside the ELF before the folder goes."""
     begin = time.perf_counter()
+    for name in keep:
+        (built.elf.parent / name).unlink(missing_ok=True)
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if inputs.shape[1] != built.code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {built.code.input_size}")
-    work = built.elf.parent
-    out_path, trace_path = work / OUTPUTS_FILE, work / TRACE_FILE
-    (work / INPUTS_FILE).write_bytes(inputs.astype(FLOAT32_LE).tobytes())
-    for stale in (out_path, trace_path, work / SEED_FILE):
-        stale.unlink(missing_ok=True)
-    if delay_seed is not None:
-        (work / SEED_FILE).write_text(f"{int(delay_seed)}\n")
-    log = work / LOG_FILE
-    emulator_start = time.perf_counter()
-    error = None
-    try:
-        returncode = emulate(built.profile, built.elf, timeout)
-        if returncode != 0:
-            error = exit_cause(returncode, _tail(log))
-    except subprocess.TimeoutExpired:
-        error = f"timed out after {timeout:g} s ({len(inputs)} inputs): a deadlock or a lost message"
-    c_seconds = time.perf_counter() - emulator_start
-    observed = read_trace(trace_path) if trace and trace_path.is_file() else None
-    if error is None and not out_path.is_file():
+    expected = len(inputs) * built.code.output_size
+    with run_folder() as work:
+        write_file(work / INPUTS_FILE, inputs.astype(FLOAT32_LE).tobytes())
+        if delay_seed is not None:
+            write_file(work / SEED_FILE, f"{int(delay_seed)}\n".encode())
+        emulator_start = time.perf_counter()
+        error = None
+        try:
+            returncode = emulate(built.profile, built.elf, timeout, work)
+            if returncode != 0:
+                error = exit_cause(returncode, _tail(built.elf.parent / LOG_FILE))
+        except subprocess.TimeoutExpired:
+            error = f"timed out after {timeout:g} s ({len(inputs)} inputs): a deadlock or a lost message"
+        c_seconds = time.perf_counter() - emulator_start
+        observed = read_trace(work / TRACE_FILE) if trace and (work / TRACE_FILE).exists() else None
+        data = read_file(work / OUTPUTS_FILE, expected * FLOAT32_LE.itemsize, "the outputs file")
+        for name in keep:
+            collect(work, name, built.elf.parent, KEPT_LIMIT, f"the run's {name}")
+    if error is None and data is None:
         error = "no outputs file: the program exited 0 without writing it"
     if error is not None:
         return ParallelOutcome(None, observed, error)
-    outputs = np.frombuffer(out_path.read_bytes(), dtype=FLOAT32_LE)
-    if outputs.size != len(inputs) * built.code.output_size:
+    outputs = np.frombuffer(data, dtype=FLOAT32_LE)
+    if outputs.size != expected:
         return ParallelOutcome(None, observed, f"outputs file has {outputs.size} values, expected "
                                                f"{len(inputs)} x {built.code.output_size}")
     outcome = RunOutcome(outputs=outputs.astype(np.float32).reshape(len(inputs), built.code.output_size),

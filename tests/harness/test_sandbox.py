@@ -4,7 +4,9 @@ settings validated. Real bubblewrap, real processes; the hostile-code campaigns 
 
 from __future__ import annotations
 
+import ast
 import os
+import sys
 
 import pytest
 
@@ -78,3 +80,91 @@ def test_the_doctor_says_which_sandbox_and_its_absence_is_a_difference(monkeypat
     differences, notes = configuration.isolation()
     assert notes == [] and [str(d) for d in differences] == [
         f"sandbox: none ({sandbox.SWITCH}=off), bubblewrap in the tested configuration"]
+
+
+needs_cgroups = pytest.mark.skipif(not sandbox.cgroups(), reason="no memory and pids cgroup this process may make")
+THREE_CHILDREN = ("import os, time\n"
+                  "for _ in range(3):\n"
+                  "    if os.fork() == 0:\n"
+                  "        block = bytearray(400 << 20); time.sleep(2); os._exit(0)\n"
+                  "print(sorted(os.wait()[1] for _ in range(3)))\n")
+
+
+@needs_sandbox
+@needs_cgroups
+def test_memory_is_bounded_per_run_not_per_process(tmp_path, monkeypatch):
+    """Three processes of 400 MiB each fit a 1 GiB per-process limit; the run's cgroup holds all three to 1 GiB
+    together, so one or more are killed. Without the cgroup (the old, per-process limits) all three live."""
+    (tmp_path / "a").mkdir()
+    done = sandbox.run(["python3", "-c", THREE_CHILDREN], tmp_path / "a", 60, memory_mib=1024, capture_output=True,
+                       text=True)
+    statuses = ast.literal_eval(done.stdout)  # the exit statuses the parent saw: 9 = killed by SIGKILL (the OOM killer)
+    assert 9 in statuses, done.stdout + done.stderr
+    monkeypatch.setattr(sandbox, "cgroups", lambda: {})
+    (tmp_path / "b").mkdir()
+    done = sandbox.run(["python3", "-c", THREE_CHILDREN], tmp_path / "b", 60, memory_mib=1024, capture_output=True,
+                       text=True)
+    assert ast.literal_eval(done.stdout) == [0, 0, 0], done.stdout + done.stderr
+
+
+@needs_sandbox
+@pytest.mark.skipif(os.geteuid() != 0, reason="the size-limited scratch folder is a tmpfs Assay mounts as root")
+def test_the_files_of_a_run_together_are_bounded_by_its_folder(tmp_path):
+    """Each file stays under the per-file limit, yet their sum cannot pass the folder's size (the old limit was
+    per file only: three files of 1000 MiB were 3000 MiB)."""
+    size = sandbox.settings().file_mib
+    piece = size // 2 + 1
+    with sandbox.fresh_folder() as folder:
+        done = sandbox.run(["sh", "-c", f"head -c {piece}M /dev/zero > a && head -c {piece}M /dev/zero > b; "
+                                        "echo $?; du -sm ."], folder, 60, capture_output=True, text=True)
+    status, used = done.stdout.split()[0], int(done.stdout.split()[1])
+    assert status != "0" and used <= size, done.stdout + done.stderr
+
+
+@needs_sandbox
+def test_what_a_run_prints_is_kept_to_its_first_and_last_part(tmp_path):
+    """200 MiB on standard output cost Assay at most OUTPUT_KEEP bytes: the start and the last line survive, the
+    rest is counted. (subprocess.run's capture, the old path, keeps all 200 MiB.)"""
+    flood = "head -c 209715200 /dev/zero | tr '\\0' x; echo; echo the last line"
+    done = sandbox.run(["sh", "-c", flood], tmp_path, 60, capture_output=True, text=True)
+    assert len(done.stdout) < sandbox.OUTPUT_KEEP + 100 and done.stdout.startswith("xxxx")
+    assert done.stdout.rstrip().endswith("the last line") and "bytes of output not kept]" in done.stdout
+
+
+TTY_PROBE = "import subprocess, sys\n{call}\nsys.stdout.flush()\n"
+SHELL = "read -t 1 line && echo read:$line; (echo hi > /dev/tty) 2>/dev/null && echo tty-open || echo no-tty"
+
+
+def in_a_terminal(call: str) -> str:
+    """What ``call`` (Python, ``done`` its result) prints when run by a process whose controlling terminal is a
+    pseudo-terminal into which 'typed' was typed."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-c", TTY_PROBE.format(call=call)])
+    os.write(fd, b"typed\n")
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    return out.decode(errors="replace")
+
+
+@needs_sandbox
+def test_a_run_has_no_terminal_and_reads_nothing_typed(tmp_path):
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    now = in_a_terminal(f"from harness import sandbox\ndone = sandbox.run(['sh', '-c', {SHELL!r}], "
+                        f"__import__('pathlib').Path({str(scratch)!r}), 30, capture_output=True, text=True)\n"
+                        "print(done.stdout)")
+    assert "no-tty" in now and "read:" not in now, now
+    old = in_a_terminal(f"done = subprocess.run(['sh', '-c', {SHELL!r}], capture_output=True, text=True)\n"
+                        "print(done.stdout)")  # the old path: the terminal inherited
+    assert "read:typed" in old or "tty-open" in old, old

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import targets
+from harness import sandbox, targets
 from harness.errors import AssayError
 from harness.generators.generated import GeneratedCode
-from harness.runners import RunError, host, native, qemu
+from harness.runners import RunError, collect, host, native, qemu
 from harness.runners.compiling import DRIVERS_DIR, driver_defines, run_compiler
 
 COVERAGE_FLAGS = ("--coverage",)
+COUNTS_LIMIT = 256 << 20  # bytes of one counts file read back from a run (a real one is kilobytes)
 MCDC_FLAGS = ("-fprofile-instr-generate", "-fcoverage-mapping", "-fcoverage-mcdc")
 # MC/DC needs clang 18 or later: Debian 12 has 19 (clang-19, llvm-19, libclang-rt-19-dev; .ci/setup)
 LLVM_VERSIONS = (19, 20, 18)
@@ -41,7 +42,13 @@ def measure(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_dir: P
     built = host.build(code, build_dir, profile, "-O0")
     for stale in built.library.parent.glob("*.gcda"):  # counts of an earlier run would add up
         stale.unlink()
-    host.run(built, inputs, timeout)
+    # The run writes its counts in its own fresh folder (GCOV_PREFIX, the object's folder stripped), never in the
+    # build folder; they are read back as untrusted and copied beside the objects, where gcovr looks.
+    with sandbox.fresh_folder() as folder:
+        host.run(built, inputs, timeout, env={"GCOV_PREFIX": str(folder),
+                                              "GCOV_PREFIX_STRIP": str(len(built.library.parent.parts) - 1)},
+                 folder=folder)
+        collect(folder, "*.gcda", built.library.parent, COUNTS_LIMIT, "a coverage counts file")
     out_dir.mkdir(parents=True, exist_ok=True)
     detailed, html = out_dir / "coverage.json", out_dir / "coverage.html"
     environment = {**os.environ, "SOURCE_DATE_EPOCH": "0"}  # no build date in the HTML
@@ -121,8 +128,12 @@ def measure_mcdc(code: GeneratedCode, inputs: np.ndarray, build_dir: Path, out_d
     if built.returncode != 0:
         raise AssayError(f"clang (MC/DC build) failed: {(built.stderr.strip().splitlines() or ['no message'])[0]}")
     raw = build_dir / "mcdc.profraw"
-    try:  # like every run of generated code, in the sandbox (docs/sandbox.md)
-        native.run(executable, code, inputs, timeout, env={"LLVM_PROFILE_FILE": str(raw)})
+    try:  # like every run of generated code, in the sandbox, writing its counts in its own folder (docs/sandbox.md)
+        with sandbox.fresh_folder() as folder:
+            native.run(executable, code, inputs, timeout, env={"LLVM_PROFILE_FILE": str(folder / raw.name)},
+                       folder=folder)
+            if not collect(folder, raw.name, build_dir, COUNTS_LIMIT, "the MC/DC counts file"):
+                raise RunError("the MC/DC build wrote no counts file")
     except RunError as exc:
         raise AssayError(f"the MC/DC build failed: {exc}") from None
     merged = build_dir / "mcdc.profdata"

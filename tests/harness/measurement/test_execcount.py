@@ -151,13 +151,18 @@ def main_range(elf):
     return start, start + symbol["st_size"]
 
 
-def singlestep_counts(built, entry):
+def singlestep_counts(built, entry, inputs):
     """Per call of ``entry``: executions per address, from QEMU's own trace with one instruction per block.
 
     An independent count: ``-singlestep`` makes every instruction its own
-    translation block and ``-d exec,nochain`` logs each block as it runs.
+    translation block and ``-d exec,nochain`` logs each block as it runs. QEMU runs (unconfined: this is the
+    test's own code) in a folder of its own holding the inputs file (Assay's runs leave nothing in the build
+    folder).
     """
-    work = built.elf.parent
+    work = built.elf.parent / "singlestep"
+    work.mkdir()
+    (work / qemu.INPUTS_FILE).write_bytes(inputs.astype("<f4").tobytes())
+    shutil.copy(built.elf, work / built.elf.name)
     log = work / "singlestep.log"
     program = (["-kernel", built.elf.name] if built.profile.kind == "qemu-system"
                else [built.elf.name, qemu.INPUTS_FILE, qemu.OUTPUTS_FILE])
@@ -190,7 +195,7 @@ def test_counts_equal_qemus_single_step_trace(tmp_path, tiny, target):
                        targets.get(target), "-O0")
     inputs = np.array(TRIPS, dtype=np.int32).view(np.float32).reshape(-1, 1)
     result = execcount.count(built, inputs, timeout=60, cache_dir=tmp_path / "plugin")
-    reference = singlestep_counts(built, result.code.function("net").start)
+    reference = singlestep_counts(built, result.code.function("net").start, inputs)
     assert len(reference) == len(TRIPS)
     assert [call.per_address() for call in result.calls] == reference
 
