@@ -3,7 +3,8 @@ effect; the package is intact only when there is none.
 
 - The contents: every file listed in ``evidence.json`` is there with its listed size and SHA-256 (a null or missing
   hash is itself a finding); nothing else is there, in the folder or in the zip: no unlisted file, no symbolic
-  link, no folder without a listed file, no zip entry outside the package's top folder or twice in the zip.
+  link, no folder without a listed file, no zip entry outside the package's top folder. The zip is read by
+  ``ziparchive.Archive``, which refuses (an ``AssayError``) any archive but one laid out as the build writes it.
 - ``evidence.json`` itself: in its canonical bytes (``package.canonical``), and, when the package digest is known
   (``DIR.sha256`` beside the package, or ``--digest HEX`` from the user's configuration management), of that
   SHA-256: as ``evidence.json`` lists every other file's hash, the digest binds the whole package.
@@ -26,13 +27,12 @@ import json
 import os
 import re
 import stat
-import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from harness.errors import AssayError
-from harness.stages.evidence import html, signature, tor, verdicts
+from harness.stages.evidence import html, signature, tor, verdicts, ziparchive
 from harness.stages.evidence.package import (INDEX, SCHEMA, VOLATILE, VOLATILE_KEYS, VOLATILE_SCHEMA, canonical,
                                              digest_file)
 
@@ -129,40 +129,21 @@ def _folder(root: Path) -> Contents:
 
 
 def _zip(location: Path) -> Contents:
-    try:
-        zf = zipfile.ZipFile(location)
-    except zipfile.BadZipFile:
-        raise AssayError(f"{location}: not a zip archive") from None
+    """The files of the zip's one package folder; an entry outside it is a finding, and never read."""
     contents = Contents()
-    with zf:
-        infos = zf.infolist()
-        tops = sorted({info.filename.split("/")[0] for info in infos
-                       if info.filename.count("/") == 1 and info.filename.endswith("/" + INDEX)})
+    with ziparchive.Archive(location) as archive:
+        tops = sorted({entry.name.split("/")[0] for entry in archive.entries
+                       if entry.name.count("/") == 1 and entry.name.endswith("/" + INDEX)})
         if not tops:
             raise AssayError(f"{location}: no FOLDER/{INDEX}: not an Assay evidence package")
         if len(tops) > 1:
             raise AssayError(f"{location}: several packages in one zip ({', '.join(tops)})")
         top = tops[0] + "/"
-        seen = set()
-        for info in infos:
-            name = info.filename
-            if name in seen:
-                contents.failures.append(f"{name}: in the zip twice")
-                continue
-            seen.add(name)
-            parts = name.rstrip("/").split("/")
-            if name.startswith("/") or "\\" in name or any(part in ("", ".", "..") for part in parts):
-                contents.failures.append(f"{name}: not a path inside the package")
-            elif not name.startswith(top) or name == top:
-                if name != top:
-                    contents.failures.append(f"{name}: outside the package's folder {top} in the zip")
-            elif stat.S_ISLNK(info.external_attr >> 16):
-                contents.failures.append(f"{name[len(top):]}: a symbolic link (a package holds plain files and "
-                                         f"folders only)")
-            elif name.endswith("/"):
-                contents.folders.add(name[len(top):].rstrip("/"))
+        for entry in archive.entries:
+            if entry.name.startswith(top):
+                contents.files[entry.name[len(top):]] = archive.read(entry)
             else:
-                contents.files[name[len(top):]] = zf.read(info)
+                contents.failures.append(f"{entry.name}: outside the package's folder {top} in the zip")
     return contents
 
 
@@ -261,7 +242,7 @@ def _check_files(index: dict, contents: Contents) -> tuple[int, list[str]]:
         entries = []
     for entry in entries:
         path = entry.get("path") if isinstance(entry, dict) else None
-        if not isinstance(path, str) or not _inside(path):
+        if not isinstance(path, str) or ziparchive.path_fault(path) is not None:
             lines.append(f"{INDEX}: a file entry names no path inside the package: {json.dumps(entry)[:80]}")
             continue
         if path in listed:
@@ -289,11 +270,6 @@ def _check_files(index: dict, contents: Contents) -> tuple[int, list[str]]:
     holding = {"/".join(path.split("/")[:n]) for path in listed for n in range(1, path.count("/") + 1)}
     lines += [f"{folder}/: a folder with no listed file" for folder in sorted(contents.folders - holding)]
     return checked, lines
-
-
-def _inside(path: str) -> bool:
-    parts = path.split("/")
-    return not path.startswith("/") and "\\" not in path and all(part not in ("", ".", "..") for part in parts)
 
 
 def _check_sci(sci: dict | None, index: dict, files: dict[str, bytes]) -> list[str]:
