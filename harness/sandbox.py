@@ -191,7 +191,7 @@ class Launch:
     def make(cls, argv: Sequence[str], scratch: Path, readable: Sequence[Path], env: Mapping[str, str],
              memory_mib: int | None, cpu_seconds: float | None, bwrap: str | None,
              processes: int | None = None, own_user: bool = True, cwd: Path | None = None,
-             named_within: Sequence[Path] | None = None) -> Launch:
+             named_within: Sequence[Path] | None = None, no_shell: bool = False) -> Launch:
         limits = settings()
         environment = {**limits.environment, "HOME": str(scratch), **env}
         uid = None
@@ -202,6 +202,7 @@ class Launch:
         if bwrap is not None:
             keep_user = ["--cap-drop", "ALL"] if uid is None and os.geteuid() == 0 else []
             command = [bwrap, *_namespaces(), *_binds(scratch, [*readable, *_named(command, scratch, named_within)]),
+                       *(_no_shell() if no_shell else []),
                        "--chdir", str(Path(cwd or scratch).absolute()), *keep_user, "--",
                        *(_drop_to(uid) if uid is not None else []), *command]
         return cls(argv=command, env=environment, uid=uid,
@@ -268,6 +269,16 @@ def _named(argv: Sequence[str], scratch: Path, within: Sequence[Path] | None = N
     return named
 
 
+SHELLS = ("/usr/bin/dash", "/usr/bin/bash", "/bin/dash", "/bin/bash")
+
+
+def _no_shell() -> list[str]:
+    """Mounts that put ``/dev/null`` over the shells: ``system()`` (QEMU's semihosting ``SYS_SYSTEM``, which has
+    the host run a guest's command) then starts nothing (docs/sandbox.md). ``/bin/sh`` is a link to one of them."""
+    masked = dict.fromkeys(os.path.realpath(shell) for shell in SHELLS if os.path.isfile(shell))
+    return [argument for shell in masked for argument in ("--ro-bind", "/dev/null", shell)]
+
+
 def _drop_to(uid: int) -> list[str]:
     """setpriv (util-linux) as the sandbox's first program: the run's own user and group id, no supplementary
     groups, no capabilities, and no way back (no_new_privs)."""
@@ -279,7 +290,7 @@ def _drop_to(uid: int) -> list[str]:
 def confined(argv: Sequence[str], scratch: Path, readable: Sequence[Path] = (), env: Mapping[str, str] | None = None,
              memory_mib: int | None = None, cpu_seconds: float | None = None, processes: int | None = None,
              own_user: bool = True, cwd: Path | None = None,
-             named_within: Sequence[Path] | None = None) -> Iterator[Launch]:
+             named_within: Sequence[Path] | None = None, no_shell: bool = False) -> Iterator[Launch]:
     """A ``Launch`` of ``argv`` confined to ``scratch`` (``readable``: what it reads besides the system folders
     and what it names; ``env``: what it needs besides the fixed environment; ``processes``: its limit, if not
     the settings' ``processes``; ``cwd``: its working folder, if not ``scratch``); the scratch folder is the
@@ -289,7 +300,8 @@ def confined(argv: Sequence[str], scratch: Path, readable: Sequence[Path] = (), 
     found = isolation()
     scratch = Path(scratch).resolve()
     launch = Launch.make(argv, scratch, readable, env or {}, memory_mib, cpu_seconds,
-                         shutil.which("bwrap") if found.confined else None, processes, own_user, cwd, named_within)
+                         shutil.which("bwrap") if found.confined else None, processes, own_user, cwd, named_within,
+                         no_shell)
     if launch.uid is None:
         yield launch
         return
@@ -405,16 +417,18 @@ def _remove(folder: Path) -> None:
 def run(argv: Sequence[str], scratch: Path, timeout: float, readable: Sequence[Path] = (),
         env: Mapping[str, str] | None = None, memory_mib: int | None = None, own_user: bool = True,
         cwd: Path | None = None, capture_output: bool = False, text: bool = False,
-        named_within: Sequence[Path] | None = None, **options) -> subprocess.CompletedProcess:
+        named_within: Sequence[Path] | None = None, no_shell: bool = False,
+        **options) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, timeout=timeout, **options)`` confined (``confined``: in ``cwd``, else in
     ``scratch``), with a CPU-time limit of ``timeout`` and the margin; ``memory_mib``: its address space (None:
     not limited), and, where the machine has a memory and a pids cgroup controller, the resident memory and the
     processes of the whole run together (``RunGroup``). Standard input is ``/dev/null`` unless given, and the run
     has no controlling terminal (a session of its own). ``capture_output``: at most ``OUTPUT_KEEP`` bytes of each
-    stream are kept, its beginning and its end, however much the run prints (``_capture``)."""
+    stream are kept, its beginning and its end, however much the run prints (``_capture``). ``no_shell``: the
+    shells are masked (``_no_shell``: an emulator's semihosting can then run no host command)."""
     options.setdefault("stdin", subprocess.DEVNULL)
     with confined(argv, scratch, readable, env, memory_mib, timeout, own_user=own_user, cwd=cwd,
-                  named_within=named_within) as launch, RunGroup.make(memory_mib) as group:
+                  named_within=named_within, no_shell=no_shell) as launch, RunGroup.make(memory_mib) as group:
         if capture_output:
             options.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         process = subprocess.Popen(launch.argv, cwd=scratch, env=launch.env, start_new_session=True,

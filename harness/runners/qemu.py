@@ -249,8 +249,9 @@ def _program(profile: TargetProfile, elf: Path) -> list[str]:
 
 def emulate(profile: TargetProfile, elf: Path, timeout: float, work: Path) -> int:
     """Run ``elf`` under the profile's emulator in the sandbox (``sandbox``), confined to the run's folder
-    ``work``, where the driver's files are: semihosting can open nothing else, and ``qemu-system-arm`` also runs
-    under its own system-call filter (``-sandbox``: no process, no privilege change) where the build has one.
+    ``work``, where the driver's files are: semihosting can open nothing else, its ``SYS_SYSTEM`` finds no shell
+    to run a host command with (``no_shell``), and ``qemu-system-arm`` also runs under its own system-call filter
+    (``-sandbox``: no process, no privilege change) where the build has one.
     What the program and QEMU print goes to ``LOG_FILE`` beside the ELF, a file Assay opens itself in a folder
     the run cannot write (a file, not a pipe: code that prints in a loop must not fill our memory; its size is
     bounded by the run's file limit). The exit status; TimeoutExpired after ``timeout`` seconds."""
@@ -262,7 +263,7 @@ def emulate(profile: TargetProfile, elf: Path, timeout: float, work: Path) -> in
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(descriptor, "wb") as sink:
         return sandbox.run(command, work, timeout, memory_mib=sandbox.settings().emulator_memory_mib,
-                           stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT).returncode
+                           stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, no_shell=True).returncode
 
 
 @functools.cache

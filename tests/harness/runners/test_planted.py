@@ -301,3 +301,32 @@ def test_a_compile_bomb_ends_at_the_compilers_memory_limit(tmp_path, monkeypatch
 def _parent_is(child: Path, pid: int) -> bool:
     fields = (child / "stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[1]) == pid or int(child.name) == pid
+
+
+SYSTEM = """#include <string.h>
+static int semihost(int op, void *arg)
+{
+    register int r0 __asm__("r0") = op;
+    register void *r1 __asm__("r1") = arg;
+    __asm__ volatile("svc 0x123456" : "+r"(r0) : "r"(r1) : "memory");
+    return r0;
+}
+void net(const float *input, float *output)
+{
+    struct { const char *text; int length; } command = {"true", 4};
+    for (int i = 0; i < 3; ++i) output[i] = input[i];
+    output[0] = (float)semihost(0x12, &command); /* SYS_SYSTEM: the host runs the command */
+}
+"""
+
+
+@needs_sandbox
+@pytest.mark.arm
+def test_semihosting_runs_no_host_command_on_arm7tdmi(tmp_path, monkeypatch):
+    """qemu-arm's semihosting ``SYS_SYSTEM`` has the host run ``system(command)``: in the sandbox the shells are
+    masked, so even ``true`` fails; with them (the old sandbox) it succeeds (status 0)."""
+    built = qemu.build(folder_of(tmp_path, "system", SYSTEM), tmp_path / "build", targets.get("arm7tdmi"))
+    status = qemu.run(built, INPUTS, 30).outputs[:, 0]
+    assert (status != 0).all(), status
+    monkeypatch.setattr(sandbox, "_no_shell", lambda: [])
+    assert (qemu.run(built, INPUTS, 30).outputs[:, 0] == 0).all()
