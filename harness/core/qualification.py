@@ -10,9 +10,10 @@ evidence package accept it, say which run did it, and the package carries that r
 A record is keyed by the configuration it ran on (``fingerprint``: the distribution, the platform, the
 interpreter, the installed version of every results package, the lock's SHA-256 and the SHA-256 of Assay's
 sources and tests): another gcc, another lock or another commit's sources find no record. ``accepted`` reads a
-record as untrusted data: it must be the current user's and writable by no one else, name this fingerprint and
-the required selection of tests, and its JUnit XML must match the SHA-256 it names and hold only passed or skipped
-cases; the counts are recomputed from the XML, not read from the record.
+record as untrusted data: it must be the current user's and writable by no one else, sealed by this user's Assay
+(``harness.core.seal``: a record written or edited by hand is refused), name this fingerprint and the required
+selection of tests, and its JUnit XML must match the SHA-256 it names and hold only passed or skipped cases; the
+counts are recomputed from the XML, not read from the record.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from harness.core import seal
 from harness.core import tested as tested_file
 from harness.digests import digest, file_digest, tree_digest
 
@@ -114,6 +116,7 @@ def write(configuration: dict, selection: str, junit: Path, returncode: int, run
     record = {"schema": SCHEMA, "configuration": configuration, "key": key(configuration), "selection": selection,
               "returncode": returncode, "counts": counts.as_dict(), "junit_sha256": file_digest(target / JUNIT),
               **run}
+    record["seal"] = seal.seal(data, record)
     (target / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     for name in (JUNIT, RECORD):
         os.chmod(target / name, 0o644)
@@ -142,6 +145,9 @@ def accepted(configuration: dict, selection: str, folder: Path | None = None) ->
         return None, f"{place / RECORD}: ran '{record.get('selection')}', not the qualification tests '{selection}'"
     if record.get("junit_sha256") != file_digest(place / JUNIT):
         return None, f"{place / JUNIT}: does not match the SHA-256 its record names"
+    if not seal.sealed(record.get("seal"), (place / JUNIT).read_bytes(),
+                       {k: v for k, v in record.items() if k != "seal"}):
+        return None, f"{place / RECORD}: not sealed by this user's Assay (written or edited by hand?)"
     try:
         counts = junit_counts(place / JUNIT)
     except ValueError as exc:

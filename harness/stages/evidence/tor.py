@@ -31,9 +31,10 @@ import sys
 import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.core import configuration, qualification
+from harness.core import configuration, qualification, seal
 from harness.core.provenance import tool_versions
 from harness.digests import digest, tree_digest
 from harness.errors import AssayError
@@ -308,34 +309,75 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
     if not TESTS.is_dir():
         raise AssayError(f"Assay's test suite is not installed (no {TESTS.name}/ beside the installed sources, as "
                          f"with a wheel): give --tor-junit FILE or --tor-tests none")
-    arguments = [*shlex.split(selection), "-p", "no:cacheprovider", "-q"]
+    arguments = [*shlex.split(selection), "-p", "no:cacheprovider", "-q",
+                 *(word for plugin in PLUGINS for word in ("-p", plugin))]
     key = digest([[tree_digest(REPO / part) for part in ("harness", "codegen", "wcet", "tests", "toolchains")],
                   TOR_DOCUMENT.read_text() if TOR_DOCUMENT.is_file() else None, arguments, tool_versions()])
     junit = Path(cache_dir).resolve() / key[:16] / "junit.xml"  # absolute: pytest runs in another folder
     doctor = configuration.report()
     run = {"command": "pytest " + shlex.join(arguments), "rootdir": "$ASSAY", "content_key": key,
+           "plugins": list(PLUGINS), "environment": "PYTHON* and PYTEST* cleared, plugin autoload off",
            "assay": dict(doctor["assay"]),
            "configuration": {"verdict": doctor["verdict"], "differences": list(doctor["differences"])}}
     record = junit.with_name("run.json")
-    if junit.is_file() and record.is_file():
-        return junit, json.loads(record.read_text()), None
+    reused, refused = _sealed_run(junit, record)
+    if reused is not None:
+        return junit, {**reused, "reused": True}, None
     folder = junit.with_name("cwd")  # where pytest runs: outside Assay's tree
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
+    junit.unlink(missing_ok=True)
     start = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-m", "pytest", *_anchored(arguments), f"--rootdir={REPO}",
-                               f"--junitxml={junit}"], cwd=folder, capture_output=True, text=True, timeout=timeout,
-                              check=False, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                               f"-c={REPO / 'pyproject.toml'}", f"--confcutdir={REPO}", f"--junitxml={junit}"],
+                              cwd=folder, capture_output=True, text=True, timeout=timeout, check=False,
+                              env=hermetic_environment())
     except subprocess.TimeoutExpired:
         raise AssayError(f"Assay's test suite did not finish within {timeout:g} s") from None
     if not junit.is_file():
         tail = (done.stdout + done.stderr).strip().splitlines()
         raise AssayError(f"Assay's test suite wrote no JUnit XML (exit {done.returncode}): "
                          f"{tail[-1] if tail else 'no output'}")
-    run["returncode"] = done.returncode
+    run.update(returncode=done.returncode, reused=False, finished_at=_now(),
+               **({"reuse_refused": refused} if refused else {}))
+    run["seal"] = seal.seal(junit.read_bytes(), {k: v for k, v in run.items() if k != "seal"})
     record.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
     return junit, run, time.perf_counter() - start
+
+
+# The only pytest plugins of a qualification run (autoload off: a plugin installed or named in the environment,
+# e.g. one that makes every test pass, is not loaded), and what the run's environment leaves out.
+PLUGINS = ("xdist.plugin", "xdist.looponfail", "harness.pytest_plugin")
+
+
+def hermetic_environment() -> dict[str, str]:
+    """The environment of a run of Assay's own tests: the user's, without any ``PYTHON*`` variable (no
+    ``PYTHONPATH`` that puts a module first, no ``PYTHONSTARTUP``) and any ``PYTEST*`` one (no
+    ``PYTEST_PLUGINS``, ``PYTEST_ADDOPTS``), with plugin autoloading off and no bytecode written."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST"))}
+    return {**environment, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _sealed_run(junit: Path, record: Path) -> tuple[dict | None, str | None]:
+    """(the earlier run's record, None) when ``junit`` and ``record`` are an entry Assay wrote and sealed
+    (``harness.core.seal``) and nothing changed since; (None, why not) for an entry found but not trusted (it is
+    run again, and the new run says why); (None, None) when there is none."""
+    if not junit.is_file() and not record.is_file():
+        return None, None
+    try:
+        data = json.loads(record.read_text())
+        junit_bytes = junit.read_bytes()
+    except (OSError, ValueError):
+        return None, f"{record.parent.name}: an incomplete earlier run"
+    if not isinstance(data, dict) or not seal.sealed(data.get("seal"), junit_bytes,
+                                                     {k: v for k, v in data.items() if k != "seal"}):
+        return None, f"{record.parent.name}: an earlier run's files not sealed by this user's Assay (ignored)"
+    return data, None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 _VOLATILE_ATTRIBUTES = ("time", "timestamp", "hostname")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.core import configuration, qualification
+from harness.core import configuration, qualification, seal
 from harness.core import tested as tested_file
 from harness.stages.evidence import sci
 from harness.stages.evidence.qualify import qualify
@@ -118,7 +118,11 @@ def test_a_tampered_or_shared_record_is_refused_with_the_reason(tmp_path, qualif
 
     data = json.loads((folder / "record.json").read_text())
     (folder / "record.json").write_text(json.dumps({**data, "returncode": 1}))
-    assert "did not pass" in qualification.accepted(fingerprint, SMALL)[1]
+    assert "not sealed by this user's Assay" in qualification.accepted(fingerprint, SMALL)[1]
+    forged = {**data, "counts": {**data["counts"], "passed": 9999}}
+    forged["seal"] = seal.seal((folder / "junit.xml").read_bytes(), {k: v for k, v in forged.items() if k != "seal"})
+    (folder / "record.json").write_text(json.dumps(forged))  # sealed, yet the counts are recomputed from the XML
+    assert qualification.accepted(fingerprint, SMALL)[0]["counts"]["passed"] == data["counts"]["passed"]
 
 
 @pytest.mark.tor("TOR-CFG-002")

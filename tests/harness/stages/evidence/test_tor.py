@@ -202,4 +202,42 @@ def test_the_suite_runs_from_a_folder_outside_assays_tree_and_the_run_names_the_
            "is_refused" in names and deselected not in names
     assert all(case["outcome"] == "passed" for case in cases)
     again = tor.run_suite(f"tests/harness/stages/evidence/test_kit.py -m 'not slow' --deselect {deselected}", cache)
-    assert again == (junit, run, None)  # content-keyed: reused
+    assert again == (junit, {**run, "reused": True}, None)  # content-keyed and sealed: reused, and it says so
+
+
+SMALL = "tests/harness/stages/evidence/test_kit.py -m 'not slow'"
+
+
+@pytest.mark.tor("TOR-EVD-006")
+def test_a_junit_planted_in_the_cache_is_not_reused(tmp_path):
+    """B1: a JUnit XML put where the cached run lies (its run.json kept) was reused as Assay's own; the entry is
+    now sealed under this user's key when written, and one that does not carry the seal is run again, which the
+    run's record (signed into the matrix) says."""
+    junit, run, seconds = tor.run_suite(SMALL, tmp_path / "cache")
+    assert seconds is not None and run["reused"] is False and "seal" in run
+    forged = junit.read_text().replace("<testcase ", "<testcase forged='1' ", 1)
+    junit.write_text(forged)
+    assert junit.with_name("run.json").is_file()  # the old path reused any entry with both files
+    again, rerun, seconds = tor.run_suite(SMALL, tmp_path / "cache")
+    assert seconds is not None and rerun["reused"] is False and "not sealed" in rerun["reuse_refused"]
+    assert "forged=" not in again.read_text()
+
+
+@pytest.mark.tor("TOR-EVD-006")
+def test_a_plugin_named_in_the_environment_is_not_loaded(tmp_path, monkeypatch):
+    """B3: a do-nothing plugin given through ``PYTHONPATH`` and ``PYTEST_PLUGINS`` ran inside the qualification
+    run; the run now clears ``PYTHON*`` and ``PYTEST*`` and turns plugin autoload off. Shown by a plugin that
+    leaves a mark when pytest loads it: a plain pytest run with that environment loads it."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    mark = tmp_path / "loaded"
+    (plugins / "evil_plugin.py").write_text(f"def pytest_configure(config):\n    open({str(mark)!r}, 'w')\n")
+    monkeypatch.setenv("PYTHONPATH", str(plugins))
+    monkeypatch.setenv("PYTEST_PLUGINS", "evil_plugin")
+    junit, run, _ = tor.run_suite(SMALL, tmp_path / "cache")
+    assert run["returncode"] == 0 and not mark.exists()
+    assert run["plugins"] == list(tor.PLUGINS) and "autoload off" in run["environment"]
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co",
+                    str(tor.REPO / "tests/harness/stages/evidence/test_kit.py")], cwd=tmp_path, capture_output=True,
+                   timeout=300, check=False)
+    assert mark.exists()  # the old path: the plugin ran
