@@ -204,32 +204,42 @@ def _is_stage_fields(value) -> bool:
         for name, records in value.items())
 
 
-# The fields volatile.json may hold, with their types: dates, timings, whether the test run was reused, and the
-# notes of assay doctor (which change as caches fill); nothing else.
+# The fields volatile.json may hold, with their types: dates, timings and whether the test run was reused; no text
+# (a note there, outside the digest and the signature, could be read as a claim: "... approved"), nothing else.
 VOLATILE_FIELDS = {
     "schema": lambda v: v == VOLATILE_SCHEMA,
     "started_at": _is_date,
     "finished_at": _is_date,
     "stages": _is_stage_fields,
     "parts_s": lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_seconds(s) for k, s in v.items()),
-    "configuration_notes": lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v),
     "tool_qualification_s": lambda v: v is None or _is_seconds(v),
     "tool_qualification_reused": lambda v: isinstance(v, bool),
 }
-VOLATILE_REQUIRED = ("schema", "started_at", "finished_at", "stages", "parts_s", "configuration_notes")
+VOLATILE_REQUIRED = ("schema", "started_at", "finished_at", "stages", "parts_s")
+VOLATILE_LIMIT = 1 << 20  # bytes: a volatile file of a package with thousands of records is tens of kilobytes
 
 
 def check_volatile(data: bytes) -> list[str]:
     """``volatile.json`` against its schema (``VOLATILE_FIELDS``): one line per unknown field, field of the wrong
-    type or required field missing."""
+    type or required field missing; a file over ``VOLATILE_LIMIT`` bytes is refused unread, and the build's end
+    must not come before its start."""
+    if len(data) > VOLATILE_LIMIT:
+        return [f"{VOLATILE}: {len(data)} bytes, more than the {VOLATILE_LIMIT} a volatile file may hold"]
     document = _json(data)
     if not isinstance(document, dict):
         return [f"{VOLATILE}: not a JSON object"]
-    lines = [f"{VOLATILE}: {key}: not a field the volatile file may hold (dates, timings, the doctor's notes)"
+    lines = [f"{VOLATILE}: {key}: not a field the volatile file may hold (dates, timings)"
              for key in sorted(set(document) - set(VOLATILE_FIELDS))]
     lines += [f"{VOLATILE}: {key}: {json.dumps(document[key])[:60]} is not what the field holds"
               for key in sorted(set(document) & set(VOLATILE_FIELDS)) if not VOLATILE_FIELDS[key](document[key])]
     lines += [f"{VOLATILE}: {key}: missing" for key in VOLATILE_REQUIRED if key not in document]
+    if not lines:
+        try:
+            backwards = datetime.fromisoformat(document["finished_at"]) < datetime.fromisoformat(document["started_at"])
+        except TypeError:  # one with a time zone, one without
+            backwards = True
+        if backwards:
+            lines.append(f"{VOLATILE}: finished_at is not after started_at")
     return lines
 
 

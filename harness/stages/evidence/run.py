@@ -122,8 +122,7 @@ def build(settings: Settings, progress=print) -> Built:
                                 *(["--max-mutants", str(settings.mutants)] if settings.mutants else [])]))
     else:
         built.notes.append("mutation analysis (assay mutate) not run: --mutants 0")
-    volatile: dict = {"schema": package.VOLATILE_SCHEMA, "started_at": _now(), "stages": {}, "parts_s": {},
-                      "configuration_notes": doctor["notes"]}
+    volatile: dict = {"schema": package.VOLATILE_SCHEMA, "started_at": _now(), "stages": {}, "parts_s": {}}
     parts = volatile["parts_s"]
     records: dict[str, list[dict]] = {}
     places = package.Places(settings.work_dir, tor.REPO, settings.out)  # no folder of this machine in the package
@@ -247,7 +246,8 @@ def build(settings: Settings, progress=print) -> Built:
               for m in dict.fromkeys(r["model"] for r in records["semantic"] if r["variant"] != UNLOADED)]
     archived = _archive_configuration(root, models, [HOST, *arm], records.get("wcet", []))
     write_json(root / verdicts.SCI, sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
-                                                            commands, doctor, places.command(settings.command_line),
+                                                            commands, doctor,
+                                                            places.command(recorded_command(settings.command_line)),
                                                             archived))
     # the verdicts are those the package's own files give: the computation assay evidence verify repeats
     found = verdicts.of_package(lambda path: (root / path).read_bytes() if (root / path).is_file() else None)
@@ -443,6 +443,28 @@ def _tool_qualification(settings: Settings, out: Path, volatile: dict) -> dict |
     # date, which differ from build to build
     kept = {key: value for key, value in run.items() if key not in ("seal", "finished_at")}
     return tor.write(normalised, out, {**kept, "junit_sha256": sha256(normalised)})
+
+
+def recorded_command(words: tuple[str, ...]) -> list[str]:
+    """The ``assay evidence`` command as the package records it: the value of an option that names a file of this
+    machine becomes what identifies its content, never its path (the signing key: its public key's fingerprint;
+    a given JUnit XML: its SHA-256), so that the same build with the key or the file elsewhere gives the same
+    bytes, and no machine path is in the package."""
+    identify = {"--sign-key": lambda path: "ed25519:" + signature.fingerprint(
+                    signature.private_key(Path(path)).public_key()),
+                "--tor-junit": lambda path: "sha256:" + sha256(Path(path))}
+    recorded, following = [], None
+    for word in words:
+        option, equals, value = word.partition("=")
+        if following is not None:
+            recorded.append(identify[following](word))
+            following = None
+        elif option in identify and equals:
+            recorded.append(f"{option}={identify[option](value)}")
+        else:
+            following = word if word in identify else None
+            recorded.append(word)
+    return recorded
 
 
 def _fresh(out: Path) -> Path:

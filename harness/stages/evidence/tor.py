@@ -177,30 +177,38 @@ def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run:
     suite's tests, ``tags``: the tests that carry a requirement in the source (``source_tags``).
 
     A requirement is ``fail`` when one of its tests failed; ``pass`` only when every test that carries it in the
-    source ran and passed (at least one case of each, none skipped); ``incomplete`` when some ran and passed but
-    another was skipped, deselected or not run; ``not run`` when none ran; ``missing`` when no test names it. IDs
-    named by a test or the run but absent from the document are listed as ``unknown_ids``; a collection error of a
-    test module (``collection_errors``) fails the run. ``run["junit_given"]``: the JUnit XML was given, not produced
+    source ran and passed (none skipped) and, where the run counted the suite's cases (``run["cases_in_suite"]``),
+    every case of those tests ran and passed (a parametrised test partly deselected leaves it incomplete);
+    ``incomplete`` when some ran and passed but another was skipped, deselected or not run; ``not run`` when none
+    ran; ``missing`` when no test names it. IDs named by a test or the run but absent from the document are listed
+    as ``unknown_ids``; a collection error of a test module (``collection_errors``) fails the run. ``run["junit_given"]``: the JUnit XML was given, not produced
     by this run: the verdict is ``unverified`` (``fail`` stays ``fail``), ``results_verdict`` what its results give.
     """
     known = {r["id"] for r in reqs}
+    cases_of: dict[str, list[str]] = {}  # the suite's cases of each test function, when the run counted them
+    for node in run.get("cases_in_suite") or []:
+        cases_of.setdefault(node.split("[", 1)[0], []).append(node)
     rows = []
     for requirement in reqs:
         ran = [c for c in cases if requirement["id"] in c["tor"]]
         tagged = sorted(test for test, ids in tags.items() if requirement["id"] in ids)
         passed = {c["function"] for c in ran if c["outcome"] == "passed"}
+        passed_cases = {c["test"] for c in ran if c["outcome"] == "passed"}
+        cases_not_run = [node for test in tagged for node in cases_of.get(test, []) if node not in passed_cases]
         if any(c["outcome"] == "failed" for c in ran):
             status = "fail"
         elif not tagged and not ran:
             status = "missing"
         elif not passed:
             status = "not run"
-        elif all(c["outcome"] == "passed" for c in ran) and set(tagged) <= passed:
+        elif all(c["outcome"] == "passed" for c in ran) and set(tagged) <= passed and not cases_not_run:
             status = "pass"
         else:
             status = "incomplete"
         rows.append({**requirement, "status": status, "tests_in_source": tagged,
                      "not_run": [test for test in tagged if test not in passed],
+                     "cases": len([node for test in tagged for node in cases_of.get(test, [])]) or None,
+                     "cases_not_run": cases_not_run,
                      "results": [{"test": c["test"], "outcome": c["outcome"], "message": c["message"]}
                                  for c in ran]})
     unknown = sorted({i for c in cases for i in c["tor"]} | {i for ids in tags.values() for i in ids})
@@ -328,9 +336,11 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
     folder.mkdir(parents=True)
     junit.unlink(missing_ok=True)
     start = time.perf_counter()
+    hermetic = [f"--rootdir={REPO}", "-c", str(REPO / "pyproject.toml"), f"--confcutdir={REPO}"]
+    run["cases_in_suite"] = suite_cases(folder, hermetic)
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", *_anchored(arguments), f"--rootdir={REPO}",
-                               f"-c={REPO / 'pyproject.toml'}", f"--confcutdir={REPO}", f"--junitxml={junit}"],
+        done = subprocess.run([sys.executable, "-m", "pytest", *_anchored(arguments), *hermetic,
+                               f"--junitxml={junit}"],
                               cwd=folder, capture_output=True, text=True, timeout=timeout, check=False,
                               env=hermetic_environment())
     except subprocess.TimeoutExpired:
@@ -344,6 +354,22 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
     run["seal"] = seal.seal(junit.read_bytes(), {k: v for k, v in run.items() if k != "seal"})
     record.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
     return junit, run, time.perf_counter() - start
+
+
+def suite_cases(folder: Path, hermetic: list[str]) -> list[str]:
+    """Every test case of the suite that carries a requirement (``pytest --collect-only -m tor``, every
+    parametrisation), whatever the selection: what the matrix counts a requirement's cases against, so that a
+    selection that deselects some cases of a test (``-k``, ``--deselect``) leaves its requirement incomplete."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "tor", "-p",
+                           "no:cacheprovider", *(word for plugin in PLUGINS for word in ("-p", plugin)), str(TESTS),
+                           *hermetic],
+                          cwd=folder, capture_output=True, text=True, check=False, env=hermetic_environment())
+    cases = sorted(line for line in done.stdout.splitlines() if line.startswith("tests/") and "::" in line)
+    if done.returncode != 0 or not cases:
+        tail = (done.stdout + done.stderr).strip().splitlines()
+        raise AssayError(f"Assay's test suite cannot be collected (exit {done.returncode}): "
+                         f"{tail[-1] if tail else 'no output'}")
+    return cases
 
 
 # The only pytest plugins of a qualification run (autoload off: a plugin installed or named in the environment,

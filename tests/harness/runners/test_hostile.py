@@ -27,7 +27,7 @@ from harness.stages.semantic import run as campaign
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 WEIGHTS = np.array([[0.5, -1.0], [0.25, 2.0], [-0.75, 0.125]], np.float32)
 BIAS = np.array([0.1, -0.2], np.float32)
-HOSTILE = ("read", "write", "socket", "processes", "memory", "include")
+HOSTILE = ("read", "write", "socket", "processes", "memory", "include", "link")
 
 needs_sandbox = pytest.mark.skipif(not sandbox.isolation().confined,
                                    reason=f"no sandbox on this machine: {sandbox.isolation().reason}")
@@ -44,6 +44,8 @@ HOST_ATTEMPTS = {
                  ' if (p < 0) fail("fork"); }',
     "memory": 'size_t n = (size_t)10 << 30; char *p = malloc(n); if (!p) fail("malloc 10 GiB");'
               " p[0] = 1; p[n - 1] = 1; free(p);",
+    # wrong outputs, and at exit a link in their place to a file Assay would read outside the sandbox
+    "link": "atexit(plant_link); output[0] = output[1] = 0.0f; return;",
 }
 CONNECT = "python3 -c \\\"import socket; socket.create_connection(('127.0.0.1', %d), 5)\\\""
 ARM_ATTEMPTS = {
@@ -54,12 +56,19 @@ ARM_ATTEMPTS = {
                  ' fail("system: fork");',
     # a 32-bit target cannot ask for 10 GiB: 3 GiB is the most its malloc takes
     "memory": 'char *p = malloc(0xC0000000u); if (!p) fail("malloc 3 GiB"); p[0] = 1; free(p);',
+    "link": HOST_ATTEMPTS["link"],  # through the guest's own system calls (qemu-arm: Linux's, in the sandbox)
 }
 HOST_PRELUDE = """#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
+static void plant_link(void)
+{
+    unlink("outputs.f32");
+    symlink(SECRET, "outputs.f32");
+}
 """
 ARM_PRELUDE = """#include <string.h>
 /* semihosting SYS_SYSTEM (0x12): the host runs the command */
@@ -79,6 +88,22 @@ static int host_system(const char *command)
     struct { const char *text; int length; } block = {command, (int)strlen(command)};
     return semihost(0x12, &block);
 }
+#ifndef __thumb__
+/* qemu-arm: the guest's Linux system calls (r7 = number: unlink 10, symlink 83) */
+static int linux_call(int number, const char *a, const char *b)
+{
+    register const char *r0 __asm__("r0") = a;
+    register const char *r1 __asm__("r1") = b;
+    register int r7 __asm__("r7") = number;
+    __asm__ volatile("svc 0" : "+r"(r0) : "r"(r1), "r"(r7) : "memory");
+    return (int)r0;
+}
+static void plant_link(void)
+{
+    linux_call(10, "assay_outputs.f32", 0);
+    linux_call(83, SECRET, "assay_outputs.f32");
+}
+#endif
 """
 
 
@@ -138,7 +163,8 @@ def run_hostile(tmp_path, model, target: str) -> tuple[dict, dict]:
     defines = {"SECRET": json.dumps(str(secret)), "WRITTEN": json.dumps(str(written)), "PORT": str(listener.port),
                "CONNECT": f'"{CONNECT % listener.port}"'}
     generators = {}
-    for name in (*HOSTILE, "honest"):
+    # cortex-m4f (qemu-system-arm) has no system call to make a link with: its attack was the entry's (test_planted)
+    for name in (*(h for h in HOSTILE if not (h == "link" and target == "cortex-m4f")), "honest"):
         folder = tmp_path / "c" / name
         folder.mkdir(parents=True)
         attempt = "" if name in ("honest", "include") else (ARM_ATTEMPTS if arm else HOST_ATTEMPTS)[name]
@@ -180,6 +206,7 @@ def test_hostile_code_on_the_host_is_refused_and_the_campaign_goes_on(tmp_path, 
         "processes": "hostile: fork: Resource temporarily unavailable",
         "memory": "hostile: malloc 10 GiB: Cannot allocate memory",
         "include": "secret.txt: No such file or directory",  # the compiler runs in the sandbox too
+        "link": "the outputs file (outputs.f32) refused: a symbolic link",  # not followed to the secret
     })
 
 
@@ -197,6 +224,7 @@ def test_hostile_code_under_qemu_is_refused_and_the_campaign_goes_on(tmp_path, d
         "processes": filtered if target == "cortex-m4f" else "exited with status 3: hostile: system: fork",
         "memory": "exited with status 3: hostile: malloc 3 GiB",
         "include": "secret.txt: No such file or directory",
+        **({} if target == "cortex-m4f" else {"link": "the outputs file (assay_outputs.f32) refused: a symbolic link"}),
     })
 
 

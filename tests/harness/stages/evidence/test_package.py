@@ -51,3 +51,26 @@ def test_what_is_not_a_package_is_one_line(tmp_path, built):
     package.write_json(built / package.INDEX, {"schema": "assay-evidence/1", "files": []})
     with pytest.raises(AssayError, match="expected assay-evidence/2 .a package of an earlier Assay: rebuild it"):
         integrity.verify(built)
+
+
+def test_the_recorded_command_names_files_by_content_not_by_path(tmp_path):
+    """Issue 39: sci.json recorded ``--sign-key`` with the key's absolute path, so the same build with the key
+    elsewhere differed in 6 files and named a folder of the machine."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from harness.stages.evidence.run import recorded_command
+
+    pem = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption())
+    junit = tmp_path / "junit.xml"
+    junit.write_text("<testsuites/>")
+    recorded = []
+    for place in ("a", "b/c"):
+        key = tmp_path / place / "signer.pem"
+        key.parent.mkdir(parents=True)
+        key.write_bytes(pem)
+        words = ("assay", "evidence", "--models", "acas-reg50", "--sign-key", str(key), f"--tor-junit={junit}")
+        recorded.append(recorded_command(words))
+    assert recorded[0] == recorded[1] and str(tmp_path) not in " ".join(recorded[0])
+    assert recorded[0][5].startswith("ed25519:") and recorded[0][6].startswith("--tor-junit=sha256:")

@@ -82,6 +82,39 @@ def test_matrix_from_a_junit_run(pytester, tmp_path):
     assert again["rows"][0]["not_run"] == ["test_abc.py::test_half"] and again["verdict"] == "incomplete"
 
 
+PARAMETRISED = """
+import pytest
+
+@pytest.mark.tor("TOR-ABC-001")
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_three(n):
+    assert n > 0
+"""
+
+
+@pytest.mark.tor("TOR-EVD-006")
+def test_a_partly_deselected_parametrised_test_leaves_its_requirement_incomplete(pytester, tmp_path):
+    """B5 of issue 39: ``-k`` kept one case of a three-case test and the matrix, counting test functions, said
+    pass. Counted against the suite's cases (``cases_in_suite``, what ``run_suite`` collects), it is incomplete."""
+    pytester.makepyfile(test_abc=PARAMETRISED)
+    document = tmp_path / "tor.md"
+    document.write_text(DOCUMENT)
+    junit = tmp_path / "junit.xml"
+    pytester.runpytest(f"--junitxml={junit}", "-k", "1").assert_outcomes(passed=1)
+    tags = tor.source_tags(pytester.path, pytester.path)
+    cases = tor.resolve(tor.junit_cases(junit), tags)
+    suite = [f"test_abc.py::test_three[{n}]" for n in (1, 2, 3)]
+    old = tor.matrix(tor.requirements(document), cases, tags, {})
+    assert old["rows"][0]["status"] == "pass"  # the old count: the function ran and passed
+    new = tor.matrix(tor.requirements(document), cases, tags, {"cases_in_suite": suite})
+    assert new["rows"][0]["status"] == "incomplete" and new["rows"][0]["cases"] == 3
+    assert new["rows"][0]["cases_not_run"] == suite[1:]
+    pytester.runpytest(f"--junitxml={junit}").assert_outcomes(passed=3)
+    whole = tor.matrix(tor.requirements(document), tor.resolve(tor.junit_cases(junit), tags), tags,
+                       {"cases_in_suite": suite})
+    assert whole["rows"][0]["status"] == "pass" and whole["rows"][0]["cases_not_run"] == []
+
+
 @pytest.mark.tor("TOR-EVD-002", "TOR-EVD-006")
 def test_normalised_junit_is_the_same_for_the_same_results(pytester, tmp_path):
     pytester.makepyfile(test_abc=TESTS)

@@ -208,9 +208,23 @@ def test_d6_the_volatile_file_holds_only_dates_and_timings(pkg):
     volatile["stages"]["semantic"][0]["verdict"] = "pass"
     (pkg / package.VOLATILE).write_text(json.dumps(volatile))
     assert integrity.verify(pkg).lines() == [
-        "volatile.json: verdict: not a field the volatile file may hold (dates, timings, the doctor's notes)",
+        "volatile.json: verdict: not a field the volatile file may hold (dates, timings)",
         "volatile.json: stages: " + json.dumps(volatile["stages"])[:60] + " is not what the field holds",
         "volatile.json: started_at: 5 is not what the field holds"]
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_the_volatile_file_holds_no_text_no_bulk_and_no_backward_dates(pkg):
+    """Issue 39: '... DER approved ...' in the old configuration_notes, a 200 MB note, dates out of order."""
+    volatile = json.loads((pkg / package.VOLATILE).read_text())
+    (pkg / package.VOLATILE).write_text(json.dumps({**volatile, "configuration_notes": ["reviewed, DER approved"]}))
+    assert integrity.verify(pkg).lines() == [
+        "volatile.json: configuration_notes: not a field the volatile file may hold (dates, timings)"]
+    (pkg / package.VOLATILE).write_text(json.dumps({**volatile, "parts_s": {"x" * (2 << 20): 1.0}}))
+    lines = integrity.verify(pkg).lines()
+    assert len(lines) == 1 and lines[0].endswith(f"bytes, more than the {1 << 20} a volatile file may hold")
+    (pkg / package.VOLATILE).write_text(json.dumps({**volatile, "finished_at": "2019-01-01T00:00:00+00:00"}))
+    assert integrity.verify(pkg).lines() == ["volatile.json: finished_at is not after started_at"]
 
 
 @pytest.mark.tor("TOR-EVD-001")
