@@ -330,3 +330,26 @@ def test_semihosting_runs_no_host_command_on_arm7tdmi(tmp_path, monkeypatch):
     assert (status != 0).all(), status
     monkeypatch.setattr(sandbox, "_no_shell", lambda: [])
     assert (qemu.run(built, INPUTS, 30).outputs[:, 0] == 0).all()
+
+
+def test_inputs_are_written_as_a_new_file_never_through_a_planted_link(tmp_path):
+    """A link planted at ``inputs.f32`` made a rerun (``--redo``) write the inputs into any file (another item's
+    library). Each run's folder is new, and the inputs are written with ``O_EXCL | O_NOFOLLOW``: a link or a FIFO
+    already there is refused, its target untouched. (The old path, ``write_bytes``, writes through the link.)"""
+    from harness.runners import write_file
+
+    victim = tmp_path / "libassay.so"
+    victim.write_bytes(b"\x7fELF")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "inputs.f32").symlink_to(victim)
+    with pytest.raises(RunError, match="inputs.f32: cannot be written for the run"):
+        write_file(folder / "inputs.f32", b"\x00" * 16)
+    assert victim.read_bytes() == b"\x7fELF"
+    os.mkfifo(folder / "fifo.f32")
+    with pytest.raises(RunError, match="cannot be written"):
+        write_file(folder / "fifo.f32", b"\x00")
+    (folder / "inputs.f32").write_bytes(b"\x00" * 16)  # the old path
+    assert victim.read_bytes() == b"\x00" * 16
+    with sandbox.fresh_folder() as fresh:
+        assert list(fresh.iterdir()) == []
