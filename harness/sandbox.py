@@ -261,7 +261,8 @@ def _named(argv: Sequence[str], scratch: Path, within: Sequence[Path] | None = N
     bound; docs/sandbox.md)."""
     named = []
     for token in argv:
-        for part in token.replace("=", ",").split(","):
+        # the token whole (a path may hold a comma or an equals sign), then its parts (``-plugin /lib.so,map=/x``)
+        for part in dict.fromkeys([token, *token.replace("=", ",").split(",")]):
             part = re.sub(r"^-[A-Za-z](?=/)", "", part)  # -I/dir, -T/script.ld
             if part.startswith("/") and not Path(part).is_relative_to(scratch) and Path(part).exists():
                 if within is None or any(Path(part).absolute().is_relative_to(Path(w).absolute()) for w in within):

@@ -168,3 +168,15 @@ def test_a_run_has_no_terminal_and_reads_nothing_typed(tmp_path):
     old = in_a_terminal(f"done = subprocess.run(['sh', '-c', {SHELL!r}], capture_output=True, text=True)\n"
                         "print(done.stdout)")  # the old path: the terminal inherited
     assert "read:typed" in old or "tty-open" in old, old
+
+
+def test_a_named_path_with_a_comma_is_bound_whole(tmp_path):
+    """A library in a folder named ``relu-after-pool,fuse-activation`` (a variant's work folder): the argument is
+    one path, bound as it is, not split at the comma as an option's list would be."""
+    library = tmp_path / "a,b=c" / "libassay.so"
+    library.parent.mkdir()
+    library.write_bytes(b"")
+    assert library in sandbox._named(["python3", str(library)], tmp_path / "scratch")
+    plugin = tmp_path / "plugin.so"
+    plugin.write_bytes(b"")
+    assert sandbox._named(["-plugin", f"{plugin},map={library}"], tmp_path / "scratch") == [plugin]
