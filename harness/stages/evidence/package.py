@@ -10,12 +10,12 @@ elsewhere.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import zipfile
 from pathlib import Path
 
+from harness.digests import file_digest
 from harness.stages.evidence.spec import SPEC
 
 SCHEMA = SPEC.schema
@@ -28,12 +28,7 @@ DIGEST_SUFFIX = ".sha256"
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks into the archive
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+sha256 = file_digest  # the SHA-256 of a file's bytes (harness.digests), as the package's index names it
 
 
 def canonical(data: object) -> bytes:
