@@ -317,8 +317,7 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
     if not TESTS.is_dir():
         raise AssayError(f"Assay's test suite is not installed (no {TESTS.name}/ beside the installed sources, as "
                          f"with a wheel): give --tor-junit FILE or --tor-tests none")
-    arguments = [*shlex.split(selection), "-p", "no:cacheprovider", "-q",
-                 *(word for plugin in PLUGINS for word in ("-p", plugin))]
+    arguments = [*shlex.split(selection), "-p", "no:cacheprovider", "-q", *PLUGIN_ARGUMENTS]
     key = digest([[tree_digest(REPO / part) for part in ("harness", "codegen", "wcet", "tests", "toolchains")],
                   TOR_DOCUMENT.read_text() if TOR_DOCUMENT.is_file() else None, arguments, tool_versions()])
     junit = Path(cache_dir).resolve() / key[:16] / "junit.xml"  # absolute: pytest runs in another folder
@@ -361,8 +360,7 @@ def suite_cases(folder: Path, hermetic: list[str]) -> list[str]:
     parametrisation), whatever the selection: what the matrix counts a requirement's cases against, so that a
     selection that deselects some cases of a test (``-k``, ``--deselect``) leaves its requirement incomplete."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "tor", "-p",
-                           "no:cacheprovider", *(word for plugin in PLUGINS for word in ("-p", plugin)), str(TESTS),
-                           *hermetic],
+                           "no:cacheprovider", *PLUGIN_ARGUMENTS, str(TESTS), *hermetic],
                           cwd=folder, capture_output=True, text=True, check=False, env=hermetic_environment())
     cases = sorted(line for line in done.stdout.splitlines() if line.startswith("tests/") and "::" in line)
     if done.returncode != 0 or not cases:
@@ -372,17 +370,19 @@ def suite_cases(folder: Path, hermetic: list[str]) -> list[str]:
     return cases
 
 
-# The only pytest plugins of a qualification run (autoload off: a plugin installed or named in the environment,
-# e.g. one that makes every test pass, is not loaded), and what the run's environment leaves out.
+# The only pytest plugins of a qualification run: autoload off on its command line (a plugin installed or named in
+# the environment, e.g. one that makes every test pass, is not loaded), these named. On the command line, not in
+# the environment: the suite's own tests that run pytest inside (pytester) must see the plugins as a user does.
 PLUGINS = ("xdist.plugin", "xdist.looponfail", "harness.pytest_plugin")
+PLUGIN_ARGUMENTS = ("--disable-plugin-autoload", *(word for plugin in PLUGINS for word in ("-p", plugin)))
 
 
 def hermetic_environment() -> dict[str, str]:
     """The environment of a run of Assay's own tests: the user's, without any ``PYTHON*`` variable (no
     ``PYTHONPATH`` that puts a module first, no ``PYTHONSTARTUP``) and any ``PYTEST*`` one (no
-    ``PYTEST_PLUGINS``, ``PYTEST_ADDOPTS``), with plugin autoloading off and no bytecode written."""
+    ``PYTEST_PLUGINS``, ``PYTEST_ADDOPTS``), and no bytecode written."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST"))}
-    return {**environment, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return {**environment, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _sealed_run(junit: Path, record: Path) -> tuple[dict | None, str | None]:
