@@ -181,7 +181,8 @@ def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run:
     every case of those tests ran and passed (a parametrised test partly deselected leaves it incomplete);
     ``incomplete`` when some ran and passed but another was skipped, deselected or not run; ``not run`` when none
     ran; ``missing`` when no test names it. IDs named by a test or the run but absent from the document are listed
-    as ``unknown_ids``; a collection error of a test module (``collection_errors``) fails the run. ``run["junit_given"]``: the JUnit XML was given, not produced
+    as ``unknown_ids``; a collection error of a test module (``collection_errors``) fails the run.
+    ``run["junit_given"]``: the JUnit XML was given, not produced
     by this run: the verdict is ``unverified`` (``fail`` stays ``fail``), ``results_verdict`` what its results give.
     """
     known = {r["id"] for r in reqs}
