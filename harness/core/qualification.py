@@ -82,13 +82,15 @@ class Counts:
         return {"passed": self.passed, "failed": self.failed, "errors": self.errors, "skipped": self.skipped}
 
 
-def junit_counts(path: Path) -> Counts:
-    """Count the cases of a JUnit XML file: a case with a ``failure`` child failed, with ``error`` erred, with
-    ``skipped`` was skipped, else passed. Raises ValueError for a file that is not JUnit XML."""
+def junit_counts(junit: Path | bytes) -> Counts:
+    """Count the cases of a JUnit XML file (a path, or its bytes): a case with a ``failure`` child failed, with
+    ``error`` erred, with ``skipped`` was skipped, else passed. Raises ValueError for what is not JUnit XML."""
     try:
-        root = ElementTree.parse(path).getroot()
+        root = (ElementTree.fromstring(junit) if isinstance(junit, bytes)
+                else ElementTree.parse(junit).getroot())
     except (OSError, ElementTree.ParseError) as exc:
-        raise ValueError(f"{path.name} is not readable JUnit XML ({exc})") from None
+        where = "the JUnit XML" if isinstance(junit, bytes) else junit.name
+        raise ValueError(f"{where} is not readable JUnit XML ({exc})") from None
     passed = failed = errors = skipped = 0
     for case in root.iter("testcase"):
         tags = {child.tag for child in case}

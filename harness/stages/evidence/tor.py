@@ -319,7 +319,7 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
         raise AssayError(f"Assay's test suite is not installed (no {TESTS.name}/ beside the installed sources, as "
                          f"with a wheel): give --tor-junit FILE or --tor-tests none")
     arguments = [*shlex.split(selection), "-p", "no:cacheprovider", "-q", *PLUGIN_ARGUMENTS]
-    key = digest([[tree_digest(REPO / part) for part in ("harness", "codegen", "wcet", "tests", "toolchains")],
+    key = digest([[tree_digest(REPO / part) for part in qualification.SOURCES],
                   TOR_DOCUMENT.read_text() if TOR_DOCUMENT.is_file() else None, arguments, tool_versions()])
     junit = Path(cache_dir).resolve() / key[:16] / "junit.xml"  # absolute: pytest runs in another folder
     doctor = configuration.report()
