@@ -19,6 +19,7 @@ end merges every item whose shards are all there into its ``results.json``
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,24 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--assay-shard-size needs --assay-out: the shards are merged into its results.json")
     if out and not hasattr(config, "workerinput"):  # the controller, or a run without xdist
         config.pluginmanager.register(Controller(config, Path(out)), "assay-controller")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Name in the JUnit XML (a ``plugins`` property of the suite) every plugin module this run loaded beyond pytest's
+    own: the TOR matrix keeps it and ``assay evidence verify`` refuses a run with a plugin the qualification run
+    does not name (a do-nothing plugin that makes every test pass, issue 39 B3). Only the process writing the XML
+    has it (the xdist controller); ``xml_key`` is pytest's own stash key for its JUnit writer."""
+    from _pytest.junitxml import xml_key
+
+    xml = session.config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property("plugins", " ".join(loaded_plugins(session.config)))
+
+
+def loaded_plugins(config: pytest.Config) -> list[str]:
+    """The module names of the plugins registered beyond pytest's own (``_pytest.*``), conftest files included."""
+    return sorted({plugin.__name__ for _name, plugin in config.pluginmanager.list_name_plugin()
+                   if isinstance(plugin, types.ModuleType) and plugin.__name__.split(".")[0] != "_pytest"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -183,7 +202,8 @@ def assay_campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     out = request.config.getoption("assay_out")
     directory = Path(out) if out else tmp_path_factory.mktemp("assay-campaign")
     held = getattr(request.config, "workerinput", {}).get("assay_held", {})
-    return Campaign(_settings(request.config), ResultStore.of(SPEC, SPEC.path(directory)), held)
+    settings = _settings(request.config)
+    return Campaign(settings, ResultStore.of(SPEC, SPEC.path(directory), settings.keep_history), held)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -209,7 +229,7 @@ class Controller:
 
     def __init__(self, config: pytest.Config, out: Path):
         self.config = config
-        self.store = ResultStore.of(SPEC, SPEC.path(out))
+        self.store = ResultStore.of(SPEC, SPEC.path(out), _settings(config).keep_history)
         self.shards = ShardStore(out / SHARDS_DIR)
         self.sharded: dict[str, Item] = {}  # item id -> item, for every item a shard was reported of
         # item id -> {(content key, host): the meta of a shard received from there}

@@ -26,6 +26,7 @@ class Comparison:
     index_of_worst_input: int | None
     median_abs_error: float | None
     cause: str | None = None
+    max_abs_reference: float | None = None  # max |reference output|: with the error, what ``recheck`` needs
 
 
 def infinity_norm_errors(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -59,13 +60,53 @@ def compare(outputs: np.ndarray, expected: np.ndarray, atol: float, rtol: float 
     worst = int(np.argmax(errors))
     c, r = outputs.astype(np.float64).reshape(len(outputs), -1), expected.astype(np.float64).reshape(len(outputs), -1)
     excess = np.abs(c - r) - (atol + rtol * np.abs(r))  # > 0 where an output is outside the tolerance
+    largest = float(np.abs(r).max(initial=0.0))
     if (excess <= 0).all():
-        return Comparison(PASS, float(errors[worst]), worst, float(np.median(errors)))
+        return Comparison(PASS, float(errors[worst]), worst, float(np.median(errors)), max_abs_reference=largest)
     row, col = np.unravel_index(int(np.argmax(excess)), excess.shape)
     outside = int((excess > 0).any(axis=1).sum())
     cause = (f"|C - reference| = {abs(c[row, col] - r[row, col]):.4e} above atol {atol:g} + rtol {rtol:g} x "
              f"|{r[row, col]:.6g}| at input #{row}, output {col} ({outside} inputs outside the tolerance)")
-    return Comparison(FAIL, float(errors[worst]), worst, float(np.median(errors)), cause)
+    return Comparison(FAIL, float(errors[worst]), worst, float(np.median(errors)), cause, largest)
+
+
+def _figure(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value)) and value >= 0
+
+
+def recheck(record: dict) -> str | None:
+    """Why a semantic record's verdict does not follow from its own figures, or None when it does: what an
+    evidence package's verdicts (and ``assay evidence verify``) require of every record before counting its verdict.
+
+    The element-wise rule (``compare``) cannot be replayed from the maxima a record keeps, but it bounds them:
+    ``pass`` needs max |C - r| <= atol + rtol x max |r|, and ``fail`` needs max |C - r| > atol. Under the derived
+    rule (the record's ``derived`` figures, when they decided), ``pass`` needs |C - float64| <= the largest bound,
+    and the record's verdict is the derived one. Any other verdict (``error``, ``not supported``) names its cause.
+    A record of 1e-3 left ``pass`` under a tolerance of 1e-5 fails this, as does a record whose verdict was flipped."""
+    verdict = record.get("verdict")
+    if verdict not in (PASS, FAIL):
+        return None if isinstance(record.get("cause"), str) and record["cause"] else f"verdict {verdict} with no cause"
+    derived = record.get("derived")
+    if isinstance(derived, dict) and "fallback" not in derived:
+        distance, bound = derived.get("c_distance"), derived.get("bound")
+        if not (_figure(distance) and _figure(bound)):
+            return "derived verdict without a finite distance to float64 and bound"
+        if derived.get("verdict") != verdict:
+            return f"verdict {verdict}, its derived figures give {derived.get('verdict')}"
+        if verdict == PASS and distance > bound:
+            return f"pass with |C - float64| = {distance:.4e} above the derived bound {bound:.4e}"
+        if verdict == FAIL and distance == 0:
+            return "fail with C equal to float64"
+        return None
+    error, atol, rtol, largest = (record.get(k) for k in ("max_abs_error", "tolerance", "rtol", "max_abs_reference"))
+    if not all(_figure(v) for v in (error, atol, rtol or 0.0, largest)):
+        return f"verdict {verdict} without finite figures (max_abs_error, tolerance, rtol, max_abs_reference)"
+    allowed = atol + (rtol or 0.0) * largest
+    if verdict == PASS and error > allowed:
+        return f"pass with max |C - reference| = {error:.4e} above atol + rtol x max |reference| = {allowed:.4e}"
+    if verdict == FAIL and error <= atol:
+        return f"fail with max |C - reference| = {error:.4e} within atol {atol:g}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ A record is keyed by the configuration it ran on (``fingerprint``: the distribut
 interpreter, the installed version of every results package, the lock's SHA-256 and the SHA-256 of Assay's
 sources and tests): another gcc, another lock or another commit's sources find no record. ``accepted`` reads a
 record as untrusted data: it must be the current user's and writable by no one else, sealed by this user's Assay
-(``harness.core.seal``: a record written or edited by hand is refused), name this fingerprint and the required
+(``harness.seal``: a record written or edited by hand is refused), name this fingerprint and the required
 selection of tests, and its JUnit XML must match the SHA-256 it names and hold only passed or skipped cases; the
 counts are recomputed from the XML, not read from the record.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from harness.core import seal
+from harness import seal
 from harness.core import tested as tested_file
 from harness.digests import digest, file_digest, tree_digest
 

@@ -4,19 +4,22 @@ disk once per machine.
 Why here and not in a stage: the semantic stage and the mutation stage judge with the same figures (the
 mutation stage's ``--tolerance derived`` is the semantic stage's rule), and the bound costs up to a second per
 input on a convolutional network; one cache, keyed by the model's bytes, the inputs' bytes, the tools'
-versions and what else the figure depends on, serves both and never serves a stale figure.
+versions and what else the figure depends on, serves both and never serves a stale figure. An entry is used only
+under this user's seal (``harness.seal``): reference outputs planted in a shared work folder, equal to a wrong
+C's outputs, would otherwise make that C pass.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from harness import references
+from harness import references, seal
 from harness.core.inputs import inputs_sha256, make_inputs
 from harness.core.locks import exclusive
 from harness.core.pipeline import slug
@@ -42,12 +45,16 @@ def cached_outputs(name: str, model: Model, settings: Settings, compute: Callabl
     key = digest([model.sha256(), inputs_key, tool_versions(), identity])[:16]
     path = settings.work_dir / "references" / slug(model.name) / f"{name}-n{count}-{key}.npy"
     with exclusive(path.with_name(path.name + ".lock")):  # once per machine, whichever worker asks first
-        if path.is_file():
-            return np.load(path)
+        stored = seal.read_sealed(path)  # an entry not sealed by this user (planted, edited) is computed again
+        if stored is not None:
+            return np.load(io.BytesIO(stored), allow_pickle=False)
         outputs = compute(make_inputs(model, settings.n_inputs, settings.seed) if inputs is None else inputs)
-        tmp = path.with_name(path.name + f".{id(outputs)}.tmp.npy")
-        np.save(tmp, outputs)
+        buffer = io.BytesIO()
+        np.save(buffer, outputs)
+        tmp = path.with_name(path.name + f".{id(outputs)}.tmp")
+        tmp.write_bytes(buffer.getvalue())
         tmp.replace(path)
+        seal.seal_file(path, buffer.getvalue())
     return outputs
 
 

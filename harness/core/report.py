@@ -1,8 +1,11 @@
 """Helpers every stage's report shares: the order of models in a table, number formatting, the configuration
-the records were computed on."""
+the records were computed on, the records a result file holds as superseded (``harness.core.results``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from harness.core.results import SOURCE
 from harness.models import zoo
 
 _LISTED = 5  # differences from the tested configuration a report line lists
@@ -19,6 +22,24 @@ def group_digits(number: float) -> str:
     """Thousands separated by thin spaces, as the paper prints cycles (243 195)."""
     text = f"{number:,.0f}" if float(number).is_integer() else f"{number:,.1f}"
     return text.replace(",", "\u2009")
+
+
+def superseded_count(entries: Sequence[dict]) -> int:
+    """How many records the ``superseded`` entries of a result file stand for (``harness.core.results``)."""
+    return sum(entry["count"] for entry in entries)
+
+
+def superseded_lines(entries: Sequence[dict]) -> list[str]:
+    """One line per earlier content of a model file whose records a run on another content superseded: the path as
+    the user gave it, both contents' SHA-256 (the first 12 digits), the verdicts no longer judged."""
+    def content(digest: str | None) -> str:
+        return f"SHA-256 {digest[:12]}" if digest else "no readable file"
+
+    return [f"{entry['model']}: {entry['count']} records of its earlier content ({content(entry[SOURCE])}; "
+            + ", ".join(f"{count} {verdict}" for verdict, count in sorted(entry["verdicts"].items()))
+            + f") superseded at {entry['superseded_at']} by a run on {content(entry['superseded_by'])}; "
+            + ("kept whole" if "records" in entry else "counted") + " in the results file's superseded list, not judged"
+            for entry in entries]
 
 
 def configuration_lines(records: list[dict]) -> list[str]:

@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from harness import seal
 from harness.core.fingerprint import components_of
 from harness.core.pipeline import slug
 from harness.errors import AssayError, ConfigError
@@ -97,9 +98,11 @@ class ShardStore:
         return path
 
     def get(self, item_id: str, fingerprint: str, shard: Shard) -> StoredShard | None:
-        """The stored shard, or None when it was never finished with this content key."""
+        """The stored shard, or None when it was never finished with this content key, or its file is not sealed
+        by this user (``harness.seal``: C outputs planted in a shared work folder are not taken for a run)."""
         path = self.path(item_id, fingerprint, shard)
-        return read(path.read_bytes(), str(path)) if path.is_file() else None
+        data = seal.read_sealed(path)
+        return None if data is None else read(data, str(path))
 
     def name(self, item_id: str, fingerprint: str, shard: Shard) -> str:
         """The shard file's name relative to the store: the same on every host."""
@@ -123,7 +126,7 @@ class ShardStore:
         data = base64.b64decode(payload["data"])
         stored = read(data, str(name))
         path = self.directory.joinpath(*name.parts)
-        if not (path.is_file() and path.read_bytes() == data):
+        if seal.read_sealed(path) != data:
             _write_atomically(path, data)
         return stored
 
@@ -147,7 +150,9 @@ def concatenate(stored: list[StoredShard], name: str) -> np.ndarray:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    """Write and seal a shard: what this store wrote, or received from its own workers' channel."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+    seal.seal_file(path, data)

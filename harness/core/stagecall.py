@@ -27,7 +27,8 @@ class StageRun:
     command: list[str]
     returncode: int
     stderr_tail: list[str]
-    records: list[dict]
+    records: list[dict]  # those sealed by this user's Assay (harness.seal): what the stage computed or rightly reused
+    unsealed: int = 0  # records in the result file without a valid seal: planted or edited, left out of ``records``
 
 
 def call(stage: StageSpec, arguments: list[str], out: Path, timeout: float | None = None) -> StageRun:
@@ -35,11 +36,14 @@ def call(stage: StageSpec, arguments: list[str], out: Path, timeout: float | Non
     schema and key: ``stage`` is the called stage's ``SPEC``, from its ``spec`` module).
 
     Exit status 1 (some item failed) is a result like any other; a missing result file is an AssayError
-    naming the stage and its last line of output.
+    naming the stage and its last line of output. Only sealed records are read: the stage ran again whatever was
+    not sealed in its own cache, so a record left unsealed there is one it did not ask for.
     """
     command, returncode, tail, path = run_stage(stage, arguments, out, timeout)
-    records = ResultStore.of(stage, path).records()
-    return StageRun(command=command, returncode=returncode, stderr_tail=tail, records=records)
+    store = ResultStore.of(stage, path)
+    records = store.sealed_records()
+    return StageRun(command=command, returncode=returncode, stderr_tail=tail, records=records,
+                    unsealed=len(store.records()) - len(records))
 
 
 def run_stage(stage: StageSpec, arguments: list[str], out: Path,

@@ -14,6 +14,7 @@ from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
 from harness.generators.peers.wrapper import finish
 from harness.models.model import Model
+from harness.models.names import identifier
 
 PEER = PeerEnv("emlearn")
 METHODS = ("loadable", "inline")
@@ -27,7 +28,7 @@ class Emlearn(PeerGenerator):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         self.single_io(model)
-        prefix = _identifier(model.name)
+        prefix = identifier(model.name, "m")
         out_dir.mkdir(parents=True, exist_ok=True)
         response = PEER.run({"model": str(model.file("keras").resolve()), "out_dir": str(out_dir.resolve()),
                              "prefix": prefix, "method": variant})
@@ -44,8 +45,3 @@ class Emlearn(PeerGenerator):
                       model=model, fmt="keras", prefix=f"{prefix}_", call=call, includes=[net], sources=[],
                       headers=[net, *result["headers"]], layers=result["layers"],
                       peer={"environment": response["environment"], "keras_layers": result["keras_layers"]})
-
-
-def _identifier(name: str) -> str:
-    text = "".join(c if c.isalnum() else "_" for c in name)
-    return text if not text[0].isdigit() else f"m_{text}"

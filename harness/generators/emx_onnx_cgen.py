@@ -18,6 +18,7 @@ from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
 from harness.generators.peers.wrapper import finish
 from harness.models.model import Model
+from harness.models.names import identifier
 
 PEER = PeerEnv("emx-onnx-cgen")
 COMMON = ("--large-weight-threshold", "0")
@@ -32,7 +33,7 @@ class EmxOnnxCgen(PeerGenerator):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         self.single_io(model)
-        name = "emx_" + "".join(c if c.isalnum() else "_" for c in model.name)
+        name = "emx_" + identifier(model.name)
         options = [*COMMON, *VARIANTS[variant]]
         out_dir.mkdir(parents=True, exist_ok=True)
         response = PEER.run({"action": "compile", "model": str(model.file("onnx").resolve()),

@@ -20,6 +20,7 @@ from harness.generators.generated import GeneratedCode
 from harness.generators.peers import PeerEnv, PeerGenerator
 from harness.generators.peers.keras_graph import write
 from harness.models.model import Model
+from harness.models.names import identifier
 
 PEER = PeerEnv("keras2c")
 VARIANTS = ("stack", "malloc")
@@ -37,7 +38,7 @@ class Keras2c(PeerGenerator):
         self.single_io(model)
         out_dir.mkdir(parents=True, exist_ok=True)
         spec, weights = write(model, out_dir.parent / f"{out_dir.name}-model" / "graph")
-        function = "k2c_" + "".join(c if c.isalnum() else "_" for c in model.name)
+        function = "k2c_" + identifier(model.name)
         PEER.run({"spec": str(spec.resolve()), "weights": str(weights.resolve()), "out_dir": str(out_dir.resolve()),
                   "function_name": function, "malloc": variant == "malloc"})
         source = (out_dir / f"{function}.c").read_text()

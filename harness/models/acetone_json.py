@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ModelError
+from harness.models.names import identifier
 
 ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "leaky_relu", "softmax")  # as ACETONE's parser names them
 DATA_FORMATS = ("channels_last", "channels_first")
@@ -107,17 +108,11 @@ def to_keras(net: AcetoneNet, name: str = "acetone"):
     inputs = k.Input(shape=net.input_shape, name="input")
     x = inputs
     for index, step in enumerate(net.steps):
-        layer = getattr(k.layers, step.kind)(name=f"l{index}_{_identifier(step.source)}", **step.options)
+        layer = getattr(k.layers, step.kind)(name=f"l{index}_{identifier(step.source, 'acetone')}", **step.options)
         x = layer(x)
         if step.weights:
             layer.set_weights([w.astype(np.float32) for w in step.weights])
-    return k.Model(inputs, x, name=_identifier(name))
-
-
-def _identifier(name: str) -> str:
-    """A Keras-safe name (letters, digits and underscores) for a name taken from a file."""
-    cleaned = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    return cleaned or "acetone"
+    return k.Model(inputs, x, name=identifier(name, "acetone"))
 
 
 class _Reader:

@@ -26,12 +26,12 @@ semantics in which every choice is written out.
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 import numpy as np
 
 from harness.errors import ModelError
+from harness.models import names
 
 GRAPH_FILE = "graph.nnef"
 # Words of the NNEF grammar that cannot name a tensor.
@@ -102,11 +102,9 @@ def convert_to_onnx(folder: Path, onnx_path: Path) -> None:
 
 
 def identifier(name: str) -> str:
-    """``name`` as an NNEF identifier ([A-Za-z_][A-Za-z0-9_]*, not a keyword)."""
-    ident = re.sub(r"\W", "_", name) or "t"
-    if ident[0].isdigit() or ident in _KEYWORDS:
-        ident = "t_" + ident
-    return ident
+    """``name`` as an NNEF identifier: ASCII, a letter first (``harness.models.names``), not a keyword."""
+    ident = names.identifier(name, "t")
+    return f"t_{ident}" if ident in _KEYWORDS else ident
 
 
 def _shape(values) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ModelError
+from harness.models.names import identifier
 
 
 @dataclass
@@ -156,9 +157,4 @@ def to_keras(net: NNet, name: str = "nnet"):
         layer = k.layers.Dense(w.shape[0], activation="linear" if last else "relu", name=f"dense{index + 1}")
         x = layer(x)
         layer.set_weights([w.T.astype(np.float32), b.astype(np.float32)])
-    return k.Model(inputs, x, name=_keras_name(name))
-
-
-def _keras_name(name: str) -> str:
-    cleaned = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    return cleaned or "nnet"
+    return k.Model(inputs, x, name=identifier(name, "nnet"))

@@ -26,8 +26,10 @@ from harness.errors import ModelError
 from harness.models import cache, nnef, sidecar
 from harness.models.model import Model, Tensor, file_sha256, packed_model
 
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2  # 2: a Keras model made from a file's name is named by names.identifier (ASCII)
 _MAX_CAUSE = 400
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras colours the messages of its errors for a terminal
+_FRAME = re.compile(r'^\s*File ".*", line \d+')  # a frame of TensorFlow's "in user code:" traceback
 
 
 def load(path: Path, cache_dir: Path) -> Model:
@@ -48,10 +50,39 @@ def load(path: Path, cache_dir: Path) -> Model:
     loader = registry.load("model_formats", suffix)
     try:
         if not getattr(loader, "converts", True):  # read where it is: nothing to convert or cache
-            return sidecar.apply(settings, loader(resolved, None))
-        return _load_converted(resolved, Path(cache_dir), suffix, settings)
+            model = sidecar.apply(settings, loader(resolved, None))
+        else:
+            model = _load_converted(resolved, Path(cache_dir), suffix, settings)
     except ModelError as error:
         raise ModelError(_about_user_file(str(error), path, resolved, Path(cache_dir))) from None
+    _check_not_empty(path, model)
+    return model
+
+
+def _check_not_empty(path: Path, model: Model) -> None:
+    """One rule for every format, the converted ones' cached models included: an input or output with a dimension
+    of size 0 holds no value, so there is nothing to compute or compare; the file is bad input, refused here
+    rather than by each generator in words of its own about the cache's converted file."""
+    for kind, named, shape in (("input", model.inputs, model.input_shape),
+                               ("output", model.outputs, model.output_shape)):
+        for tensor in named or (Tensor("", shape),):
+            if 0 in tensor.shape:
+                which = f"{kind} '{tensor.name}'" if tensor.name else f"the {kind}"
+                raise ModelError(f"{path}: {which} has shape {list(tensor.shape)}, a dimension of size 0: it holds "
+                                 "no value to compute or compare")
+
+
+def source_sha256(path: Path) -> str | None:
+    """The SHA-256 of what ``path`` holds now when it is a regular file or an NNEF folder (a FIFO or a device is
+    never opened: it could block), whether the model loads or not: what a record about it judged
+    (``harness.core.results``). None when it holds neither or cannot be read."""
+    path = Path(path)
+    try:
+        if nnef.is_folder(path) or stat.S_ISREG(os.stat(path).st_mode):
+            return file_sha256(path)
+    except OSError:
+        pass
+    return None
 
 
 def suffixes() -> list[str]:
@@ -118,18 +149,35 @@ def _os_cause(error: OSError) -> str:
 
 
 def cause(error: BaseException) -> str:
-    """One line describing an exception from a library.
+    """One line describing an exception from a library, for stderr and a record's cause (``detail`` keeps it all).
 
     All its lines are joined: ONNX checker messages continue after a line
     break ("input 'x' of node:" / "name: ... OpType: ..."), and their
-    ``==> Context:`` part (which node) goes in parentheses.
+    ``==> Context:`` part (which node) goes in parentheses. An error raised in
+    a function TensorFlow traced starts with the frames of that code ("in user
+    code:", file paths and lines): the error after them is kept, without the
+    "Arguments received by" list Keras adds for a layer's call.
     """
-    main, _, context = str(error).partition("==> Context:")
-    text = " ".join(main.split())
+    text = _ANSI.sub("", str(error))
+    if text.lstrip().startswith("in user code:"):
+        lines = text.splitlines()
+        frames = [k for k, line in enumerate(lines) if _FRAME.match(line)]
+        after = lines[frames[-1] + 1:] if frames else lines[1:]
+        blank = next((k for k, line in enumerate(after) if not line.strip()), -1)  # after the frame's code line
+        text = "\n".join(after[blank + 1:]).partition("Arguments received by")[0]
+    main, _, context = text.partition("==> Context:")
+    text = " ".join(main.split()).removeprefix(f"{type(error).__name__}: ")  # TensorFlow repeats the type
     text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     if context.strip():
         text += f" ({' '.join(context.split())})"
     return text if len(text) <= _MAX_CAUSE else text[: _MAX_CAUSE - 3] + "..."
+
+
+def detail(error: BaseException) -> str | None:
+    """The library's whole message when ``cause`` had to shorten it (several lines, frames): for a record, where
+    it may be read in full, never for stderr; None when ``cause`` says it all."""
+    text = _ANSI.sub("", str(error)).strip()
+    return text if "\n" in text or len(text) > _MAX_CAUSE else None
 
 
 # --- Keras, NNet, ACETONE JSON and NNEF: converted into the cache ------------
@@ -443,8 +491,6 @@ def _onnx_shape(path: Path, value) -> tuple[int, ...]:
         if not isinstance(dim, int):
             raise ModelError(f"{path}: dimension {k} of {value.name} is undefined ({dim}) (declared shape {text}); "
                              "only the first axis, the batch axis, may be symbolic")
-        if dim == 0:
-            raise ModelError(f"{path}: dimension {k} of {value.name} is 0 (declared shape {text})")
     shape = tuple(int(d) for d in dims[batch:])
     if not 1 <= len(shape) <= 4:
         raise ModelError(f"{path}: {value.name} has declared shape {text}, read {'with' if batch else 'without'} "

@@ -123,6 +123,14 @@ def load(name_or_path: str | Path, cache_dir: Path = DEFAULT_CACHE_DIR, seed: in
                      f"model files end in {', '.join(user_files.suffixes())} (or are NNEF folders)")
 
 
+def source_sha256(name_or_path: str | Path) -> str | None:
+    """The SHA-256 of what a user file's path holds now (``user_files.source_sha256``), loadable or not: what a
+    record about it judged, so that a store can tell the records of a replaced file from the current ones
+    (``harness.core.results``). None for a zoo name, which names no file."""
+    key = str(name_or_path)
+    return None if key in _BY_NAME else user_files.source_sha256(Path(key))
+
+
 def _builder(zoo_entry: ZooEntry):
     """The module that builds an entry: ``fingerprint(name, seed)`` and ``build(name, seed)``."""
     from harness.models import paper, tiny, trained

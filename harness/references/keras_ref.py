@@ -10,6 +10,7 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert
 from harness.models.model import Model
+from harness.models.names import identifier
 from harness.references import check_inputs, pack, unpack
 
 BATCH = 256
@@ -85,8 +86,15 @@ def _float64_model(path: str, mtime_ns: int):
         from harness.models.user_files import cause
 
         raise ModelError(f"{path}: Keras cannot rebuild it in float64 ({cause(error)})") from None
+    for layer in _nested(clone):  # traced below, every name becomes a TensorFlow scope name: ASCII ones only
+        layer.name = identifier(layer.name, "layer")  # the clone's own: the file and its reports keep theirs
     keras()  # the deterministic CPU settings are in place
     return tensorflow().function(lambda sample: clone(sample, training=False))
+
+
+def _nested(layer) -> list:
+    """``layer`` and every layer inside it, nested models' included."""
+    return [layer, *(inner for child in getattr(layer, "layers", ()) for inner in _nested(child))]
 
 
 def float64_outputs(model: Model, inputs: np.ndarray) -> np.ndarray:

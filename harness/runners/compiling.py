@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from harness import sandbox, targets
+from harness import sandbox, seal, targets
 from harness.digests import file_digest
 from harness.generators.generated import GeneratedCode
 
@@ -49,8 +49,9 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
     key = hashlib.sha256(json.dumps([command, code.source_hashes(), driver_hashes()]).encode()).hexdigest()
     stamp = stamp_path(output)
     # reused only when the stamp names this command and these sources, and the output's own bytes (checked by
-    # content: a build folder written by an older Assay, whose runs could write there, is not taken on trust)
-    if output.is_file() and stamp.is_file() and stamp.read_text() == f"{key} {file_digest(output)}":
+    # content: a build folder written by an older Assay, whose runs could write there, is not taken on trust),
+    # under this user's seal (harness.core.seal: a library and stamp planted together in a work folder are not)
+    if output.is_file() and stamp.is_file() and seal.sealed(stamp.read_text(), key, file_digest(output)):
         return
     stamp.unlink(missing_ok=True)
     # In the sandbox (harness.sandbox): the sources can name no file but the code's, the drivers' and the
@@ -58,7 +59,7 @@ def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
     result = run_compiler(command, output.parent, (code.directory, DRIVERS_DIR), code.directory)
     if result.returncode != 0:
         raise failure(result.stderr)
-    stamp.write_text(f"{key} {file_digest(output)}")
+    stamp.write_text(seal.seal(key, file_digest(output)))
 
 
 def run_compiler(command: Sequence[str | Path], build_dir: Path, readable: Sequence[Path],

@@ -84,7 +84,7 @@ def test_the_target_recipe_runs_and_bounds_on_a_profile_of_a_package(tmp_path, w
     result = assay("semantic", *common, "--references", "onnxruntime", "--inputs", "5", "--out",
                    str(tmp_path / "semantic"), site=site)
     assert result.returncode == 0, result.stdout + result.stderr
-    found = records(tmp_path / "semantic" / "results.json", "assay-results/1")
+    found = records(tmp_path / "semantic" / "results.json", "assay-results/2")
     assert sorted((r["target"], r["variant"], r["verdict"]) for r in found) == [
         ("cortex-m4f-1m", "keras", "pass"), ("cortex-m4f-1m", "onnx", "pass")]
     result = assay("wcet", *common, "--inputs", "3", "--out", str(tmp_path / "wcet"), site=site)
@@ -168,7 +168,7 @@ def test_the_runner_kind_recipe_runs_the_target_that_names_it(tmp_path, work):
     result = assay("semantic", "--models", "acas-reg50", "--targets", "host-perturbed", "--references", "onnxruntime",
                    "--inputs", "5", "--quiet", "--work", str(work), "--out", str(tmp_path / "out"), site=site)
     assert result.returncode == 0, result.stdout + result.stderr
-    found = records(tmp_path / "out" / "results.json", "assay-results/1")
+    found = records(tmp_path / "out" / "results.json", "assay-results/2")
     assert sorted((r["target"], r["variant"], r["verdict"]) for r in found) == [
         ("host-perturbed", "keras", "pass"), ("host-perturbed", "onnx", "pass")]
     assert next(work.rglob("build-host-perturbed-O0/libassay.so")).is_file()  # built by the kind's build
@@ -180,7 +180,7 @@ def test_the_reference_recipe_is_compared_with(tmp_path, work):
                    "onnx-reference,onnxruntime", "--inputs", "5", "--quiet", "--work", str(work), "--out",
                    str(tmp_path / "out"), site=site)
     assert result.returncode == 0, result.stdout + result.stderr
-    found = records(tmp_path / "out" / "results.json", "assay-results/1")
+    found = records(tmp_path / "out" / "results.json", "assay-results/2")
     assert sorted((r["variant"], r["reference"], r["verdict"]) for r in found) == [
         ("keras", "onnx-reference", "pass"), ("keras", "onnxruntime", "pass"),
         ("onnx", "onnx-reference", "pass"), ("onnx", "onnxruntime", "pass")]
@@ -225,7 +225,7 @@ def test_the_model_format_recipe_reads_its_suffix(tmp_path, work):
     result = assay("semantic", "--models", str(path), "--targets", "host", "--references", "onnxruntime", "--inputs",
                    "5", "--quiet", "--work", str(work), "--out", str(tmp_path / "out"), site=site)
     assert result.returncode == 0, result.stdout + result.stderr
-    (record,) = records(tmp_path / "out" / "results.json", "assay-results/1")
+    (record,) = records(tmp_path / "out" / "results.json", "assay-results/2")
     assert (record["model"], record["variant"], record["verdict"]) == (str(path), "onnx", "pass")
     assert len(list((work / "zoo" / "user").glob("tiny-*/model.onnx"))) == 1  # converted into the model cache
 

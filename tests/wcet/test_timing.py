@@ -52,6 +52,11 @@ def test_trivial_charges_five_cycles_per_instruction_like_otawa():
 
 A7 = timing.get("arm7tdmi")
 
+# The expected figures are the manuals' (docs/met.md, "Timing models"), not Assay's output copied back:
+# ARM7TDMI Technical Reference Manual, ARM DDI 0210C, chapter "Instruction Cycle Timings": each case's comment gives
+# the section's formula (Branch and branch with link; Branch and exchange; Data operations; Multiply and multiply
+# accumulate; Load register; Store register; Load multiple registers; Store multiple registers; Data swap; Software
+# interrupt and exception entry) and its "Instruction speed summary".
 ARM7TDMI_CASES = [
     # encoding, assembly, (S, N, I) from the TRM section named
     ("e0810002", "add r0, r1, r2", (1, 0, 0)),            # data operations: 1S
@@ -123,6 +128,10 @@ def test_arm7tdmi_refuses_what_an_armv4t_core_does_not_have():
 
 
 # ---- Cortex-M4: cycles at zero wait states, P = refill ----
+# Cortex-M4 Technical Reference Manual, ARM DDI 0439B (100166), Table 3-1 "Cortex-M4 instruction set summary" (the
+# core instructions: 1 cycle for data operations, 2 for a single load or store, 1 + N for a multiple load or store of
+# N registers, 1 + P for a taken branch, P a refill of 1 to 3 cycles; SDIV 2 to 12) and Table 7-1 "FPU instruction
+# set" (the VFP cases below), both at zero wait states.
 
 M4 = timing.get("cortex-m4")  # P = 3 by default
 P = 3

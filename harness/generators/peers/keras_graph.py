@@ -12,13 +12,13 @@ outputs, or a layer called more than once, is an error naming the reason.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 
 from harness.errors import ModelError
 from harness.models.model import Model
+from harness.models.names import identifier
 
 SCHEMA = "assay-keras-graph/1"
 MODEL_INPUT = -1  # the index of the model's input among a layer's ``inputs``
@@ -56,12 +56,11 @@ def write(model: Model, stem: Path) -> tuple[Path, Path]:
 
 
 def c_identifiers(names: list[str]) -> list[str]:
-    """``names`` as distinct C identifiers: valid names kept, others with ``_`` for every other character
-    and ``layer_`` before a leading digit; never the Input layer's name."""
+    """``names`` as distinct C identifiers (``harness.models.names``: valid names kept, ``layer_`` before a leading
+    digit); never the Input layer's name."""
     taken, result = {INPUT_NAME}, []
     for name in names:
-        text = re.sub(r"\W", "_", name, flags=re.ASCII)
-        text = f"layer_{text}" if not text or text[0].isdigit() else text
+        text = identifier(name, "layer")
         while text in taken:
             text += "_"
         taken.add(text)

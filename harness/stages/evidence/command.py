@@ -57,8 +57,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for line in result.lines():
         print(line)
     print(result.digest)
+    if result.beside_only:
+        print("warning: the digest file travels with the package, so it proves nothing against a consistent "
+              "rewrite: give --digest HEX from your configuration management (and --public-key)")
     print(result.signature)
-    print(f"{args.package}: {'intact' if result.intact else 'NOT intact'} ({result.checked} files checked)")
+    print(result.built_by)
+    print(f"{args.package}: {'intact' if result.intact else 'NOT intact'} ({result.checked} files checked); "
+          f"the package's verdict: {result.verdict}")
     return 0 if result.intact else 1
 
 

@@ -32,7 +32,8 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.errors import AssayError
-from harness.stages.evidence import html, signature, tor, verdicts, ziparchive
+from harness.core import configuration
+from harness.stages.evidence import html, meaning, signature, tor, verdicts, ziparchive
 from harness.stages.evidence.package import (INDEX, SCHEMA, VOLATILE, VOLATILE_KEYS, VOLATILE_SCHEMA, canonical,
                                              digest_file)
 
@@ -51,6 +52,9 @@ class Verification:
     checked: int = 0
     digest: str = ""
     signature: str = "signature not checked: no --public-key"
+    verdict: str = "unknown"  # the package's own verdict (evidence.json), as its files give it when intact
+    built_by: str = ""  # which Assay built the package, and whether it is the one verifying it
+    beside_only: bool = False  # the digest was checked only against DIR.sha256, which travels with the package
 
     @property
     def intact(self) -> bool:
@@ -96,13 +100,33 @@ def verify(location: Path, digest: str | None = None, public_key: Path | None = 
     if public_key is not None:
         found, result.signature = signature.check(location, contents.files[INDEX], public_key)
         result.failures += found
-    result.failures += _check_volatile_file(index, contents.files)
+    result.failures += _check_volatile_file(index, contents.files, location.is_file())
     result.checked, lines = _check_files(index, contents)
     result.failures += lines
-    sci = _json(contents.files.get(verdicts.SCI))
+    sci = verdicts.json_or_none(contents.files.get(verdicts.SCI))
     result.failures += _check_sci(sci, index, contents.files)
     result.failures += _check_verdicts(index, sci, contents.files)
+    if isinstance(sci, dict):
+        result.failures += meaning.check(contents.files, sci)
+    result.verdict = str(index.get("verdict"))
+    result.built_by = built_by((sci or {}).get("assay") if isinstance(sci, dict) else None, configuration.identity())
+    result.beside_only = digest is None and digest_file(location).is_file()
     return result
+
+
+def built_by(package: dict | None, running: dict) -> str:
+    """One line: the Assay (version, commit, lock) that built the package and whether the running one is the same;
+    a package built by another commit or lock verifies, but its figures are that Assay's (B4 of issue 39)."""
+    if not isinstance(package, dict):
+        return f"built by: unknown ({verdicts.SCI} names no Assay)"
+    def named(assay: dict) -> str:
+        return (f"Assay {assay.get('version')} commit {assay.get('commit') or 'none'}"
+                f"{' with changes' if assay.get('dirty') else ''}, lock "
+                f"{str(assay.get('requirements_lock_sha256'))[:12]}")
+    fields = ("version", "commit", "dirty", "requirements_lock_sha256", "sources_sha256")
+    same = all(package.get(k) == running.get(k) for k in fields)
+    return (f"built by: {named(package)}; " + ("the same Assay as this one" if same else
+                                               f"NOT this Assay ({named(running)}): its figures are that Assay's"))
 
 
 def _folder(root: Path) -> Contents:
@@ -170,11 +194,13 @@ def _check_digest(data: bytes, index: dict, location: Path, given: str | None, f
     return f"package digest {'checked' if good else 'DIFFERS'}: {actual} against {' and '.join(w for w, _ in sources)}"
 
 
-def _check_volatile_file(index: dict, files: dict[str, bytes]) -> list[str]:
+def _check_volatile_file(index: dict, files: dict[str, bytes], zipped: bool) -> list[str]:
+    """The volatile file against its schema; a folder has one, a zip none (``package.archive`` leaves it out, so
+    that the zip is reproducible), but one added to a zip is checked all the same."""
     if index.get("volatile") != VOLATILE:
         return [f"{INDEX}: volatile names {index.get('volatile')!r}: the volatile file is {VOLATILE}"]
     if VOLATILE not in files:
-        return [f"{VOLATILE}: missing from the package"]
+        return [] if zipped else [f"{VOLATILE}: missing from the package"]
     return check_volatile(files[VOLATILE])
 
 
@@ -204,8 +230,9 @@ def _is_stage_fields(value) -> bool:
         for name, records in value.items())
 
 
-# The fields volatile.json may hold, with their types: dates, timings and whether the test run was reused; no text
-# (a note there, outside the digest and the signature, could be read as a claim: "... approved"), nothing else.
+# The fields volatile.json may hold, with their types: dates and timings; no text (a note there, outside the digest
+# and the signature, could be read as a claim: "... approved"), and no fact a verdict rests on (whether the test run
+# was reused is in the signed TOR matrix), nothing else.
 VOLATILE_FIELDS = {
     "schema": lambda v: v == VOLATILE_SCHEMA,
     "started_at": _is_date,
@@ -213,7 +240,6 @@ VOLATILE_FIELDS = {
     "stages": _is_stage_fields,
     "parts_s": lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_seconds(s) for k, s in v.items()),
     "tool_qualification_s": lambda v: v is None or _is_seconds(v),
-    "tool_qualification_reused": lambda v: isinstance(v, bool),
 }
 VOLATILE_REQUIRED = ("schema", "started_at", "finished_at", "stages", "parts_s")
 VOLATILE_LIMIT = 1 << 20  # bytes: a volatile file of a package with thousands of records is tens of kilobytes
@@ -225,7 +251,7 @@ def check_volatile(data: bytes) -> list[str]:
     must not come before its start."""
     if len(data) > VOLATILE_LIMIT:
         return [f"{VOLATILE}: {len(data)} bytes, more than the {VOLATILE_LIMIT} a volatile file may hold"]
-    document = _json(data)
+    document = verdicts.json_or_none(data)
     if not isinstance(document, dict):
         return [f"{VOLATILE}: not a JSON object"]
     lines = [f"{VOLATILE}: {key}: not a field the volatile file may hold (dates, timings)"
@@ -347,7 +373,7 @@ def _check_verdicts(index: dict, sci: dict | None, files: dict[str, bytes]) -> l
     if index.get("verdict") != found.verdict:
         lines.append(f"verdict: {INDEX} says {index.get('verdict')}, the packaged verdicts give {found.verdict}")
     if verdicts.TOR_MATRIX in files:
-        matrix = _json(files[verdicts.TOR_MATRIX])
+        matrix = verdicts.json_or_none(files[verdicts.TOR_MATRIX])
         if not isinstance(matrix, dict) or JUNIT not in files or TOR_DOCUMENT not in files:
             lines.append(f"{verdicts.TOR_MATRIX}: not JSON, or its {JUNIT} or {TOR_DOCUMENT} missing")
         else:
@@ -356,12 +382,3 @@ def _check_verdicts(index: dict, sci: dict | None, files: dict[str, bytes]) -> l
             except (AssayError, AttributeError, TypeError, KeyError, UnicodeDecodeError) as exc:
                 lines.append(f"{verdicts.TOR_MATRIX}: cannot be recomputed from {JUNIT} ({exc})")
     return lines
-
-
-def _json(data: bytes | None):
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 from harness.errors import AssayError
 from harness.stages.evidence import tor
+from harness.stages.evidence.verdicts import COVERAGE_CRITERIA
 
 SCHEMA = "assay-do330-kit/1"
 FOLDER = "kit"
@@ -40,6 +42,37 @@ DOCUMENTS = {"tool-qualification-plan.md": "Tool Qualification Plan",
              "tool-configuration-index.md": "Tool Configuration Index",
              "tool-accomplishment-summary.md": "Tool Accomplishment Summary",
              "known-problems.md": "Known problems"}
+# Each document's identifier (its revision is the Assay commit that wrote it: ``control``) and the questions its
+# reviewer answers (DO-330 section 6.1.3 and Table T-0 to T-10: the kit's documents are reviewed and kept under
+# configuration management by the applicant; the kit gives the checklist and the record to fill, and claims no
+# review it did not see).
+IDENTIFIERS = {"tool-qualification-plan.md": "ASSAY-TQP", "tool-operational-requirements.md": "ASSAY-TOR",
+               "tool-verification-cases-and-procedures.md": "ASSAY-TVCP",
+               "tool-verification-results.md": "ASSAY-TVR", "tool-configuration-index.md": "ASSAY-TCI",
+               "tool-accomplishment-summary.md": "ASSAY-TAS", "known-problems.md": "ASSAY-KP"}
+CHECKLISTS = {
+    "tool-qualification-plan.md": ("The TQL follows from the software level and the tool's criterion (DO-178C Table "
+                                   "12-1)", "The intended use matches how the applicant uses the package's results",
+                                   "The structural coverage criteria match the software level (DO-178C Table A-7)"),
+    "tool-operational-requirements.md": ("Each requirement is verifiable and states what its tests show",
+                                         "The operational environment is the one the package was built in",
+                                         "Each limitation has a workaround the applicant can apply"),
+    "tool-verification-cases-and-procedures.md": ("Each requirement has at least one test",
+                                                  "Five links picked at random: the test shows what the requirement "
+                                                  "says", "The procedure reruns the tests from a clean checkout"),
+    "tool-verification-results.md": ("The JUnit XML's SHA-256 matches the packaged file",
+                                     "Every requirement passed, or its deviation is justified in the summary",
+                                     "The Assay verified is the Assay that built the package"),
+    "tool-configuration-index.md": ("Every configuration item has an identity (SHA-256 or version)",
+                                    "The configuration is the tested one (assay doctor), or its qualification run is "
+                                    "packaged", "The archived items can rebuild the figures"),
+    "tool-accomplishment-summary.md": ("Every part's verdict is the one `assay evidence verify` recomputes",
+                                       "Every deviation and open problem is assessed for this use"),
+    "known-problems.md": ("Each problem's effect on this use is assessed", "Each workaround is applied or justified"),
+}
+ROLES = ("review", "quality assurance", "configuration management")
+COVERAGE_NAMES = {"statement": "statement coverage (every line)",
+                  "decision": "decision coverage (every branch outcome)", "mcdc": "MC/DC"}
 _PROBLEM = re.compile(r"^### (KP-\d{3})\s+(.*\S)\s*$")
 
 
@@ -106,12 +139,44 @@ def write(root: Path, level: str, verdicts: dict[str, str], tool_qualification: 
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
-        (folder / name).write_text(f"# {DOCUMENTS[name]} of Assay\n\n{text.rstrip()}\n")
+        (folder / name).write_text(f"# {DOCUMENTS[name]} of Assay\n\n{control(name, sci)}\n\n{text.rstrip()}\n\n"
+                                   f"{review_record(name)}\n")
     (folder / "kit.json").write_text(json.dumps(
-        {"schema": SCHEMA, "determination": tql, "documents": DOCUMENTS, "tool_qualification": tool_qualification,
+        {"schema": SCHEMA, "determination": tql, "documents": DOCUMENTS, "identifiers": IDENTIFIERS,
+         "coverage_criteria": list(COVERAGE_CRITERIA[level]), "tool_qualification": tool_qualification,
          "verdict": verdict, "known_problems": [{k: p[k] for k in ("id", "title", "affects")} for p in problems]},
         indent=1, sort_keys=True) + "\n")  # the workarounds are in known-problems.md
     return [f"{FOLDER}/{name}" for name in [*DOCUMENTS, "kit.json"]]
+
+
+def control(name: str, sci: dict) -> str:
+    """The document's control block: identifier, revision (the Assay commit that wrote it, and whether its tree had
+    changes) and date (that commit's, so that the same Assay writes the same bytes: a build's own date would make
+    two builds differ)."""
+    assay = sci.get("assay", {})
+    commit = assay.get("commit")
+    revision = (f"{assay.get('version')}+{commit[:12]}" if commit else f"{assay.get('version')}+sources "
+                f"{str(assay.get('sources_sha256'))[:12]}") + (" (with changes)" if assay.get("dirty") else "")
+    return (f"| document | revision | date |\n|---|---|---|\n"
+            f"| {IDENTIFIERS[name]} | {revision} | {commit_date(commit) or 'no commit'} |")
+
+
+def commit_date(commit: str | None) -> str | None:
+    """The committer date (ISO 8601) of ``commit`` in Assay's tree, or None without git or the commit."""
+    if not commit:
+        return None
+    done = subprocess.run(["git", "-C", str(tor.REPO), "show", "-s", "--format=%cI", commit], capture_output=True,
+                          text=True, check=False)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def review_record(name: str) -> str:
+    """The checklist of the document's review and the record the applicant fills: who reviewed, checked it under
+    quality assurance and placed it under configuration management, when, with what outcome."""
+    checks = "\n".join(f"- [ ] {item}" for item in CHECKLISTS[name])
+    rows = "\n".join(f"| {role} | | | |" for role in ROLES)
+    return (f"## Review record of {IDENTIFIERS[name]}\n\nTo be filled by the applicant (the kit records no review it "
+            f"did not see).\n\n{checks}\n\n| activity | by | date | outcome |\n|---|---|---|---|\n{rows}")
 
 
 def _identity(sci: dict) -> str:
@@ -156,6 +221,15 @@ TQL[2][level] < 5 else ""}.
 - Configuration management: `tool-configuration-index.md` (Assay's commit or source digest, lock digest, packages,
   tools), the package digest (`DIR.sha256`, recorded by the user) and optionally an Ed25519 signature (`DIR.sig`).
 - Problem reporting: `known-problems.md` (docs/known-problems.md, each with its workaround).
+
+## Structural coverage criteria at level {level}
+
+The package's `coverage` part passes only when every generated code meets the criteria DO-178C Table A-7 sets for
+level {level}: {", ".join(COVERAGE_NAMES[c] for c in COVERAGE_CRITERIA[level]) or "none (reported only)"}. Decisions
+are gcov's branch outcomes; MC/DC is clang's `-fcoverage-mcdc` (masking MC/DC over decisions of two or more
+conditions); where the code has no such decision, the summary says so and MC/DC is the decision coverage above.
+Activation-state coverage (each neuron seen both active and inactive by the test inputs, per layer) is reported
+beside them as a criterion of test adequacy for neural networks; it decides no verdict.
 """
 
 

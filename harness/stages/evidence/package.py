@@ -21,7 +21,7 @@ from harness.stages.evidence.spec import SPEC
 SCHEMA = SPEC.schema
 INDEX = SPEC.result_file
 VOLATILE = "volatile.json"
-VOLATILE_SCHEMA = "assay-evidence-volatile/1"
+VOLATILE_SCHEMA = "assay-evidence-volatile/2"
 # the fields of a stage's records that change from run to run: moved to volatile.json (run.py)
 VOLATILE_KEYS = frozenset({"timings", "seconds", "finished_at", "analysis_s", "c_seconds", "wall_seconds"})
 DIGEST_SUFFIX = ".sha256"
@@ -119,10 +119,12 @@ def write_digest(root: Path) -> str:
 
 
 def archive(root: Path) -> Path:
-    """``root.zip`` with the files in name order and a fixed date: the same folder gives the same bytes."""
+    """``root.zip`` with the files in name order, a fixed date and mode, and without ``volatile.json`` (its dates and
+    timings differ from build to build, and nothing in it is a claim): two builds of the same inputs give the same
+    zip, byte for byte."""
     target = root.with_name(root.name + ".zip")
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and p != root / VOLATILE):
             info = zipfile.ZipInfo(f"{root.name}/{path.relative_to(root).as_posix()}", ZIP_DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16

@@ -1,5 +1,5 @@
-"""The package's ``index.html``: the verdict of each part and links to every file, written from what
-the build wrote (no figure is typed here)."""
+"""The package's ``index.html``: the verdict of each part and links to every file (each one reachable from it, with
+its rendered page), written from what the build wrote (no figure is typed here)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 
 from harness.stages.evidence import kit
+from harness.stages.evidence.package import VOLATILE
 
 PARTS = (("sci/sci.json", "Software Configuration Index: models, generated code, toolchains, images, commands, "
                           "Assay's identity and the tested configuration (assay doctor)"),
@@ -66,6 +67,7 @@ def write_index_page(root: Path, built, coverage: dict[str, dict], trace: dict[s
                               f"<td>{html.escape(reference)}</td><td class='{'ok' if good else 'bad'}'>"
                               f"{html.escape(figure)}</td></tr>")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in built.notes)
+    every = _every_file(root)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Assay evidence package</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
 padding:4px 8px}}td.ok{{background:#dfd}}td.bad{{background:#fdd}}</style></head><body>
@@ -81,8 +83,19 @@ padding:4px 8px}}td.ok{{background:#dfd}}td.bad{{background:#fdd}}</style></head
 <table><tr><th>code</th><th>target</th><th>instructions executed %</th><th>conditional branches both ways %</th>
 <th>instructions never executed</th><th>branches not both ways</th><th>list</th></tr>{''.join(objects)}</table>
 <p>Tool qualification (Assay's own tests against docs/tor.md): <b>{html.escape(built.tool_qualification)}</b></p>
-<ul>{notes}</ul></body></html>
+<ul>{notes}</ul>
+<h2>Every file of the package</h2><p>Each file, as a page where one is rendered (the page links the raw file);
+evidence.json lists them all with their SHA-256.</p><ul>{every}</ul></body></html>
 """
     path = root / "index.html"
     path.write_text(page)
     return path
+
+
+
+def _every_file(root: Path) -> str:
+    """A link to every file of the package a reader may open (its volatile file and this page aside): the pages
+    rendered next (``html.render_package``) take the place of their files' links, and each links its raw file."""
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    return "".join(f"<li><a href='{html.escape(f)}'>{html.escape(f)}</a></li>" for f in files
+                   if f not in ("index.html", VOLATILE))

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import targets
+from harness import references, targets
 from harness.contract import FAIL, PASS
 from harness.core import configuration, qualification, stagecall
 from harness.core.pipeline import slug, to_code_layout
-from harness.core.plan import UNLOADED, Item
+from harness.core.plan import UNLOADED, Item, expand
 from harness.core.plan import Settings as PlanSettings
 from harness.core.plan import load_model
 from harness.digests import digest
@@ -141,9 +141,14 @@ def build(settings: Settings, progress=print) -> Built:
         run = future.result()
         commands.append(places.command(run.command))
         records[spec.name] = run.records
+        if run.unsealed:
+            built.notes.append(f"assay {spec.name}: {run.unsealed} records in its work folder not sealed by this "
+                               f"user's Assay (planted or edited) were left out")
         stable, moving = _split_volatile(run.records)
         volatile["stages"][spec.name] = moving
-        write_json(root / verdicts.stage_result(spec.name), {"schema": spec.schema, "records": places.data(stable)})
+        write_json(root / verdicts.stage_result(spec.name), {"schema": spec.schema, "records": places.data(stable),
+                                                             "reused": _reused(run.records, volatile["started_at"],
+                                                                               doctor["assay"])})
         for name in spec.reports:
             if (runs_dir / spec.name / name).is_file():
                 shutil.copyfile(runs_dir / spec.name / name, root / verdicts.stage_folder(spec.name) / name)
@@ -248,7 +253,8 @@ def build(settings: Settings, progress=print) -> Built:
     write_json(root / verdicts.SCI, sci.configuration_index(models, generated, [HOST, *arm], "-O0", images,
                                                             commands, doctor,
                                                             places.command(recorded_command(settings.command_line)),
-                                                            archived))
+                                                            archived, _plan(settings, arm, [s for s, _ in plan]),
+                                                            settings.level))
     # the verdicts are those the package's own files give: the computation assay evidence verify repeats
     found = verdicts.of_package(lambda path: (root / path).read_bytes() if (root / path).is_file() else None)
     built.verdicts, built.tool_qualification = found.parts, found.tool_qualification
@@ -361,6 +367,36 @@ def _archive_configuration(root: Path, models: list[Model], target_names: list[s
     return archived
 
 
+def _plan(settings: Settings, arm: list[str], stages: list[str]) -> dict[str, list[dict]]:
+    """What the package must hold a record of, per stage run (``sci.json``'s ``plan``, which ``verify`` checks the
+    results against: a record deleted from a package is found missing). Expanded by the planner every stage uses
+    (``harness.core.plan.expand``), for the references ``assay semantic`` checks by default, each with the
+    tolerance the model states (the one its records must carry)."""
+    names = next(o.default for o in STAGES["semantic"].options if o.flag == "--references").split(",")
+    checking = [references.get(name) for name in names]
+    planned = expand(settings.models, settings.generators, [HOST, *arm],
+                     PlanSettings(n_inputs=settings.n_inputs, model_seed=settings.model_seed,
+                                  work_dir=settings.work_dir),
+                     lambda model, _profile: tuple(r.name for r in checking if model is None or r.supports(model)))
+    tolerances = {}
+    for model in dict.fromkeys(item.model for item in planned.items if item.variant != UNLOADED):
+        loaded = load_model(model, PlanSettings(model_seed=settings.model_seed, work_dir=settings.work_dir))
+        tolerances[model] = {"tolerance": loaded.tolerance, "rtol": loaded.rtol}
+    items = [{"model": i.model, "generator": i.generator, "variant": i.variant, "target": i.target}
+             for i in planned.items]
+    result: dict[str, list[dict]] = {"semantic": [{**item, "reference": ref, **tolerances.get(item["model"], {})}
+                                                  for item, i in zip(items, planned.items) for ref in i.checks]}
+    measured = [item for item in items if item["target"] in arm and item["variant"] != UNLOADED]
+    for stage in ("memory", "met", "wcet"):
+        if stage in stages:
+            result[stage] = measured
+    if "mutate" in stages:
+        result["mutate"] = list({(i["model"], i["generator"], i["variant"]): {k: i[k] for k in
+                                                                          ("model", "generator", "variant")}
+                                 for i in items if i["variant"] != UNLOADED}.values())
+    return result
+
+
 def _requirements(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray], settings: Settings, root: Path,
                   key: str, layer_errors: dict) -> dict:
     """The code's low-level requirements, the input sets verifying each, the neuron coverage per layer, and the
@@ -435,13 +471,14 @@ def _tool_qualification(settings: Settings, out: Path, volatile: dict) -> dict |
         selection = tor.DEFAULT_SELECTION if settings.tor_tests is None else settings.tor_tests
         junit, run, seconds = tor.run_suite(selection, settings.work_dir / "evidence-tor")
         volatile["tool_qualification_s"] = None if seconds is None else round(seconds, 1)
-        volatile["tool_qualification_reused"] = seconds is None
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tor.TOR_DOCUMENT, out / "tor.md")
     normalised = tor.normalise_junit(junit, out / "junit.xml")
-    # the run as the signed matrix names it: whether it was reused (and why an entry was not); not its seal nor its
-    # date, which differ from build to build
+    # the run as the signed matrix names it: whether it was reused (and why an entry was not), and from when when it
+    # was; not its seal, nor the date of a run this build made (which differs from build to build)
     kept = {key: value for key, value in run.items() if key not in ("seal", "finished_at")}
+    if run.get("reused"):
+        kept["reused_from"] = run.get("finished_at")
     return tor.write(normalised, out, {**kept, "junit_sha256": sha256(normalised)})
 
 
@@ -496,12 +533,27 @@ def _generate(model: str, generator: str, variant: str, out: Path, settings: Set
 
 
 def _split_volatile(records: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(records without timings and dates, those fields per record): the first part is reproducible."""
+    """(records without timings, dates and their cache seal, those timings and dates per record): the first part
+    is reproducible (a seal is this user's HMAC, ``harness.seal``: it proves nothing to another reader)."""
     stable, moving = [], []
     for record in records:
-        stable.append({k: v for k, v in record.items() if k not in VOLATILE_KEYS})
+        stable.append({k: v for k, v in record.items() if k not in VOLATILE_KEYS and k != "seal"})
         moving.append({k: v for k, v in record.items() if k in VOLATILE_KEYS})
     return stable, moving
+
+
+def _reused(records: list[dict], started_at: str, assay: dict) -> dict:
+    """Which of a stage's records this build reused from its sealed cache, rather than computed, and from when:
+    the records finished before the build started (a stage whose records carry no date: ``None``, unknown); ``by``:
+    the Assays (commit, lock) other than ``assay``, the running one, that made a reused record (``meaning``)."""
+    dates = [r.get("finished_at") for r in records]
+    identities = sorted({(a.get("commit"), a.get("requirements_lock_sha256")) for r in records
+                         if isinstance(a := (r.get("provenance") or {}).get("assay"), dict)}
+                        - {(assay.get("commit"), assay.get("requirements_lock_sha256"))}, key=str)
+    if not dates or any(not isinstance(d, str) for d in dates):
+        return {"records": None, "earliest": None, "by": [list(i) for i in identities]}
+    earlier = sorted(d for d in dates if datetime.fromisoformat(d) < datetime.fromisoformat(started_at))
+    return {"records": len(earlier), "earliest": earlier[0] if earlier else None, "by": [list(i) for i in identities]}
 
 
 def _now() -> str:

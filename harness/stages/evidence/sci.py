@@ -145,12 +145,16 @@ def tested_configuration(doctor: dict, read=None) -> tuple[str, list[str]]:
 
 def configuration_index(models: list[Model], generated: list[dict], target_names: list[str], opt: str,
                         images: list[dict], commands: list[str], doctor: dict, command_line: str | None = None,
-                        archived: list[dict] | None = None) -> dict:
+                        archived: list[dict] | None = None, plan: dict[str, list[dict]] | None = None,
+                        level: str | None = None) -> dict:
     """The index as plain data (``sci.json``); ``doctor``: ``assay doctor``'s report at the start of the build
     (its verdict and differences, and Assay's identity, are kept; its notes change as caches fill);
     ``command_line``: the ``assay evidence`` command that built the package; ``archived``: the files copied into the
-    package beside the code (models, drivers, linker scripts, flow facts), each with its SHA-256."""
+    package beside the code (models, drivers, linker scripts, flow facts), each with its SHA-256; ``plan``: per stage,
+    the items (and for the semantic stage the references and tolerances) the package must hold a record of;
+    ``level``: the DO-178C software level the package is built for (its coverage criterion: ``verdicts``)."""
     return {"schema": SCHEMA, "models": [model_item(m) for m in models], "generated_code": generated,
+            "plan": plan or {}, "level": level,
             "targets": [target_item(name, opt) for name in target_names], "images": images,
             "tools": tool_versions(), "python_packages": python_packages(), "commands": commands,
             "command_line": command_line, "archived": archived or [],

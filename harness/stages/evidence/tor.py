@@ -34,7 +34,8 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.core import configuration, qualification, seal
+from harness import seal
+from harness.core import configuration, qualification
 from harness.core.provenance import tool_versions
 from harness.digests import digest, tree_digest
 from harness.errors import AssayError
@@ -172,7 +173,8 @@ def check_run(cases: list[dict], suite: dict[str, list[str]], junit: Path | str)
 STATUSES = ("pass", "fail", "incomplete", "not run", "missing")
 
 
-def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run: dict) -> dict:
+def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run: dict,
+           plugins: list[str] | None = None) -> dict:
     """The TOR -> tests -> result matrix (``assay-tor-matrix/2``); ``cases``: resolved (``resolve``) against the
     suite's tests, ``tags``: the tests that carry a requirement in the source (``source_tags``).
 
@@ -184,6 +186,8 @@ def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run:
     as ``unknown_ids``; a collection error of a test module (``collection_errors``) fails the run.
     ``run["junit_given"]``: the JUnit XML was given, not produced
     by this run: the verdict is ``unverified`` (``fail`` stays ``fail``), ``results_verdict`` what its results give.
+    ``plugins``: the plugin modules the run loaded (``junit_plugins``); a run that does not name them, or loaded one
+    the qualification run does not (``unexpected_plugins``), is ``unverified`` too: a plugin can make tests pass.
     """
     known = {r["id"] for r in reqs}
     cases_of: dict[str, list[str]] = {}  # the suite's cases of each test function, when the run counted them
@@ -216,12 +220,28 @@ def matrix(reqs: list[dict], cases: list[dict], tags: dict[str, list[str]], run:
     counts = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
     errors = sorted(c["test"] for c in cases if c["function"] is None and c["outcome"] == "failed")
     results = verdict(counts, errors)
-    given = bool(run.get("junit_given"))
+    unexpected = None if plugins is None else unexpected_plugins(plugins)
+    given = bool(run.get("junit_given")) or unexpected != []
     return {"schema": SCHEMA, "run": run, "requirements": len(rows), "counts": counts,
             "verdict": "unverified" if given and results != "fail" else results, "results_verdict": results,
-            "verified": not given, "collection_errors": errors,
+            "verified": not given, "collection_errors": errors, "plugins_seen": plugins,
+            "plugins_unexpected": unexpected,
             "unknown_ids": [i for i in unknown if i not in known], "rows": rows,
             "test_cases": len(cases), "test_cases_with_tor": sum(bool(c["tor"]) for c in cases)}
+
+
+def junit_plugins(junit: Path | bytes) -> list[str] | None:
+    """The plugin modules a run loaded, as Assay's pytest plugin names them in the JUnit XML (the suite's
+    ``plugins`` property, ``harness.pytest_plugin.pytest_sessionstart``); None when the file does not say."""
+    root = ElementTree.fromstring(junit) if isinstance(junit, bytes) else ElementTree.parse(junit).getroot()
+    found = next((p.get("value") for p in root.iter("property") if p.get("name") == "plugins"), None)
+    return None if found is None else sorted(found.split())
+
+
+def unexpected_plugins(plugins: list[str]) -> list[str]:
+    """The plugins of ``plugins`` a qualification run does not load: anything but ``PLUGINS`` and the suite's own
+    conftest modules."""
+    return [name for name in plugins if name not in PLUGINS and name.rpartition(".")[2] != "conftest"]
 
 
 def verdict(counts: dict[str, int], collection_errors: Iterable[str] = ()) -> str:
@@ -240,7 +260,7 @@ def recheck(packaged: dict, junit: bytes, document: str) -> list[str]:
         for test in row.get("tests_in_source", []):
             tags.setdefault(test, []).append(row["id"])
     again = matrix(requirements_of(document, "tool-qualification/tor.md"), resolve(junit_cases(junit), tags), tags,
-                   packaged.get("run", {}))
+                   packaged.get("run", {}), junit_plugins(junit))
     where = "tool-qualification/tor-matrix.json"
     recorded = packaged.get("run", {}).get("junit_sha256")
     lines = [] if recorded in (None, hashlib.sha256(junit).hexdigest()) else \
@@ -249,7 +269,7 @@ def recheck(packaged: dict, junit: bytes, document: str) -> list[str]:
              for row, old in zip(again["rows"], packaged.get("rows", [])) if row["status"] != old.get("status")]
     if [row["id"] for row in again["rows"]] != [row.get("id") for row in packaged.get("rows", [])]:
         lines.append(f"{where}: its requirements are not those of tool-qualification/tor.md")
-    for key in ("counts", "verdict", "results_verdict"):
+    for key in ("counts", "verdict", "results_verdict", "plugins_seen", "plugins_unexpected"):
         if packaged.get(key) != again[key]:
             lines.append(f"{where}: {key} {packaged.get(key)!r}, the packaged JUnit XML gives {again[key]!r}")
     return lines
@@ -257,6 +277,10 @@ def recheck(packaged: dict, junit: bytes, document: str) -> list[str]:
 
 def verdict_line(result: dict) -> str:
     """The matrix's verdict in words: an unverified one says why and what its results give."""
+    if result["verdict"] == "unverified" and not result["run"].get("junit_given"):
+        named = ", ".join(result.get("plugins_unexpected") or []) or "none named in the JUnit XML"
+        return (f"verdict **unverified**: the run's plugins are not the qualification run's ({named}), so its results "
+                f"({result['results_verdict']}) are not evidence")
     if result["verdict"] == "unverified":
         return (f"verdict **unverified**: the JUnit XML was given, not produced by this run, so its results "
                 f"({result['results_verdict']}) are not evidence")
@@ -388,7 +412,7 @@ def hermetic_environment() -> dict[str, str]:
 
 def _sealed_run(junit: Path, record: Path) -> tuple[dict | None, str | None]:
     """(the earlier run's record, None) when ``junit`` and ``record`` are an entry Assay wrote and sealed
-    (``harness.core.seal``) and nothing changed since; (None, why not) for an entry found but not trusted (it is
+    (``harness.seal``) and nothing changed since; (None, why not) for an entry found but not trusted (it is
     run again, and the new run says why); (None, None) when there is none."""
     if not junit.is_file() and not record.is_file():
         return None, None
@@ -441,7 +465,7 @@ def write(junit: Path, out: Path, run: dict, document: Path = TOR_DOCUMENT, test
     cases = resolve(junit_cases(junit), suite)
     check_run(cases, suite, junit)
     result = matrix(requirements(document), cases, {test: ids for test, ids in suite.items() if ids},
-                    {**run, "junit": Path(junit).name})
+                    {**run, "junit": Path(junit).name}, junit_plugins(junit))
     out.mkdir(parents=True, exist_ok=True)
     (out / "tor-matrix.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     (out / "tor-matrix.md").write_text(as_markdown(result))

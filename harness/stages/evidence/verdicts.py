@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.contract import FAIL, PASS
+from harness.core import oracle
 from harness.errors import AssayError
 from harness.stages.evidence import sci
 from harness.stages.memory import spec as memory_spec
@@ -73,8 +74,9 @@ def of_package(read: Callable[[str], bytes | None]) -> Verdicts:
     ``tested-configuration``: ``assay doctor``'s report in ``sci/sci.json``; each stage whose result file is in
     ``results/<stage>/``: ``pass`` when it has records and every one passes (its contract); ``configuration``,
     present only when it fails: some archived code is not the code the semantic stage verified (sci.json); ``inputs``:
-    every input set's verdict (``inputs/input-sets.json``); ``coverage``: ``pass`` at 100 % of the lines of every
-    code, else ``incomplete``; the tool qualification: the TOR matrix's verdict.
+    every input set's verdict (``inputs/input-sets.json``); ``coverage``: ``pass`` when every code meets the
+    structural coverage criteria of the package's software level (sci.json's ``level``; ``coverage_shortfall``), else
+    ``incomplete``; the tool qualification: the TOR matrix's verdict.
     """
     index = _document(read, SCI, required=True)
     configuration = index.get("configuration")
@@ -87,7 +89,7 @@ def of_package(read: Callable[[str], bytes | None]) -> Verdicts:
             if result.get("schema") != spec.schema or not isinstance(result.get("records"), list):
                 raise AssayError(f"{stage_result(name)}: not a {spec.schema} result file")
             records = result["records"]
-            parts[name] = PASS if records and all(spec.passed(r) for r in records) else FAIL
+            parts[name] = PASS if records and all(passed(name, r) for r in records) else FAIL
     if any(code.get("same_as_verified") is not True for code in index.get("generated_code", [])):
         parts["configuration"] = FAIL
     sets = _document(read, INPUT_SETS)
@@ -96,10 +98,48 @@ def of_package(read: Callable[[str], bytes | None]) -> Verdicts:
                                       for record in records.values()) else PASS
     coverage = _document(read, COVERAGE)
     if coverage is not None:
-        parts["coverage"] = PASS if all(code.get("line_percent") == 100.0
+        level = index.get("level") or "C"
+        parts["coverage"] = PASS if all(not coverage_shortfall(code, level)
                                         for code in coverage.get("codes", {}).values()) else INCOMPLETE
     matrix = _document(read, TOR_MATRIX)
     return Verdicts(parts=parts, tool_qualification=NOT_RUN if matrix is None else str(matrix.get("verdict")))
+
+
+def passed(stage: str, record: dict) -> bool:
+    """A record counts as passed when its stage's contract says so and, for the semantic stage, its verdict follows
+    from its own figures (``oracle.recheck``): a record edited to ``pass`` over its tolerance does not."""
+    return STAGES[stage].passed(record) and (stage != semantic_spec.SPEC.name or oracle.recheck(record) is None)
+
+
+# DO-178C Table A-7 (objectives 5 to 7): the structural coverage each software level requires of the code.
+COVERAGE_CRITERIA = {"A": ("statement", "decision", "mcdc"), "B": ("statement", "decision"), "C": ("statement",),
+                     "D": ()}
+
+
+def coverage_shortfall(code: dict, level: str) -> list[str]:
+    """What a code's coverage summary (``coverage.measure``, with ``mcdc`` from ``measure_mcdc``) lacks for the
+    criteria of software ``level``, one phrase each; [] when it meets them all.
+
+    Statements: every line reached. Decisions: every branch outcome taken (gcov's branches; a code with no branch
+    has no decision to cover). MC/DC (masking, as clang's ``-fcoverage-mcdc`` measures it): every condition of
+    every decision of two or more conditions shown to act independently; with no such decision, MC/DC is decision
+    coverage (each single condition both ways), which the decision criterion already requires, and the summary says
+    why (its ``note``). Not measured (no clang with MC/DC) is a shortfall, never a pass."""
+    lacking = []
+    criteria = COVERAGE_CRITERIA.get(level, COVERAGE_CRITERIA["A"])
+    if "statement" in criteria and code.get("line_percent") != 100.0:
+        lacking.append(f"statements {code.get('line_percent')} %")
+    if "decision" in criteria and code.get("branch_percent") not in (100.0, None):
+        lacking.append(f"decisions (branch outcomes) {code.get('branch_percent')} %")
+    if "mcdc" in criteria:
+        mcdc = code.get("mcdc") or {}
+        if not mcdc.get("available"):
+            lacking.append("MC/DC not measured")
+        elif mcdc.get("decisions") and mcdc.get("mcdc_percent") != 100.0:
+            lacking.append(f"MC/DC {mcdc.get('mcdc_percent')} % of conditions")
+        elif not mcdc.get("decisions") and not mcdc.get("note"):
+            lacking.append("MC/DC: 0 decisions and no reason given")
+    return lacking
 
 
 def _document(read: Callable[[str], bytes | None], path: str, required: bool = False) -> dict | None:
@@ -115,3 +155,13 @@ def _document(read: Callable[[str], bytes | None], path: str, required: bool = F
     if not isinstance(document, dict):
         raise AssayError(f"{path}: not a JSON object")
     return document
+
+
+def json_or_none(data: bytes | None):
+    """A packaged file's JSON, or None when it is absent or not JSON (the caller names what is missing)."""
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None

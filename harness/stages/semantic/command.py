@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.cli import add_common_options, add_output_options, add_selection_options, csv_list, selected_models
 from harness.contract import NOT_SUPPORTED, common_values
+from harness.core.report import superseded_count
 from harness.core.results import ResultStore
 from harness.errors import AssayError
 from harness.options import add_opt_option
@@ -31,7 +32,8 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     campaign = plan(selection.models, selection.generators, selection.references, selection.targets, settings)
     if args.shard_size is not None:
         sharded.check_settings(settings, args.shard_size)
-    store = ResultStore.of(SPEC, SPEC.path(args.out))
+    store = ResultStore.of(SPEC, SPEC.path(args.out), settings.keep_history)
+    earlier = len(store.superseded())  # the entries this run adds follow them
     records: list[dict] = []
 
     def lines_of(item, done: list[dict]) -> tuple[bool, list[str]]:
@@ -69,12 +71,19 @@ def cmd_semantic(args: argparse.Namespace) -> int:
             return lines_of(item, sharded.run_item_sharded(item, settings, args.shard_size, shards, store))
 
         failed = run_items(campaign.items, run, args.quiet)
-    paths = write_semantic_report(records, args.out) if records else []
+    superseded = store.superseded()[earlier:]
+    paths = write_semantic_report(records, args.out, superseded) if records else []
     passed = sum(SPEC.passed(r) for r in records)
-    status = finish(campaign, failed, f"{passed} passing records in {store.path}", paths)
+    status = finish(campaign, failed, f"{passed} passing records in {store.path}{superseded_note(superseded)}", paths)
     if status == 0 and records and all(r["verdict"] == NOT_SUPPORTED for r in records):
         return 2  # no selected generator supports any selected model: each refusal's line above names why
     return status
+
+
+def superseded_note(entries: list[dict]) -> str:
+    """How many records of earlier contents of replaced model files ``entries`` stand for, for a summary line."""
+    count = superseded_count(entries)
+    return f"; {count} records of earlier contents of a replaced model file superseded, not judged" if count else ""
 
 
 def stored_records(store, item, settings) -> list[dict]:
@@ -106,12 +115,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.results.is_file():
         raise AssayError(f"{args.results}: no such results file")
-    records = ResultStore.of(SPEC, args.results).records()
-    for path in write_semantic_report(records, args.out or args.results.parent):
+    store = ResultStore.of(SPEC, args.results)
+    records, superseded = store.records(), store.superseded()
+    for path in write_semantic_report(records, args.out or args.results.parent, superseded):
         print(f"report: {path}")
-    if args.check:
+    if args.check:  # the current records only: a replaced file's earlier verdicts are about bytes that are gone
         bad = [r for r in records if not SPEC.passed(r)]
-        print(f"{len(records) - len(bad)} of {len(records)} records pass")
+        print(f"{len(records) - len(bad)} of {len(records)} records pass{superseded_note(superseded)}")
         return 1 if bad or not records else 0
     return 0
 
@@ -133,5 +143,6 @@ def add_command(subparsers) -> None:
     rep = subparsers.add_parser("report", help="rewrite table1.md and index.html from a results.json")
     rep.add_argument("--results", type=Path, default=Path("reports/semantic/results.json"))
     rep.add_argument("--out", type=Path, help="default: the results file's directory")
-    rep.add_argument("--check", action="store_true", help="exit 1 unless every record passes")
+    rep.add_argument("--check", action="store_true", help="exit 1 unless every current record passes (the "
+                     "superseded records of a replaced model file's earlier contents are counted, not judged)")
     rep.set_defaults(func=cmd_report)

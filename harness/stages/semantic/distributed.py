@@ -66,6 +66,7 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
                *(f"--assay-{name}={value}" for name, value in options.items() if value is not None)]
     command += [] if settings.arbiter else ["--assay-no-arbiter"]
     command += ["--assay-redo"] if settings.redo else []
+    command += ["--assay-keep-history"] if settings.keep_history else []
     if tx:
         command += [arg for spec in [f"{workers}*popen"] * (workers > 0) + tx for arg in ("--tx", spec)]
         command += ["--dist", "load", *(arg for name in RSYNC_DIRS for arg in ("--rsyncdir", str(CHECKOUT / name)))]

@@ -11,10 +11,11 @@ import base64
 import html
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from harness.core.report import configuration_lines, model_order
+from harness.core.report import configuration_lines, model_order, superseded_lines
 from harness.models.model import describe_domain
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
@@ -144,7 +145,8 @@ def arbiter_lines(records: list[dict]) -> list[str]:
     return lines + ([""] if unattributed else []) + [f"- {cause}" for cause in unattributed]
 
 
-def markdown(records: list[dict]) -> str:
+def markdown(records: list[dict], superseded: Sequence[dict] = ()) -> str:
+    """Table 1 of ``records``, with the notes on them and on the ``superseded`` entries of the results file."""
     models, rows = table1(records)
     out = ["# Semantic preservation (paper Table 1 layout)", "",
            "Maximum infinity-norm error ||C - reference|| (paper Definition 15) over the input set, FP32.", "",
@@ -169,6 +171,8 @@ def markdown(records: list[dict]) -> str:
     bounded = derived_lines(records)
     if bounded:
         out += ["", *bounded]
+    if superseded:
+        out += ["", "## Superseded records", "", *(f"- {line}" for line in superseded_lines(superseded))]
     return "\n".join(out) + "\n"
 
 
@@ -219,7 +223,7 @@ def plot(records: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def html_page(records: list[dict], png: Path) -> str:
+def html_page(records: list[dict], png: Path, superseded: Sequence[dict] = ()) -> str:
     models, rows = table1(records)
     head = "".join(f"<th>{html.escape(m)}</th>" for m in models)
     body = []
@@ -229,7 +233,8 @@ def html_page(records: list[dict], png: Path) -> str:
         body.append(f"<tr><td>{html.escape(f'{gen} ({variant})')}</td><td>{target} {opt}</td>"
                     f"<td>{html.escape(ref)}</td>{tds}</tr>")
     image = base64.b64encode(png.read_bytes()).decode()
-    notes = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(records) + _errors(records))
+    notes = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(records) + _errors(records)
+                    + superseded_lines(superseded))
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Assay semantic preservation</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
 padding:4px 8px;text-align:right}}td.bad{{background:#fdd}}</style></head><body>
@@ -270,14 +275,15 @@ def bits_markdown(records: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_semantic_report(records: list[dict], out_dir: Path) -> list[Path]:
+def write_semantic_report(records: list[dict], out_dir: Path, superseded: Sequence[dict] = ()) -> list[Path]:
     """Write table1.md, error_per_model.png, index.html and, with ARM targets, bitcompare.md from ``records``
-    (a campaign's own records, or a whole results.json for ``assay report``)."""
+    (a campaign's own records, or a whole results.json for ``assay report``); the ``superseded`` entries (those
+    the campaign made, or the file's) are listed, never judged."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table, png, page = out_dir / "table1.md", out_dir / "error_per_model.png", out_dir / "index.html"
-    table.write_text(markdown(records))
+    table.write_text(markdown(records, superseded))
     plot(records, png)
-    page.write_text(html_page(records, png))
+    page.write_text(html_page(records, png, superseded))
     written = [table, png, page]
     if any(r.get("bits_vs_host") for r in records):
         bits = out_dir / "bitcompare.md"

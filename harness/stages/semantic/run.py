@@ -29,11 +29,12 @@ from harness.core.refcache import ARBITER, bounds_identity, derived_bound, refer
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import record_provenance
-from harness.core.results import ResultStore
+from harness.core.results import SOURCE, ResultStore
 from harness.core.shards import Shard
 from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
+from harness.models import user_files, zoo
 from harness.models.model import Model
 from harness.references import bounds
 from harness.stages.semantic import bitcompare, exportcheck, parallel, sanitize
@@ -108,7 +109,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     except USER_ERRORS as exc:
         outputs, cause = None, str(exc)
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
-        outputs, cause = None, f"internal error: {type(exc).__name__}: {exc}"
+        outputs, cause = None, f"internal error: {user_files.cause(exc)}"
     return store_records(item, model, settings, store, Outcome(outputs, cause, failure, bits, warnings, order),
                          fingerprint, timings, provenance, checked)
 
@@ -147,9 +148,10 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
     export = export_check(model, settings, exact, any_order) if outputs is not None and \
         exportcheck.applies(model, item.checks) else None
     records = []
+    source = zoo.source_sha256(item.model)  # which content of the model file the records judge (results.SOURCE)
     for ref_name in item.checks:
         record = base_record(item, model, ref_name, settings)
-        record.update(timings=dict(timings), provenance=provenance, bits_vs_host=outcome.bits,
+        record.update({SOURCE: source}, timings=dict(timings), provenance=provenance, bits_vs_host=outcome.bits,
                       fingerprint=fingerprint, warnings=outcome.warnings, arbiter=None, parallel=checked or None,
                       tolerance_rule=settings.tolerance,
                       accumulation=(outcome.order.key() if outcome.order else "any") if derived else None)
@@ -236,15 +238,22 @@ def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.nda
 
 def arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndarray | dict:
     """The float64 outputs, or {"error": "arbiter not available: cause"} when the arbiter cannot run this model
-    (the op and attribute it lacks: shown on stderr and in table1.md, never silent)."""
+    (the op and attribute it lacks: one line on stderr and in table1.md, never silent; a library's whole message,
+    frames included, only in the record's ``detail``)."""
     start = time.perf_counter()
     try:
         exact = reference_outputs(ARBITER, model, settings)
     except Exception as exc:  # the arbiter is advice: its failure never changes a fixed-tolerance verdict
-        kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
-        return {"error": f"arbiter not available: {kind}{exc}"}
+        line = str(exc) if isinstance(exc, USER_ERRORS) else user_files.cause(exc)
+        return {"error": f"arbiter not available: {line}", **_detail(exc)}
     timings["arbiter_s"] = time.perf_counter() - start
     return exact
+
+
+def _detail(exc: BaseException) -> dict:
+    """``{"detail": the library's whole message}`` when its one-line cause had to shorten it, else nothing."""
+    whole = user_files.detail(exc)
+    return {"detail": whole} if whole else {}
 
 
 def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | None,
@@ -279,15 +288,15 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
         expected = reference_outputs(ref_name, model, settings)[rows]
         timings["reference_s"] = time.perf_counter() - start
     except Exception as exc:
-        return {"verdict": oracle.ERROR, "cause": f"reference {ref_name} failed: {type(exc).__name__}: {exc}",
-                "max_abs_error": None, "median_abs_error": None, "index_of_worst_input": None}
+        return {"verdict": oracle.ERROR, "cause": f"reference {ref_name} failed: {user_files.cause(exc)}",
+                "max_abs_error": None, "median_abs_error": None, "index_of_worst_input": None, **_detail(exc)}
     comparison = oracle.compare(outputs, expected, *settings.tolerances(model))
     if isinstance(exact, np.ndarray):
         judged = arbiter.arbitrate(outputs, expected, exact[rows], ref_name).as_dict()
     else:
         judged = exact
     result = {"verdict": comparison.verdict, "cause": comparison.cause, "max_abs_error": comparison.max_abs_error,
-              "median_abs_error": comparison.median_abs_error,
+              "max_abs_reference": comparison.max_abs_reference, "median_abs_error": comparison.median_abs_error,
               "index_of_worst_input": comparison.index_of_worst_input, "arbiter": judged}
     if len(model.outputs) > 1 and comparison.max_abs_error is not None:  # several outputs: each one's error, by name
         result["max_abs_error_per_output"] = oracle.per_tensor_errors(outputs, expected,

@@ -18,6 +18,7 @@ class Settings(core_plan.Settings):
     n_inputs: int = SPEC.default("n_inputs")
     timeout: float = SPEC.default("timeout")
     redo: bool = SPEC.default("redo")
+    keep_history: bool = SPEC.default("keep_history")  # the records a run supersedes: kept whole (results.py)
     atol: float | None = SPEC.default("atol")
     rtol: float | None = SPEC.default("rtol")
     tolerance: str = SPEC.default("tolerance")  # "fixed" or "derived" (the verdict rule, docs/semantic.md)

@@ -1,4 +1,4 @@
-"""The semantic campaign's contract (``harness.contract``): ``results.json``, schema ``assay-results/1``.
+"""The semantic campaign's contract (``harness.contract``): ``results.json``, schema ``assay-results/2``.
 
 Its store is the core's default one (``harness.core.results``: the pytest campaign and ``assay report`` open it
 too), so the schema and key are the core's. Its options are declared here once: ``assay semantic``'s
@@ -52,6 +52,9 @@ OPTIONS = (
            "host's venv, absolute): the checkout's harness, codegen, wcet, toolchains and lock are rsynced to it "
            "(docs/sharding.md)", action="append", metavar="SPEC", field=""),
     Option("--redo", False, "recompute items already in results.json", action="store_true", pytest=True),
+    Option("--keep-history", False, "keep whole, in results.json's superseded list (shown by assay report), the "
+           "records of a model file's earlier contents that a run on its new content supersedes; without it they "
+           "are only counted there", action="store_true", pytest=True),
 )
 
 SPEC = StageSpec(

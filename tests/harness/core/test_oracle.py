@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from harness.core import oracle
+from harness.core.oracle import FAIL, PASS, compare, recheck
 
 
 @pytest.mark.tor("TOR-SEM-001")
@@ -73,3 +74,31 @@ def test_derived_verdict_never_passes_nan():
     got = np.array([[0.0, 0.0], [np.nan, 0.0]])
     check = oracle.compare_to_bound(got, exact, np.full((2, 2), np.inf))
     assert check.verdict == oracle.ERROR and check.cause.startswith("generated code produced NaN for input #1")
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_recheck_finds_a_verdict_its_own_figures_do_not_give():
+    """The figures a record keeps bound the element-wise rule: a pass needs max |C - r| <= atol + rtol max |r|, a fail
+    max |C - r| > atol; under the derived rule, the derived figures decide. The verdicts compare() gives always
+    recheck."""
+    rng = np.random.default_rng(3)
+    reference = rng.normal(size=(20, 5)).astype(np.float32)
+    for shift, verdict in ((1e-7, PASS), (1e-3, FAIL)):
+        c = compare(reference + np.float32(shift), reference, 1e-5, 5e-6)
+        record = {"verdict": c.verdict, "max_abs_error": c.max_abs_error, "tolerance": 1e-5, "rtol": 5e-6,
+                  "max_abs_reference": c.max_abs_reference, "cause": c.cause}
+        assert c.verdict == verdict and recheck(record) is None
+    passing = {"verdict": PASS, "max_abs_error": 2.4e-7, "tolerance": 1e-5, "rtol": 5e-6, "max_abs_reference": 0.64}
+    assert recheck(passing) is None
+    assert recheck({**passing, "max_abs_error": 1e-3}) == ("pass with max |C - reference| = 1.0000e-03 above atol + "
+                                                           "rtol x max |reference| = 1.3200e-05")
+    assert recheck({**passing, "verdict": FAIL}) == "fail with max |C - reference| = 2.4000e-07 within atol 1e-05"
+    assert "without finite figures" in recheck({k: v for k, v in passing.items() if k != "max_abs_reference"})
+    assert "without finite figures" in recheck({**passing, "max_abs_error": float("nan")})
+    derived = {**passing, "max_abs_error": 1e-3, "derived": {"verdict": PASS, "c_distance": 1e-6, "bound": 2e-6}}
+    assert recheck(derived) is None  # the derived rule decided
+    assert recheck({**derived, "derived": {**derived["derived"], "c_distance": 3e-6}}) == \
+        "pass with |C - float64| = 3.0000e-06 above the derived bound 2.0000e-06"
+    assert recheck({**derived, "verdict": FAIL}) == "verdict fail, its derived figures give pass"
+    assert recheck({"verdict": "error", "cause": "generated code produced NaN"}) is None
+    assert recheck({"verdict": "error", "cause": None}) == "verdict error with no cause"

@@ -1,4 +1,5 @@
-"""results.json keeps every record, replaces by key, and survives concurrent writers."""
+"""results.json keeps every current record, replaces by key, supersedes the records of a replaced model file, and
+survives concurrent writers."""
 
 import json
 import multiprocessing
@@ -6,7 +7,7 @@ import multiprocessing
 import pytest
 
 from harness.errors import AssayError
-from harness.core.results import KEY_FIELDS, ResultStore, record_key
+from harness.core.results import KEY_FIELDS, SOURCE, ResultStore, record_key
 
 
 def record(model="m", reference="keras", **extra):
@@ -39,10 +40,27 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     assert sorted(r["model"] for r in ResultStore(path).records()) == sorted(f"m{i}" for i in range(40))
 
 
+@pytest.mark.tor("TOR-RES-003")
+def test_a_record_edited_or_planted_in_the_store_is_never_reused(tmp_path):
+    """Issue 39, B2: a cached record whose figures were edited (1.234e-12 where the C's error was 2.68e-7), or one
+    written by hand with its fingerprint copied, is not this user's sealed record: not reused, not read into a
+    package; the stage computes it again."""
+    store = ResultStore(tmp_path / "results.json")
+    store.put(record(max_abs_error=2.68e-7, fingerprint="a"))
+    assert store.find_all([record()], "a") is not None and len(store.sealed_records()) == 1
+    document = json.loads(store.path.read_text())
+    document["records"][0]["max_abs_error"] = 1.234e-12
+    document["records"].append({**record(reference="onnxruntime"), "fingerprint": "a",
+                                "seal": document["records"][0]["seal"]})
+    store.path.write_text(json.dumps(document))
+    assert len(store.records()) == 2 and store.sealed_records() == []
+    assert store.find_all([record()], "a") is None and store.find_all([record(reference="onnxruntime")], "a") is None
+
+
 def test_a_foreign_json_file_is_refused(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"records": []}))
-    with pytest.raises(AssayError, match="not an Assay assay-results/1 file"):
+    with pytest.raises(AssayError, match="not an Assay assay-results/2 file"):
         ResultStore(path).records()
 
 
@@ -72,7 +90,8 @@ def test_a_store_of_an_earlier_schema_version_is_never_served_as_the_new_one(tmp
         store.records()
     assert store.find_all([old], "a") is None
     store.put({**{k: old[k] for k in store.key_fields}, "verdict": "pass"})
-    assert store.records() == [{**{k: old[k] for k in store.key_fields}, "verdict": "pass"}]
+    assert [{k: v for k, v in r.items() if k != "seal"} for r in store.records()] == [
+        {**{k: old[k] for k in store.key_fields}, "verdict": "pass"}]
     kept = json.loads((tmp_path / "memory.assay-memory-1.json").read_text())
     assert kept["records"] == [old]
 
@@ -84,3 +103,51 @@ def test_a_store_of_another_or_later_schema_is_left_alone(tmp_path):
     with pytest.raises(AssayError, match="not an Assay assay-met/2 file"):
         store.put({"model": "m"})
     assert json.loads(path.read_text())["schema"] == "assay-met/3"
+
+
+# --- records of a replaced model file (issue 44) ------------------------------------------------------------------
+
+
+def _contents(records: list[dict]) -> list[tuple]:
+    return sorted((r["model"], r["reference"], r[SOURCE], r["verdict"]) for r in records)
+
+
+def test_a_new_content_at_a_path_supersedes_the_records_of_the_earlier_one(tmp_path):
+    """good -> garbage -> good again at one path: only the last content's records are current; the others are
+    counted in ``superseded`` with their content hash, and nothing of another model, or of a zoo name, moves."""
+    store = ResultStore(tmp_path / "results.json")
+    store.put(record(model="lenet5", **{SOURCE: None}))  # a zoo name: no file, never superseded
+    store.put(record(model="other.onnx", **{SOURCE: "c"}))
+    for reference in ("keras", "onnxruntime"):
+        store.put(record(model="net.keras", reference=reference, **{SOURCE: "a"}))
+    store.put(record(model="net.keras", variant="-", verdict="error", **{SOURCE: "bad"}))
+    assert _contents(store.records()) == [("lenet5", "keras", None, "pass"), ("net.keras", "keras", "bad", "error"),
+                                          ("other.onnx", "keras", "c", "pass")]
+    store.put(record(model="net.keras", **{SOURCE: "a"}))
+    store.put(record(model="lenet5", reference="onnxruntime", **{SOURCE: None}))
+    assert _contents(store.records()) == [("lenet5", "keras", None, "pass"), ("lenet5", "onnxruntime", None, "pass"),
+                                          ("net.keras", "keras", "a", "pass"), ("other.onnx", "keras", "c", "pass")]
+    entries = store.superseded()
+    assert [(e["model"], e[SOURCE], e["superseded_by"], e["count"], e["verdicts"]) for e in entries] == [
+        ("net.keras", "a", "bad", 2, {"pass": 2}), ("net.keras", "bad", "a", 1, {"error": 1})]
+    assert not any("records" in entry for entry in entries)  # without history: counted, not kept
+
+
+def test_keep_history_keeps_the_superseded_records_whole(tmp_path):
+    store = ResultStore(tmp_path / "results.json", keep_history=True)
+    first = record(model="net.onnx", max_abs_error=1e-7, **{SOURCE: "a"})
+    store.put(first)
+    store.put(record(model="net.onnx", reference="onnxruntime", **{SOURCE: "b"}))
+    (entry,) = store.superseded()
+    (kept,) = entry["records"]
+    assert {k: kept[k] for k in first} == first
+    assert store.find_all([first], "any") is None  # a superseded record is never reused
+
+
+def test_records_without_a_content_supersede_nothing(tmp_path):
+    """Other stages' stores (memory.json, ...) write no ``SOURCE``: a record with the same key replaces, as ever."""
+    store = ResultStore(tmp_path / "memory.json", "assay-memory/2", ("model", "generator", "variant", "target", "opt"))
+    store.put(record(model="net.onnx", **{SOURCE: "a"}))
+    store.put(record(model="net.onnx", target="cortex-m4f"))
+    assert len(store.records()) == 2 and store.superseded() == []
+    assert "superseded" not in json.loads((tmp_path / "memory.json").read_text())

@@ -63,3 +63,20 @@ def test_bytes_that_are_not_a_shard_are_refused_with_their_name(tmp_path):
     with pytest.raises(AssayError, match="item/x.npz: not a readable shard file"):
         ShardStore(tmp_path).receive({"name": "item/x.npz", "data": "bm90IGFuIG5weg=="})
     assert not (tmp_path / "item" / "x.npz").exists()
+
+
+@pytest.mark.tor("TOR-RES-003")
+def test_a_shard_planted_in_the_store_is_not_taken_for_a_run(tmp_path, monkeypatch):
+    """Issue 39, B2: a shard file of the right name and format, written by hand (the outputs of wrong code, or the
+    reference's, so that wrong code would pass), is not this user's sealed shard: ``get`` says missing and the
+    shard runs again; a received shard is sealed by the store that received it."""
+    monkeypatch.setenv("ASSAY_SEAL_KEY", str(tmp_path / "a.key"))
+    store, shard = ShardStore(tmp_path / "store"), Shard(0, 0, 4)
+    store.put("item", FINGERPRINT, shard, {"outputs": np.zeros((4, 2), np.float32)}, {"cause": None})
+    planted = store.path("item", FINGERPRINT, shard).read_bytes().replace(b"\x00" * 8, b"\x01" * 8, 1)
+    store.path("item", FINGERPRINT, shard).write_bytes(planted)
+    assert store.get("item", FINGERPRINT, shard) is None
+    other = ShardStore(tmp_path / "other")
+    other.put("item", FINGERPRINT, shard, {"outputs": np.ones((4, 2), np.float32)}, {"cause": None})
+    received = store.receive(other.payload("item", FINGERPRINT, shard))
+    np.testing.assert_array_equal(store.get("item", FINGERPRINT, shard).arrays["outputs"], received.arrays["outputs"])

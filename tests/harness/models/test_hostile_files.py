@@ -70,7 +70,8 @@ GOOD_ONNX = _relu(["N", 5])
 
 @pytest.fixture(scope="module")
 def keras_files(tmp_path_factory):
-    """A valid tiny .keras, a valid .h5, a .keras with NaN weights and one with a Lambda layer."""
+    """A valid tiny .keras, a valid .h5, a .keras with NaN weights, one with a Lambda layer, and a .keras and a .h5
+    whose input has no value (``Input((0,))``)."""
     from harness.models.tf_runtime import keras, save_keras
 
     k = keras()
@@ -91,7 +92,12 @@ def keras_files(tmp_path_factory):
     inputs = k.Input(shape=(4,), name="x")
     lam = k.Model(inputs, k.layers.Lambda(lambda t: t * 2.0, name="double")(inputs), name="lam")
     save_keras(lam, directory / "lambda.keras")
-    return {name: (directory / name).read_bytes() for name in ("good.keras", "good.h5", "nan.keras", "lambda.keras")}
+    inputs = k.Input(shape=(0,), name="x")
+    empty = k.Model(inputs, k.layers.Dense(3, name="d")(inputs), name="empty")
+    save_keras(empty, directory / "zero_input.keras")
+    empty.save(directory / "zero_input.h5")
+    return {name: (directory / name).read_bytes() for name in ("good.keras", "good.h5", "nan.keras", "lambda.keras",
+                                                               "zero_input.keras", "zero_input.h5")}
 
 
 def _keras_with_config(good: bytes, edit) -> bytes:
@@ -164,7 +170,16 @@ CASES = {
     "inf weights onnx": ("inf.onnx", lambda _: _add_constant([1.0, np.inf, 3.0]), "contain infinity"),
     "nan weights nnet": ("nan.nnet", lambda _: SMALL.replace("0.5,0.25,", "0.5,nan,").encode(), "NaN or infinity"),
     "nan weights keras": ("nan.keras", lambda k: k["nan.keras"], "contain NaN"),
-    "zero dimension": ("zero.onnx", lambda _: _relu(["N", 0]), "dimension 1 of x is 0"),
+    "zero dimension": ("zero.onnx", lambda _: _relu(["N", 0]), "the input has shape [0], a dimension of size 0"),
+    # one rule for every format (issue 44): the Keras files used to reach the generators, which named the cache
+    "zero-size keras input": ("zero_input.keras", lambda k: k["zero_input.keras"],
+                              "the input has shape [0], a dimension of size 0"),
+    "zero-size h5 input": ("zero_input.h5", lambda k: k["zero_input.h5"],
+                           "the input has shape [0], a dimension of size 0"),
+    "zero-size onnx output": ("zero_output.onnx", lambda _: _onnx(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], [_value("x", ["N", 5])], [_value("y", ["N", 0])],
+        [numpy_helper.from_array(np.zeros((5, 0), np.float32), "w")]),
+                              "the output has shape [0], a dimension of size 0"),
     "two inputs, one integer": ("two_inputs.onnx", lambda _: _onnx(
         [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["z"], ["w"])],
         [_value("x", ["N", 5]), _value("z", ["N", 5], TensorProto.INT64)],
@@ -222,7 +237,7 @@ def build(case: str, directory: Path, keras_files) -> Path:
 
 
 KERAS_CASES = {"truncated keras", "truncated h5", "nan weights keras", "lambda layer", "arbitrary class",
-               "no config", "bad crc", "keras named onnx"}
+               "no config", "bad crc", "keras named onnx", "zero-size keras input", "zero-size h5 input"}
 
 
 def _needs_keras(case: str) -> bool:
@@ -315,7 +330,7 @@ def test_unreadable_onnx_is_not_called_invalid(tmp_path):
 # --- the CLI on a representative subset ----------------------------------------------
 
 CLI_CASES = ["empty onnx", "random keras", "truncated nnet", "graph cycle", "symlink loop", "directory",
-             "huge image", "lambda layer", "nan weights onnx"]
+             "huge image", "lambda layer", "nan weights onnx", "zero-size keras input"]
 
 
 @pytest.fixture(scope="module")

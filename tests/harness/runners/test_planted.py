@@ -353,3 +353,34 @@ def test_inputs_are_written_as_a_new_file_never_through_a_planted_link(tmp_path)
     assert victim.read_bytes() == b"\x00" * 16
     with sandbox.fresh_folder() as fresh:
         assert list(fresh.iterdir()) == []
+
+
+@pytest.mark.tor("TOR-RES-003")
+def test_a_library_planted_with_a_forged_stamp_in_the_build_folder_is_rebuilt(tmp_path, monkeypatch):
+    """Issue 39, B2: whoever can write a shared work folder can replace a build's library by code that computes
+    zeros and write the stamp the old check accepted (the key is the SHA-256 of the command and the sources, which
+    anyone can compute, then the library's SHA-256). Now a stamp is this user's seal of both: the forged stamp, and
+    one sealed under another user's key, are refused; the library is built again and computes the right outputs."""
+    from harness.digests import file_digest
+    from harness.runners import compiling
+
+    monkeypatch.setenv("ASSAY_SEAL_KEY", str(tmp_path / "user.key"))
+    sealed: list[tuple] = []
+    real_seal = compiling.seal.seal
+    monkeypatch.setattr(compiling.seal, "seal", lambda *parts: sealed.append(parts) or real_seal(*parts))
+    code = folder_of(tmp_path, "honest", HONEST)
+    built = host.build(code, tmp_path / "build")
+    key = sealed[-1][0]
+    wrong = host.build(folder_of(tmp_path, "wrong", WRONG.replace("atexit(plant)", "(void)0")), tmp_path / "other")
+    stamp = compiling.stamp_path(built.library)
+    for forged in ("old format", "another user's seal"):
+        shutil.copyfile(wrong.library, built.library)
+        if forged == "old format":
+            stamp.write_text(f"{key} {file_digest(built.library)}")  # what the old check compared with
+        else:
+            monkeypatch.setenv("ASSAY_SEAL_KEY", str(tmp_path / "attacker.key"))
+            stamp.write_text(compiling.seal.seal(key, file_digest(built.library)))
+            monkeypatch.setenv("ASSAY_SEAL_KEY", str(tmp_path / "user.key"))
+        assert file_digest(built.library) == file_digest(wrong.library)
+        again = host.build(code, tmp_path / "build")
+        np.testing.assert_array_equal(host.run(again, INPUTS).outputs, 2 * INPUTS)

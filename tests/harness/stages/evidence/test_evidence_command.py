@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from browser_support import check_package, screenshot_dir
 from harness.core import configuration
@@ -34,11 +36,17 @@ def hashes(root: Path) -> dict[str, str]:
 
 @pytest.mark.tor("TOR-EVD-001", "TOR-EVD-002", "TOR-EVD-007", "TOR-EVD-008", "TOR-EVD-009", "TOR-EVD-010")
 def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
+    key = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption())
+
     def build(name: str) -> tuple[subprocess.CompletedProcess, Path]:
-        """A cold build: its own work folder and package folder, mutation on."""
+        """A cold build: its own work folder, package folder and copy of the signing key, mutation on."""
         out = tmp_path / name / "pkg"
+        (tmp_path / name / "keys").mkdir(parents=True)
+        (tmp_path / name / "keys" / "signer.pem").write_bytes(key)
         return assay("evidence", "--models", "acas-reg50", "--targets", "host,cortex-m4f", "--inputs", "30",
                      "--wcet-inputs", "3", "--set-inputs", "10", "--mutants", "2", "--level", "B", "--out", str(out),
+                     "--sign-key", str(tmp_path / name / "keys" / "signer.pem"),
                      "--work", str(tmp_path / name / "work"), "--tor-tests",
                      "tests/harness/stages/evidence/test_coverage.py tests/harness/stages/evidence/test_kit.py "
                      "-m tor"), out
@@ -132,12 +140,14 @@ def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
     assert set(before) == set(after)
     assert [name for name in before if before[name] != after[name]] == ["volatile.json"]
     assert again.with_name("pkg.sha256").read_text() == digest  # the same package digest
-    with zipfile.ZipFile(out.with_name("pkg.zip")) as one, zipfile.ZipFile(again.with_name("pkg.zip")) as other:
-        assert [(i.filename, i.date_time) for i in one.infolist()] == [(i.filename, i.date_time)
-                                                                      for i in other.infolist()]
-        assert all(one.read(name) == other.read(name) for name in one.namelist() if not name.endswith("volatile.json"))
-    volatile = json.loads((again / "volatile.json").read_text())  # what each part cost; the test run was not reused
-    assert volatile["tool_qualification_reused"] is False and volatile["tool_qualification_s"] > 0
+    # the same zip, byte for byte (volatile.json stays beside it), and the same signature, the key elsewhere
+    assert out.with_name("pkg.zip").read_bytes() == again.with_name("pkg.zip").read_bytes()
+    assert out.with_name("pkg.sig").read_bytes() == again.with_name("pkg.sig").read_bytes()
+    with zipfile.ZipFile(out.with_name("pkg.zip")) as one:
+        assert "pkg/volatile.json" not in one.namelist() and "pkg/evidence.json" in one.namelist()
+    volatile = json.loads((again / "volatile.json").read_text())  # what each part cost
+    assert volatile["tool_qualification_s"] > 0 and "tool_qualification_reused" not in volatile
+    assert json.loads((again / "tool-qualification" / "tor-matrix.json").read_text())["run"]["reused"] is False
     assert {"stage semantic", "stage wcet", "stage mutate", "stages together", "coverage (gcc, gcovr)",
             "object-code coverage (QEMU)"} <= set(volatile["parts_s"])
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import seal
 from harness.cli import main
-from harness.core import configuration, qualification, seal
+from harness.core import configuration, qualification
 from harness.core import tested as tested_file
 from harness.stages.evidence import sci
 from harness.stages.evidence.qualify import qualify

@@ -75,9 +75,11 @@ def test_matrix_from_a_junit_run(pytester, tmp_path):
     assert json.loads((tmp_path / "out" / "tor-matrix.json").read_text()) == result
 
     # the failing case deselected: TOR-ABC-001's other test passed, but one of its tests did not run
-    pytester.runpytest(f"--junitxml={junit}", "-k", "not test_half").assert_outcomes(passed=2, skipped=1)
+    pytester.runpytest(f"--junitxml={junit}", "-k", "not test_half", *tor.PLUGIN_ARGUMENTS).assert_outcomes(
+        passed=2, skipped=1)  # as a qualification run loads plugins: these only
     tags = tor.source_tags(pytester.path, pytester.path)
-    again = tor.matrix(tor.requirements(document), tor.resolve(tor.junit_cases(junit), tags), tags, {})
+    again = tor.matrix(tor.requirements(document), tor.resolve(tor.junit_cases(junit), tags), tags, {},
+                       tor.junit_plugins(junit))
     assert [row["status"] for row in again["rows"]] == ["incomplete", "not run", "not run", "missing"]
     assert again["rows"][0]["not_run"] == ["test_abc.py::test_half"] and again["verdict"] == "incomplete"
 
@@ -128,8 +130,9 @@ def test_normalised_junit_is_the_same_for_the_same_results(pytester, tmp_path):
         c["test"] for c in tor.junit_cases(tmp_path / "j0.xml"))
 
 
-def junit_of(cases: dict[str, tuple[str, list[str]]]) -> str:
-    """A JUnit XML file as pytest writes it: ``{"tests/x/test_y.py::test_z[1]": (outcome, [TOR IDs])}``."""
+def junit_of(cases: dict[str, tuple[str, list[str]]], plugins: tuple[str, ...] = tor.PLUGINS) -> str:
+    """A JUnit XML file as pytest writes it with Assay's plugin: ``{"tests/x/test_y.py::test_z[1]": (outcome,
+    [TOR IDs])}``, and the plugins the run loaded."""
     body = []
     for test, (outcome, ids) in cases.items():
         path, name = test.split("::")
@@ -137,7 +140,9 @@ def junit_of(cases: dict[str, tuple[str, list[str]]]) -> str:
         properties = "".join(f'<property name="tor" value="{i}"/>' for i in ids)
         body.append(f'<testcase classname="{path.removesuffix(".py").replace("/", ".")}" name="{name}">'
                     f'<properties>{properties}</properties>{result[outcome]}</testcase>')
-    return f'<?xml version="1.0"?><testsuites><testsuite name="pytest">{"".join(body)}</testsuite></testsuites>'
+    suite = f'<properties><property name="plugins" value="{" ".join(plugins)}"/></properties>'
+    return (f'<?xml version="1.0"?><testsuites><testsuite name="pytest">{suite}{"".join(body)}</testsuite>'
+            f'</testsuites>')
 
 
 def matrix_command(junit, out, *extra: str) -> subprocess.CompletedProcess:
@@ -274,3 +279,27 @@ def test_a_plugin_named_in_the_environment_is_not_loaded(tmp_path, monkeypatch):
                     str(tor.REPO / "tests/harness/stages/evidence/test_kit.py")], cwd=tmp_path, capture_output=True,
                    timeout=300, check=False)
     assert mark.exists()  # the old path: the plugin ran
+
+
+@pytest.mark.tor("TOR-EVD-006")
+def test_a_run_with_a_plugin_the_qualification_run_does_not_load_is_unverified(tmp_path):
+    """B3 of issue 39: a do-nothing plugin (given through PYTHONPATH and PYTEST_PLUGINS, or installed) made 449 cases
+    "pass" and nothing in the package named it. The JUnit XML names every plugin the run loaded (Assay's plugin
+    writes them); one the qualification run does not load, or a file that names none, leaves the matrix
+    unverified, and verify recomputes that from the packaged XML."""
+    everything = {test: ("passed", ids) for test, ids in tor.source_tags().items()}
+    for plugins, unexpected in ((tor.PLUGINS, []), ((*tor.PLUGINS, "pytest_passall"), ["pytest_passall"]),
+                                ((*tor.PLUGINS, "tests.conftest"), [])):
+        (tmp_path / "junit.xml").write_text(junit_of(everything, plugins))
+        result = tor.write(tmp_path / "junit.xml", tmp_path / "out", {"command": "pytest"})
+        assert result["plugins_unexpected"] == unexpected and result["results_verdict"] == "pass"
+        assert result["verdict"] == ("unverified" if unexpected else "pass")
+    assert "the run's plugins are not the qualification run's (pytest_passall)" in tor.verdict_line(result) or \
+        tor.verdict_line(result) == "verdict **pass**"
+    (tmp_path / "bare.xml").write_text(junit_of(everything).replace('<property name="plugins"', '<property name="x"'))
+    bare = tor.write(tmp_path / "bare.xml", tmp_path / "out", {"command": "pytest"})
+    assert bare["plugins_seen"] is None and bare["verdict"] == "unverified"
+    assert "none named in the JUnit XML" in tor.verdict_line(bare)
+    forged = {**bare, "verdict": "pass", "plugins_unexpected": []}
+    lines = tor.recheck(forged, (tmp_path / "bare.xml").read_bytes(), tor.TOR_DOCUMENT.read_text())
+    assert "tool-qualification/tor-matrix.json: verdict 'pass', the packaged JUnit XML gives 'unverified'" in lines

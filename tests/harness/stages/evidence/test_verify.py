@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shutil
 import subprocess
 import sys
 import zipfile
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from harness.core import configuration
 from harness.core.locks import exclusive
 from harness.errors import AssayError
 from harness.stages.evidence import integrity, package, signature, verdicts
@@ -113,9 +116,13 @@ def test_the_untouched_package_its_zip_and_its_digest_verify(built_package, pkg)
     assert integrity.verify(pkg).digest == "package digest not checked: no pkg.sha256 and no --digest"
     done = assay("evidence", "verify", str(pkg.with_name("pkg.zip")), "--digest", recorded)
     assert done.returncode == 0, done.stdout
-    assert done.stdout.splitlines()[-3:] == [f"package digest checked: {recorded} against --digest",
+    assert done.stdout.splitlines()[-4:] == [f"package digest checked: {recorded} against --digest",
                                              "signature not checked: no --public-key",
-                                             f"{pkg.with_name('pkg.zip')}: intact ({result.checked} files checked)"]
+                                             integrity.built_by(json.loads((pkg / verdicts.SCI).read_text())["assay"],
+                                                                configuration.identity()),
+                                             f"{pkg.with_name('pkg.zip')}: intact ({result.checked} files checked); "
+                                             f"the package's verdict: {index_of(pkg)['verdict']}"]
+    assert "the same Assay as this one" in done.stdout  # the package was built by the Assay under test
 
 
 @pytest.mark.tor("TOR-EVD-001")
@@ -294,3 +301,131 @@ def test_a_key_that_cannot_sign_is_refused_before_the_build(tmp_path):
                  "--out", str(tmp_path / "pkg"), "--work", str(tmp_path / "work"))
     assert done.returncode == 2 and "not an unencrypted PEM private key" in done.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "pkg").exists()
+
+
+# --- meaning: consistent rewrites the digest beside the package cannot show (issue 39) ----------------------------
+
+SEMANTIC = "results/semantic/results.json"
+
+
+def edit_json(root: Path, path: str, edit) -> None:
+    """Edit a packaged JSON file and relist it: a rewrite consistent with every hash of the package."""
+    document = json.loads((root / path).read_text())
+    edit(document)
+    package.write_json(root / path, document)
+    relist(root, path)
+
+
+def found(root: Path, text: str) -> list[str]:
+    return [line for line in integrity.verify(root).lines() if text in line]
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_m1_a_record_over_its_tolerance_left_pass_is_found_from_its_own_figures(pkg):
+    edit_json(pkg, SEMANTIC, lambda d: d["records"][0].update(max_abs_error=1e-3))
+    assert found(pkg, "acas-reg50 assay-v2 keras host keras: pass with max |C - reference| = 1.0000e-03 above "
+                      "atol + rtol x max |reference|")
+    assert found(pkg, "verdicts.semantic: evidence.json says pass, the packaged files give fail")
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_m2_a_deleted_record_is_missing_from_the_plan_and_a_raised_tolerance_differs_from_it(pkg):
+    edit_json(pkg, SEMANTIC, lambda d: d["records"].pop())
+    assert found(pkg, f"{SEMANTIC}: no record of acas-reg50 assay-v2 onnx host onnxruntime (planned in sci/sci.json)")
+    edit_json(pkg, SEMANTIC, lambda d: d["records"][0].update(tolerance=1e-2))
+    assert found(pkg, f"{SEMANTIC}: acas-reg50 assay-v2 keras host keras: tolerance 0.01, the plan gives 1e-05")
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_m3_a_replaced_model_with_its_index_hash_fixed_differs_from_the_manifests_and_records(pkg):
+    model = pkg / "models" / "acas-reg50" / "model.onnx"
+    model.write_bytes(model.read_bytes() + b"\0")
+    digest = package.sha256(model)
+
+    def fix(sci: dict) -> None:
+        sci["models"][0]["files"]["onnx"]["sha256"] = digest
+        next(a for a in sci["archived"] if a["file"] == "models/acas-reg50/model.onnx")["sha256"] = digest
+    relist(pkg, "models/acas-reg50/model.onnx")
+    edit_json(pkg, verdicts.SCI, fix)
+    assert found(pkg, "code/acas-reg50/assay-v2-onnx/manifest.json: generated from model 8ba3") or \
+        found(pkg, "manifest.json: generated from model")
+    assert len(found(pkg, "judged the onnx model")) == 4  # each semantic record names the old hash
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_m4_a_rewritten_assay_commit_and_lock_differ_from_the_records_and_from_the_running_assay(pkg):
+    edit_json(pkg, verdicts.SCI, lambda sci: sci["assay"].update(commit="0" * 40, requirements_lock_sha256="1" * 64))
+    lines = found(pkg, "not the commit 0000000000000000000000000000000000000000 (lock 111111111111)")
+    assert len([line for line in lines if line.startswith(SEMANTIC)]) == 4  # and the mutate records'
+    assert len(lines) == 6
+    assert "NOT this Assay (Assay" in integrity.verify(pkg).built_by
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_built_by_names_the_package_assay_and_whether_it_is_the_running_one():
+    ours = {"version": "0.1.0", "commit": "a" * 40, "dirty": False, "requirements_lock_sha256": "b" * 64,
+            "sources_sha256": None}
+    assert integrity.built_by(ours, ours) == (f"built by: Assay 0.1.0 commit {'a' * 40}, lock {'b' * 12}; the same "
+                                              f"Assay as this one")
+    older = {**ours, "commit": "c" * 40, "requirements_lock_sha256": "d" * 64}
+    assert integrity.built_by(older, ours).endswith(f"NOT this Assay (Assay 0.1.0 commit {'a' * 40}, lock {'b' * 12}): "
+                                                    f"its figures are that Assay's")
+    assert integrity.built_by(None, ours) == "built by: unknown (sci/sci.json names no Assay)"
+
+
+@pytest.mark.tor("TOR-EVD-011", "TOR-EVD-012")
+def test_m5_coverage_is_judged_by_the_criteria_of_the_packaged_level(pkg):
+    """50 % of the branch outcomes and 10 % MC/DC used to give coverage=pass at every --level (lines only)."""
+    def weaken(summary: dict) -> None:
+        for code in summary["codes"].values():
+            code.update(branch_percent=50.0, mcdc={**code["mcdc"], "decisions": 3, "mcdc_percent": 10.0})
+    edit_json(pkg, verdicts.COVERAGE, weaken)
+    code = "acas-reg50/assay-v2-keras"
+    assert found(pkg, f"{verdicts.COVERAGE}: {code} at level A: decisions (branch outcomes) 50.0 %, MC/DC 10.0 % of "
+                      f"conditions")
+    assert found(pkg, "verdicts.coverage: evidence.json says pass, the packaged files give incomplete")
+    edit_json(pkg, verdicts.SCI, lambda sci: sci.update(level="B"))
+    assert found(pkg, f"{code} at level B: decisions (branch outcomes) 50.0 %") and not found(pkg, "MC/DC 10.0")
+    edit_json(pkg, verdicts.SCI, lambda sci: sci.update(level="C"))
+    assert not found(pkg, "at level C") and not found(pkg, "verdicts.coverage")
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_m6_verify_warns_when_only_the_digest_beside_the_package_was_checked(pkg):
+    done = assay("evidence", "verify", str(pkg))
+    assert done.returncode == 0 and "warning: the digest file travels with the package" in done.stdout
+    assert "the package's verdict: " in done.stdout.splitlines()[-1]
+    given = assay("evidence", "verify", str(pkg), "--digest", package.sha256(pkg / package.INDEX))
+    assert given.returncode == 0 and "warning" not in given.stdout
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.hrefs += [value for name, value in attrs if name in ("href", "src") and value]
+
+
+@pytest.mark.tor("TOR-EVD-010")
+def test_every_file_of_the_package_is_reachable_from_its_index_page(built_package):
+    """Following links from index.html through every page reaches every file evidence.json lists: the mutate part's
+    report, results.json, the TOR matrix and the generated C used to be out of reach (107 of 224 files)."""
+    listed = {entry["path"] for entry in index_of(built_package)["files"]} | {package.INDEX}
+    reached, pending = set(), ["index.html"]
+    while pending:
+        page = pending.pop()
+        if page in reached:
+            continue
+        reached.add(page)
+        if page.endswith(".html"):
+            parser = _Links()
+            parser.feed((built_package / page).read_text())
+            for href in parser.hrefs:
+                target = href.split("#")[0]
+                if target and "://" not in target:
+                    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(page), target))
+                    if resolved in listed or resolved == "index.html":
+                        pending.append(resolved)
+    assert sorted(listed - reached) == []

@@ -79,6 +79,7 @@ def test_every_fault_is_a_verdict_and_the_campaign_goes_on(tmp_path, dense_model
         assert "generated code produced NaN" in verdicts[(generators["nan"], reference)][1]
         assert verdicts[(generators["hang"], reference)] == ("error", "timed out after 3 s (50 inputs)")
         assert verdicts[(generators["wrong"], reference)][0] == "fail"
+        assert verdicts[(generators["broken"], reference)][0] == "error"
         assert verdicts[(generators["broken"], reference)][1].startswith("compile error: ")
     good = next(r for r in store.records() if r["generator"] == generators["good"])
     assert good["n_inputs"] == 50 and good["seed"] == 1 and good["tolerance"] == 1e-5

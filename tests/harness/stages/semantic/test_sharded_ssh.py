@@ -127,7 +127,7 @@ def _without_run_details(records: list[dict]) -> list[dict]:
     commit); the rest of the provenance (tools, configuration, model and code hashes) stays."""
     kept = []
     for record in records:
-        record = {k: v for k, v in record.items() if k not in ("timings", "finished_at")}
+        record = {k: v for k, v in record.items() if k not in ("timings", "finished_at", "seal")}
         record["provenance"] = {k: v for k, v in record["provenance"].items() if k != "assay"}
         kept.append(record)
     return sorted(kept, key=lambda record: (record["variant"], record["reference"]))

@@ -65,3 +65,35 @@ def seal(*parts: bytes | str | dict) -> str:
 def sealed(mac: object, *parts: bytes | str | dict) -> bool:
     """Whether ``mac`` is this user's seal of ``parts``."""
     return isinstance(mac, str) and hmac.compare_digest(mac, seal(*parts))
+
+
+SUFFIX = ".seal"  # beside a sealed cache file: the seal of its name and bytes
+
+
+def seal_path(path: Path) -> Path:
+    return path.with_name(path.name + SUFFIX)
+
+
+def seal_file(path: Path, data: bytes) -> None:
+    """Seal ``data``, just written to ``path`` by Assay, in ``path.seal`` (its name is sealed too: an entry moved
+    under another cache key is not taken for it)."""
+    seal_path(path).write_text(seal(path.name, data))
+
+
+def read_sealed(path: Path) -> bytes | None:
+    """The bytes of a cache file Assay wrote and sealed (``seal_file``), or None when it is absent, unsealed or
+    changed since: the caller computes the entry again, as for a miss."""
+    try:
+        data, mac = path.read_bytes(), seal_path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return data if sealed(mac, path.name, data) else None
+
+
+def record_sealed(record: dict) -> dict:
+    """``record`` with its seal (field ``seal``): the seal of every other field."""
+    return {**record, "seal": seal({k: v for k, v in record.items() if k != "seal"})}
+
+
+def is_sealed_record(record: dict) -> bool:
+    return sealed(record.get("seal"), {k: v for k, v in record.items() if k != "seal"})
