@@ -134,7 +134,7 @@ def _wcet_findings(rows: list[dict]) -> tuple[list[str], list[str]]:
                   f"{max(r[0] for (m, _), r in ratios.items() if m.startswith('acas')):.2f})."]
     v3 = [r for r in rows if r["generator"] == "assay-v3" and r["engine"] == "builtin"]
     tractable = ["## 3. WCET where OTAWA failed", "",
-            "OTAWA did not finish on soft-float ARM7TDMI code within 5 minutes (`../shared/otawa/README.md`) and "
+            "OTAWA did not finish on soft-float ARM7TDMI code within 5 minutes (`tests/wcet/otawa-recordings/README.md`) and "
             "ran out of memory on V3, AlexNet and VGG-16 (paper §5). Every analysis above is of soft-float "
             "ARM7TDMI code (arm7tdmi-ext) or of the Cortex-M4F and finished; V3 (straight-line code, no loops in "
             "the generated code):", "",

@@ -91,14 +91,14 @@ def test_semantic_on_one_model_writes_results_and_reports(tmp_path):
 
 
 def test_wcet_elf_mode_reproduces_the_recorded_otawa_runs():
-    """``assay wcet --elf`` on real OTAWA samples (shared/otawa): trivial timing, OTAWA's own flow facts."""
+    """``assay wcet --elf`` on real OTAWA samples (tests/wcet/otawa-recordings): trivial timing, OTAWA's own flow facts."""
     from pathlib import Path
 
     import pytest
 
-    otawa = Path(__file__).resolve().parents[3] / "shared" / "otawa"
+    otawa = Path(__file__).resolve().parents[1] / "wcet" / "otawa-recordings"
     if not otawa.is_dir():
-        pytest.skip("../shared/otawa not found")
+        pytest.skip("tests/wcet/otawa-recordings not found")
     ok = assay("wcet", "--elf", str(otawa / "arm7tdmi/dense.elf"), "--function", "main",
                "--flow-facts", str(otawa / "arm7tdmi/dense-context.ffx"), "--timing", "trivial")
     assert ok.returncode == 0 and ok.stdout.splitlines()[0] == "WCET[main] = 22715 cycles", ok.stderr
@@ -119,9 +119,9 @@ LIGHT = ("harness.models.tiers",)
 def test_wcet_elf_mode_imports_only_what_it_needs():
     from pathlib import Path
 
-    otawa = Path(__file__).resolve().parents[3] / "shared" / "otawa"
+    otawa = Path(__file__).resolve().parents[1] / "wcet" / "otawa-recordings"
     if not otawa.is_dir():
-        pytest.skip("../shared/otawa not found")
+        pytest.skip("tests/wcet/otawa-recordings not found")
     script = ("import sys\nfrom harness import cli\n"
               f"status = cli.main(['wcet', '--elf', {str(otawa / 'arm7tdmi/dense.elf')!r}, '--function', 'main', "
               f"'--flow-facts', {str(otawa / 'arm7tdmi/dense.ff')!r}])\n"

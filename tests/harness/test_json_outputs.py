@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"  # the recorded OTAWA runs, beside the repo
+OTAWA = Path(__file__).resolve().parents[1] / "wcet" / "otawa-recordings"  # the recorded OTAWA runs, in the tree
 
 # What str()/repr() of a dataclass or an object looks like: "LoopReport(function='kernel', ...)" or "<X at 0x...>".
 REPR = re.compile(r"^[A-Za-z_][\w.]*\(\w+=|^<[\w.]+ (object )?at 0x")
@@ -53,7 +53,7 @@ def test_doctor_json_is_plain_and_named():
 @pytest.mark.parametrize("command", [("-m", "harness.cli", "wcet", "--elf"), ("-m", "wcet")])
 def test_wcet_elf_json_is_plain_and_named(command):
     if not OTAWA.is_dir():
-        pytest.skip("../shared/otawa not found")
+        pytest.skip("tests/wcet/otawa-recordings not found")
     elf, facts = OTAWA / "arm7tdmi/dense.elf", OTAWA / "arm7tdmi/dense-context.ffx"
     args = [*command, str(elf), "--function", "main"] if "--elf" in command else [*command, str(elf), "main"]
     result = run(*args, "--flow-facts", str(facts), "--timing", "trivial", "--json")

@@ -1,8 +1,10 @@
-"""Where the recorded real OTAWA runs are: ``shared/otawa`` beside the repository (as CI checks it out)."""
+"""Where the recorded real OTAWA runs are: ``tests/wcet/otawa-recordings/``, in the tree (a copy of the workplace's
+``shared/otawa``, byte for byte, its README saying how each file was made), so that TOR-WCET-002 holds from a clone
+and the package's configuration index covers its data (Assay's commit, or its sources' SHA-256, includes tests/)."""
 
 from pathlib import Path
 
 import pytest
 
-OTAWA = Path(__file__).resolve().parents[3] / "shared" / "otawa"
-needs_recordings = pytest.mark.skipif(not OTAWA.is_dir(), reason="../shared/otawa (recorded OTAWA runs) not found")
+OTAWA = Path(__file__).resolve().parent / "otawa-recordings"
+needs_recordings = pytest.mark.skipif(not OTAWA.is_dir(), reason="tests/wcet/otawa-recordings not found")

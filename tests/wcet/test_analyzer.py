@@ -1,7 +1,7 @@
 """The analyzer end to end: OTAWA's figures exactly, known worst paths, regions, errors, and a generated
 model whose WCET must bound what QEMU measured under the same timing model.
 
-OTAWA (../shared/otawa/README.md): ``owcet -s trivial`` gave WCET[main] = 22715 cycles on
+OTAWA (tests/wcet/otawa-recordings/README.md): ``owcet -s trivial`` gave WCET[main] = 22715 cycles on
 arm7tdmi/dense.elf (bounds "dense" + 0xa0 8, + 0x74 16, in F4 and in an FFX call context) and
 WCET[layer] = 15755 on cortex-m4/fdense_m4.elf ("layer" + 0x6a 8, + 0x52 16).
 """

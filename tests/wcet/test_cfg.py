@@ -2,7 +2,7 @@
 veneers, the call graph, and the control-flow classification shared with the stack analysis.
 
 The hand-written programs are tests/wcet/programs/ (arm_flow.S for the ARM7TDMI, thumb_flow.S for the
-Cortex-M4), assembled with arm-none-eabi-gcc; the OTAWA samples are ../shared/otawa/.
+Cortex-M4), assembled with arm-none-eabi-gcc; the OTAWA samples are tests/wcet/otawa-recordings/.
 """
 
 

@@ -1,6 +1,6 @@
 """OTAWA's flow-fact formats: the recorded real files read, round trips, the strict grammar, the checksum.
 
-The recorded files are ../shared/otawa/ (real OTAWA 1.2 runs: dense.ff and
+The recorded files are tests/wcet/otawa-recordings/ (real OTAWA 1.2 runs: dense.ff and
 dense-context.ffx gave WCET[main] = 22715 cycles, fdense_m4.ff 15755,
 mkff-output.ff is mkff's template, unbounded.ff made owcet stop with exit 2).
 """

@@ -1,7 +1,7 @@
 """The flow-fact grammar corpus (tests/wcet/flowfacts/): every F4 and FFX statement form OTAWA reads.
 
 cases.json gives, for each file, how it is read (the corpus' symbol table alone, or the recorded
-../shared/otawa/arm7tdmi/dense.elf with its analysed function main), the ``FlowFacts`` it must give, written
+tests/wcet/otawa-recordings/arm7tdmi/dense.elf with its analysed function main), the ``FlowFacts`` it must give, written
 out by hand from OTAWA's semantics (statinf-otawa/otawa: util_fft_parser.yy, flowfact_FlowFactLoader.cpp;
 docs/flowfacts.md), and the formats it round-trips through (``write_f4``/``write_ffx`` then read back); and
 the statements Assay refuses, each with the message that names it.
@@ -50,7 +50,7 @@ def reader(case: dict, form: str):
     parse = parse_ffx if form == "ffx" else parse_f4
     if "elf" in case:
         if not (OTAWA / case["elf"]).is_file():
-            pytest.skip("../shared/otawa recordings not found")
+            pytest.skip("tests/wcet/otawa-recordings not found")
         locations = ElfLocations(OTAWA / case["elf"], case["root"])
         return lambda text, source: parse(text, source=source, locations=locations)
     return lambda text, source: parse(text, source=source, symbols=SYMBOLS, root=case.get("root"))

@@ -6,7 +6,7 @@ lsl #2]``), called from two counted loops. The jump's targets and the loop heade
 analyzer's own CFG (which resolves gcc's tables without help), then written as flow facts in each form:
 every form must give the WCET the absolute addresses give, and that must be the WCET without the
 multibranch fact (the same targets). A multibranch fact that leaves out the dearest case must lower it, so
-the fact is really used. The call-context forms use ../shared/otawa/arm7tdmi/dense.elf (main calls dense at
+the fact is really used. The call-context forms use tests/wcet/otawa-recordings/arm7tdmi/dense.elf (main calls dense at
 0x8114; a real OTAWA gave WCET[main] = 22715 cycles with its loops bounded); return, preserve, ignoreseq, force
 and ignore entry are checked on the CFG they give.
 """
