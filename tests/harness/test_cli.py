@@ -91,7 +91,8 @@ def test_semantic_on_one_model_writes_results_and_reports(tmp_path):
 
 
 def test_wcet_elf_mode_reproduces_the_recorded_otawa_runs():
-    """``assay wcet --elf`` on real OTAWA samples (tests/wcet/otawa-recordings): trivial timing, OTAWA's own flow facts."""
+    """``assay wcet --elf`` on real OTAWA samples (tests/wcet/otawa-recordings): trivial timing, OTAWA's own flow
+    facts."""
     from pathlib import Path
 
     import pytest

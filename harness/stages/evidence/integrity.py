@@ -130,7 +130,9 @@ def built_by(package: dict | None, running: dict) -> str:
 
 
 def _folder(root: Path) -> Contents:
-    contents = Contents()
+    """The files of a package folder, under the zip reader's caps (``ziparchive``): a file, or all of them together,
+    larger than a package's is a finding and is not read (a 2 GiB unlisted file used to be read whole)."""
+    contents, total = Contents(), 0
     for here, folders, names in os.walk(root, followlinks=False):
         for name in list(folders):
             path = Path(here) / name
@@ -147,7 +149,12 @@ def _folder(root: Path) -> Contents:
                 contents.failures.append(f"{relative}: a symbolic link (a package holds plain files and folders only)")
             elif not stat.S_ISREG(path.lstat().st_mode):
                 contents.failures.append(f"{relative}: not a regular file")
+            elif path.lstat().st_size > ziparchive.MAX_ENTRY_SIZE or \
+                    total + path.lstat().st_size > ziparchive.MAX_TOTAL_SIZE:
+                contents.failures.append(f"{relative}: {path.lstat().st_size} bytes, over what a package file may hold "
+                                         f"({ziparchive.MAX_ENTRY_SIZE}, {ziparchive.MAX_TOTAL_SIZE} in all): not read")
             else:
+                total += path.lstat().st_size
                 contents.files[relative] = path.read_bytes()
     return contents
 

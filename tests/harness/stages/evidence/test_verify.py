@@ -10,6 +10,7 @@ import posixpath
 import shutil
 import subprocess
 import sys
+import tracemalloc
 import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
@@ -429,3 +430,21 @@ def test_every_file_of_the_package_is_reachable_from_its_index_page(built_packag
                     if resolved in listed or resolved == "index.html":
                         pending.append(resolved)
     assert sorted(listed - reached) == []
+
+
+@pytest.mark.tor("TOR-EVD-001")
+def test_a_huge_unlisted_file_in_the_folder_is_named_not_read(pkg):
+    """A 2 GiB file (sparse: no disk used) beside the package's files was read whole into memory; now it is over the
+    caps of a package file and named without being read."""
+    huge = pkg / "results" / "semantic" / "huge.bin"
+    with huge.open("wb") as stream:
+        stream.truncate(2 << 30)
+    tracemalloc.start()
+    try:
+        lines = integrity.verify(pkg).lines()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert lines == [f"results/semantic/huge.bin: {2 << 30} bytes, over what a package file may hold "
+                     f"({256 << 20}, {1 << 30} in all): not read"]
+    assert peak < 512 << 20
