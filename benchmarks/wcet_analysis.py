@@ -16,17 +16,23 @@ M-profile board has its 553 MB of weights; docs/targets.md), V3 of the large
 ACAS nets and lenet5 ``--target cortex-m4f-ext`` (code in the board's PSRAM).
 
 ``--elf-mode`` benchmarks the command a build runs instead, side by side with
-OTAWA (issue 15): for each model and target (default acas-reg50, lenet5 on
-cortex-m4f and arm7tdmi, as ``assay wcet --timing trivial`` builds them) the
-ELF and its automatic flow facts (``.ff``) are made once, then ``assay wcet
---elf E --function F --flow-facts E.ff`` (run as ``python -m harness.cli``,
-what the ``assay`` entry point runs), ``python -m wcet E F --flow-facts E.ff``
-and, when ``owcet`` is on PATH, ``owcet -s trivial E F -f E.ff`` are each run
-``--repeat`` times as fresh processes: median and fastest wall time, median
-CPU time (user + system: what a loaded machine inflates least), peak
-resident memory of the process (``wait4``), the WCET each printed, and the
-ratio to OTAWA. Bytecode is compiled by an unmeasured first run (as ``pip
-install`` does; ``PYTHONDONTWRITEBYTECODE`` is dropped for the children).
+OTAWA (issues 15 and 45): for each model, target and variant (default
+acas-reg50, lenet5 on cortex-m4f and arm7tdmi, keras and onnx: the 8 ELFs of
+``assay wcet --models acas-reg50,lenet5 --timing trivial``) the ELF and its
+automatic flow facts (``.ff``) are made once, then ``assay wcet --elf E
+--function F --flow-facts E.ff`` (run as ``python -m harness.cli``, what the
+``assay`` entry point runs), ``python -m wcet E F --flow-facts E.ff`` and the
+real OTAWA's ``owcet -s trivial E F -f E.ff`` (on PATH, else the one
+``harness.core.otawa_install`` unpacked from ../shared/otawa-bin) are run
+``--repeat`` times as fresh processes, the tools in turn (one run of each, then
+the next round): median and fastest wall time, median CPU time (user + system:
+what a loaded machine inflates least), peak resident memory of the process
+(``wait4``), the WCET each printed, and the ratios to OTAWA. Then the batch:
+one ``python -m wcet --batch FILE`` process bounds all the ELFs (start-up paid
+once), in turn with OTAWA run once per ELF, ``--repeat`` times: the amortised
+wall and CPU time per ELF of each. Peak memory is GNU time's ``%M`` of each
+process alone (``/usr/bin/time``). Bytecode is compiled by an unmeasured first run (as
+``pip install`` does; ``PYTHONDONTWRITEBYTECODE`` is dropped for the children).
 ``--source DIR`` runs another checkout's code (before/after comparisons).
 Writes reports/benchmarks/wcet-elf.json.
 
@@ -42,7 +48,7 @@ built as a prebuilt item; its bound uses the library annotations only.
     python benchmarks/wcet_analysis.py [--target arm7tdmi-ext] [--timing arm7tdmi] [--full] [--models a,b]
                                        [--generator assay-v2 --variant keras] [--synthetic 200000]
     python benchmarks/wcet_analysis.py --elf-mode [--models acas-reg50,lenet5] [--targets cortex-m4f,arm7tdmi]
-                                       [--repeat 5] [--source DIR]
+                                       [--variants keras,onnx] [--repeat 5] [--source DIR]
     python benchmarks/wcet_analysis.py --plot reports/benchmarks/wcet-scaling.png reports/benchmarks/wcet-*.json
 """
 
@@ -140,18 +146,24 @@ def measure(elf: Path, code_dir: Path, timing_name: str) -> dict:
 WCET_LINE = re.compile(r"WCET\[[^\]]*\] = (\d+) cycles")
 
 
+TIME = "/usr/bin/time"  # GNU time: the peak memory of the command alone
+
+
 def run_once(command: list[str], cwd: Path, env: dict) -> tuple[float, float, float, int | None]:
     """Wall seconds, CPU seconds (user + system), peak resident MB and the WCET printed, for one fresh
-    process running ``command``."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    output = process.stdout.read()
-    process.stdout.close()
-    process.returncode = os.waitstatus_to_exitcode(status)
+    process running ``command``. The peak memory is GNU time's ``%M`` for the command: a child forked from
+    this Python process and measured with ``wait4`` counts this process's own memory until its ``exec``
+    (about 30 MB here, which the first version of this benchmark reported for every tool)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        start = time.perf_counter()
+        process = subprocess.run([TIME, "-o", report.name, "-f", "%U %S %M", *command], cwd=cwd, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        wall = time.perf_counter() - start
+        user, system, peak_kb = report.read().split()[-3:]
+    output = process.stdout
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)}: exit status {process.returncode}: {output.strip()[-300:]}")
+    usage = (float(user) + float(system), int(peak_kb) / 1024)
     if Path(command[0]).name == "owcet":
         from wcet import otawa
 
@@ -159,36 +171,97 @@ def run_once(command: list[str], cwd: Path, env: dict) -> tuple[float, float, fl
     else:
         match = WCET_LINE.search(output)
         cycles = int(match.group(1)) if match else None
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, cycles
+    return wall, usage[0], usage[1], cycles
 
 
-def elf_mode(models: list[str], targets: list[str], repeat: int, source: Path, work: Path) -> list[dict]:
-    """The ELF-mode rows (module docstring): per ELF, per tool, its wall times, peak memory and WCET."""
+def _otawa_home() -> Path | None:
+    """Where owcet is: None for PATH, else the OTAWA unpacked from ../shared/otawa-bin; SystemExit without one."""
+    from harness.core import otawa_install
     from wcet import otawa
 
+    if otawa.available():
+        return None
+    found, reason = otawa_install.usable()
+    if found is None:
+        raise SystemExit(f"no OTAWA to compare with: {reason}")
+    return found.home
+
+
+def _figures(runs: list[tuple]) -> dict:
+    walls = sorted(wall for wall, _, _, _ in runs)
+    return {"wall_median_s": statistics.median(walls), "wall_min_s": walls[0],
+            "cpu_median_s": statistics.median(cpu for _, cpu, _, _ in runs),
+            "peak_rss_mb": max(rss for _, _, rss, _ in runs), "wcet_cycles": runs[0][3]}
+
+
+def elf_mode(models: list[str], targets: list[str], variants: list[str], repeat: int, source: Path,
+             work: Path) -> tuple[list[dict], dict]:
+    """The ELF-mode rows and the batch (module docstring): per ELF, per tool, its wall times, peak memory and
+    WCET; then one batch process for all the ELFs against OTAWA once per ELF."""
+    from wcet import otawa
+
+    home = _otawa_home()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    rows = []
+    rows, triples = [], []
     for model in models:
         for target in targets:
-            built = _child("prepare", model, target, str(work), "assay-v2", "keras")
-            entry = _child("measure", built["elf"], built["code"], "trivial")["entry"]  # writes the .ff beside it
-            elf, facts = Path(built["elf"]), Path(built["elf"]).with_suffix(".ff")
-            tools = {"assay wcet --elf": [sys.executable, "-m", "harness.cli", "wcet", "--elf", str(elf), "--function",
-                                          entry, "--flow-facts", str(facts), "--timing", "trivial"],
-                     "python -m wcet": [sys.executable, "-m", "wcet", str(elf), entry, "--flow-facts", str(facts)]}
-            if otawa.available():
-                tools["owcet"] = otawa.owcet_command(elf, entry, facts, "trivial")
-            row = {"model": model, "target": target, "elf": str(elf), "text_bytes": _text_bytes(elf), "tools": {}}
-            for name, command in tools.items():
-                run_once(command, source, env)  # compiles the bytecode; not measured
-                runs = [run_once(command, source, env) for _ in range(repeat)]
-                walls = sorted(wall for wall, _, _, _ in runs)
-                row["tools"][name] = {"wall_median_s": statistics.median(walls), "wall_min_s": walls[0],
-                                      "cpu_median_s": statistics.median(cpu for _, cpu, _, _ in runs),
-                                      "peak_rss_mb": max(rss for _, _, rss, _ in runs), "wcet_cycles": runs[0][3]}
-            rows.append(row)
-            print(_elf_line(row), flush=True)
-    return rows
+            for variant in variants:
+                built = _child("prepare", model, target, str(work), "assay-v2", variant)
+                entry = _child("measure", built["elf"], built["code"], "trivial")["entry"]  # writes the .ff beside it
+                elf, facts = Path(built["elf"]), Path(built["elf"]).with_suffix(".ff")
+                triples.append((elf, entry, facts))
+                tools = {"owcet": otawa.owcet_command(elf, entry, facts, "trivial", home=home),
+                         "python -m wcet": [sys.executable, "-m", "wcet", str(elf), entry, "--flow-facts", str(facts)],
+                         "assay wcet --elf": [sys.executable, "-m", "harness.cli", "wcet", "--elf", str(elf),
+                                              "--function", entry, "--flow-facts", str(facts), "--timing", "trivial"]}
+                row = {"model": model, "target": target, "variant": variant, "elf": str(elf),
+                       "text_bytes": _text_bytes(elf), "tools": {}}
+                for command in tools.values():
+                    run_once(command, source, env)  # compiles the bytecode, warms the file cache; not measured
+                runs: dict[str, list] = {name: [] for name in tools}
+                for _ in range(repeat):  # the tools in turn: a load that comes and goes falls on each alike
+                    for name, command in tools.items():
+                        runs[name].append(run_once(command, source, env))
+                row["tools"] = {name: _figures(found) for name, found in runs.items()}
+                rows.append(row)
+                print(_elf_line(row), flush=True)
+    return rows, _batch(triples, home, repeat, source, env, work)
+
+
+def _batch(triples: list[tuple], home: Path | None, repeat: int, source: Path, env: dict, work: Path) -> dict:
+    """One ``python -m wcet --batch`` process for every ELF, against OTAWA run once per ELF, in turn: wall and
+    CPU time (user + system) of each, per ELF, and the batch process's peak memory."""
+    from wcet import otawa
+
+    batch = work / "batch.txt"
+    batch.write_text("".join(f"{elf} {entry} {facts}\n" for elf, entry, facts in triples))
+    command = [sys.executable, "-m", "wcet", "--batch", str(batch)]
+    printed = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True, check=True).stdout
+    cycles = [int(WCET_LINE.search(line).group(1)) for line in printed.splitlines()]
+    if len(cycles) != len(triples):
+        raise SystemExit(f"batch printed {printed!r}")
+    ours, theirs = [], []
+    for _ in range(repeat):
+        ours.append(run_once(command, source, env))
+        runs = [run_once(otawa.owcet_command(elf, entry, facts, "trivial", home=home), elf.parent, env)
+                for elf, entry, facts in triples]
+        theirs.append((sum(r[0] for r in runs), sum(r[1] for r in runs)))
+    n = len(triples)
+    figures = {"elfs": n, "wall_median_s": statistics.median(r[0] for r in ours),
+               "cpu_median_s": statistics.median(r[1] for r in ours), "peak_rss_mb": max(r[2] for r in ours),
+               "otawa_wall_median_s": statistics.median(r[0] for r in theirs),
+               "otawa_cpu_median_s": statistics.median(r[1] for r in theirs), "wcet_cycles": cycles}
+    for what in ("wall", "cpu"):
+        figures[f"per_elf_{what}_s"] = figures[f"{what}_median_s"] / n
+        figures[f"otawa_per_elf_{what}_s"] = figures[f"otawa_{what}_median_s"] / n
+        figures[f"speedup_per_elf_{what}"] = figures[f"otawa_{what}_median_s"] / figures[f"{what}_median_s"]
+    print(f"batch of {n} ELFs: python -m wcet --batch {figures['wall_median_s']:.2f} s, CPU "
+          f"{figures['cpu_median_s']:.2f} s ({figures['per_elf_wall_s']:.3f} s per ELF, peak "
+          f"{figures['peak_rss_mb']:.1f} MB); OTAWA {figures['otawa_wall_median_s']:.2f} s, CPU "
+          f"{figures['otawa_cpu_median_s']:.2f} s ({figures['otawa_per_elf_wall_s']:.3f} s per ELF): "
+          f"{figures['speedup_per_elf_wall']:.1f}x faster per ELF (CPU {figures['speedup_per_elf_cpu']:.1f}x)",
+          flush=True)
+    return figures
 
 
 def _elf_line(row: dict) -> str:
@@ -204,7 +277,7 @@ def _elf_line(row: dict) -> str:
         parts.append(text)
     cycles = {figures["wcet_cycles"] for figures in row["tools"].values()}
     agreement = f"WCET {cycles.pop():,}" if len(cycles) == 1 else f"WCETs DIFFER {sorted(cycles, key=str)}"
-    return f"{row['model']:<11} {row['target']:<11} {agreement} | " + " | ".join(parts)
+    return f"{row['model']:<11} {row['target']:<11} {row.get('variant', ''):<6} {agreement} | " + " | ".join(parts)
 
 
 def _text_bytes(elf: Path) -> int:
@@ -274,6 +347,7 @@ def main() -> None:
                                                                     "instead of models")
     parser.add_argument("--elf-mode", action="store_true", help="time the ELF-mode commands side by side with OTAWA")
     parser.add_argument("--targets", default="cortex-m4f,arm7tdmi", help="with --elf-mode: comma-separated targets")
+    parser.add_argument("--variants", default="keras,onnx", help="with --elf-mode: comma-separated variants")
     parser.add_argument("--repeat", type=int, default=5, help="with --elf-mode: measured runs per tool (default 5)")
     parser.add_argument("--source", type=Path, default=ROOT, help="with --elf-mode: the checkout whose code runs")
     parser.add_argument("--plot", nargs="+", type=Path, metavar=("PNG", "JSON"),
@@ -296,14 +370,16 @@ def main() -> None:
     if args.elf_mode:
         load = os.getloadavg()
         with tempfile.TemporaryDirectory() as tmp:
-            rows = elf_mode(args.models.split(",") if args.models else ["acas-reg50", "lenet5"],
-                            args.targets.split(","), args.repeat, args.source.resolve(), Path(tmp) / "work")
+            rows, batch = elf_mode(args.models.split(",") if args.models else ["acas-reg50", "lenet5"],
+                                   args.targets.split(","), args.variants.split(","), args.repeat,
+                                   args.source.resolve(), Path(tmp) / "work")
         path = Path("reports/benchmarks/wcet-elf.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"schema": "assay-benchmark-wcet-elf/1", "date": date.today().isoformat(),
                                     "machine": platform.platform(), "cpus": os.cpu_count(),
                                     "load_before": load, "load_after": os.getloadavg(),
-                                    "source": str(args.source.resolve()), "repeat": args.repeat, "rows": rows},
+                                    "source": str(args.source.resolve()), "repeat": args.repeat, "rows": rows,
+                                    "batch": batch},
                                    indent=1))
         print(f"load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after; written: {path}")
         return

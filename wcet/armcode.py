@@ -38,6 +38,7 @@ import itertools
 import os
 import re
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator, NamedTuple
@@ -122,7 +123,9 @@ class ArmCode:
         self._map_addresses = [address for address, _ in mapping]
         self._map_kinds = [kind for _, kind in mapping]
         self._decoded: dict[int, Insn] = {}  # instructions decoded one by one (IT blocks, address-dependent)
-        self._shapes: dict[tuple[str, bytes], _Shape] = {}  # by (kind, encoding): what instructions share
+        # by (kind, encoding): what instructions share; one table per decoding mode for the whole process, so the
+        # ELFs of a batch (python -m wcet --batch), which link the same library code, decode it once
+        self._shapes: dict[tuple[str, bytes], _Shape] = _SHAPES.setdefault(self.mclass, {})
         # the span decoded last, with its ``_boundaries``: code is mostly decoded in order
         self._last_span: tuple = (0, 0, "a", None, None, None, None)
         # by span start: its instruction addresses, IT blocks and bytes (``_boundaries``)
@@ -484,6 +487,9 @@ class _Shape:
 
 
 _EXACT = _Shape()  # in ``ArmCode._shapes``: instructions of this encoding are decoded one by one
+# mclass -> (kind, encoding) -> shape: a shape depends on the encoding and the decoding mode only (``_shape``
+# checks that capstone's details do not depend on the address), so every ELF of the process shares them
+_SHAPES: dict[bool, dict[tuple[str, bytes], _Shape]] = {}
 
 
 class Insn:
@@ -556,16 +562,46 @@ def load_code(elf: Path | str, mclass: bool | None = None) -> ArmCode:
     Instructions are decoded once per ELF and process however many times the
     ELF is read (library annotations, flow facts, each bound and timing
     model). The key is ``content_digest``: a file rewritten in place, even
-    with the same size and time stamp, is read again.
+    with the same size and time stamp, is read again. The digest is computed
+    again only when the file's status changed since it was last computed
+    (device, inode, size, modification and status-change times: a write in
+    place changes the status-change time, which no user tool can set back),
+    and only for a file unchanged for 2 s (one written in the timestamps' last
+    tick is always hashed), so the three reads of one ELF by one bound, and a
+    batch's, hash it once.
     """
     key = (str(elf), os.path.abspath(elf), mclass)
-    digest = content_digest(Path(elf))
+    digest = _digest_of(Path(elf), key[1])
     cached = _LOADED.pop(key, None)
     code = cached[1] if cached is not None and cached[0] == digest else ArmCode(Path(elf), mclass)
     _LOADED[key] = (digest, code)
     while len(_LOADED) > _KEEP:
         del _LOADED[next(iter(_LOADED))]
     return code
+
+
+def _digest_of(elf: Path, absolute: str) -> bytes:
+    """``content_digest(elf)``, reused while the file's status (``load_code``) is the one it was computed for."""
+    try:
+        status = os.stat(absolute)
+    except OSError:
+        return content_digest(elf)  # the error, as the digest reports it
+    stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+    known = _DIGESTS.get(absolute)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    digest = content_digest(elf)
+    # kept only for a file whose last change is older than the timestamps' granularity (the kernel's clock
+    # tick): a write in the same tick as the last one would leave the status as it was (git's "racily clean")
+    if time.time_ns() - status.st_ctime_ns > _SETTLED_NS:
+        _DIGESTS[absolute] = (stamp, digest)
+        while len(_DIGESTS) > _KEEP:
+            del _DIGESTS[next(iter(_DIGESTS))]
+    return digest
+
+
+_DIGESTS: dict[str, tuple[tuple, bytes]] = {}  # absolute path -> (its status when hashed, its content digest)
+_SETTLED_NS = 2_000_000_000  # a file unchanged for this long has a status that tells every later change
 
 
 def content_digest(elf: Path) -> bytes:
@@ -761,8 +797,14 @@ def _function_at_zero(elf_file) -> bool:
     Cortex-M image, whose vector table sits at 0 and whose code follows it, such a sequence would otherwise claim
     the addresses of the real code it overlaps."""
     symbols = elf_file.get_section_by_name(".symtab")
-    return symbols is not None and any(symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"] & ~1 == 0
-                                       for symbol in symbols.iter_symbols())
+    if symbols is None:
+        return False
+    if elf_file.elfclass == 32 and symbols["sh_entsize"] == 16:  # read with struct: pyelftools takes ~0.2 ms a symbol
+        form = ("<" if elf_file.little_endian else ">") + "IIIBBH"
+        return any(info & 0xF == 2 and value & ~1 == 0  # STT_FUNC at 0
+                   for _, value, _, info, _, _ in struct.iter_unpack(form, symbols.data()))
+    return any(symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"] & ~1 == 0
+               for symbol in symbols.iter_symbols())
 
 
 def _unit_rows(dwarf, cu, discarded_at_zero: bool) -> list[tuple[int, int, str, int]]:
@@ -886,7 +928,9 @@ class _LineTable:
             elf_file = ELFFile(stream)
             if not elf_file.has_dwarf_info():
                 return
-            self.dwarf = elf_file.get_dwarf_info()  # the debug sections are read into memory
+            # the debug sections are read into memory; a linked image's are final (pyelftools would otherwise look
+            # for their relocation sections among all sections, once per debug section)
+            self.dwarf = elf_file.get_dwarf_info(relocate_dwarf_sections=elf_file["e_type"] != "ET_EXEC")
             self.discarded_at_zero = not _function_at_zero(elf_file)
         aranges = self.dwarf.get_aranges()
         listed = {entry.info_offset for entry in aranges.entries} if aranges is not None else set()

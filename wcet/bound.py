@@ -3,11 +3,19 @@
 Flow facts are the toolchain's library annotations plus, optionally, an OTAWA
 F4 (``.ff``) or FFX (``.ffx``) file. Both ``python -m wcet`` and ``assay wcet
 --elf`` go through here, so the two print and write the same things.
+
+``run_batch`` bounds many (ELF, function, flow facts) triples in one process
+(``--batch FILE``, ``-`` for standard input): the interpreter's start-up and
+the imports are paid once, and a line is answered as soon as it is read, so a
+caller can keep one process and feed it triples through a pipe (a server
+mode without a socket).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from wcet import annotations, ffformat
 from wcet.analyzer import WcetResult, analyze
@@ -57,3 +65,69 @@ def as_json(elf: Path, model: TimingModel, result: WcetResult) -> dict:
     """The result as plain JSON data with a schema name (loops as objects, never Python reprs)."""
     return {"schema": SCHEMA, "elf": str(elf), "timing": model.name, "timing_params": model.params(),
             **result.as_dict()}
+
+
+def batch_lines(text_lines: Iterable[str], source: str = "batch") -> Iterator[tuple[int, list[str] | str]]:
+    """(line number, [ELF, FUNCTION] or [ELF, FUNCTION, FLOW_FACTS]) for each triple of a batch file, or (line
+    number, the problem) for a line that is none; blank lines and ``#`` comments are skipped. Fields are split
+    as a shell would (quotes for paths with spaces)."""
+    import shlex
+
+    for number, line in enumerate(text_lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            fields = shlex.split(line, comments=True)
+        except ValueError as exc:
+            yield number, f"{source}:{number}: {exc}"
+            continue
+        if len(fields) not in (2, 3):
+            yield number, f"{source}:{number}: expected 'ELF FUNCTION [FLOW_FACTS]', found {len(fields)} field(s)"
+            continue
+        yield number, fields
+
+
+def run_batch(path: Path | str, model: TimingModel, out: TextIO, json_lines: bool = False) -> int:
+    """Bound every triple of the batch file ``path`` (``-``: standard input) in this process; one line per
+    triple, as it is done: ``ELF: WCET[FUNCTION] = N cycles``, or ``ELF: error: ...``, or the loops left
+    unbounded; with ``json_lines`` one JSON object per line instead (``assay-wcet-elf/1``, or ``{"elf", "function",
+    "error"}``). Returns the exit status: 2 when some line or the file is bad, else 1 when some triple was not
+    bounded, else 0."""
+    import contextlib
+    import json
+    import sys
+
+    from wcet.errors import WcetError
+
+    if str(path) == "-":
+        stream, source = sys.stdin, "<stdin>"
+    else:
+        try:
+            stream, source = open(path), str(path)
+        except OSError as exc:
+            raise ConfigurationError(f"{path}: cannot read the batch file ({exc.strerror or exc})") from None
+    status = 0
+    with stream if stream is not sys.stdin else contextlib.nullcontext():
+        for _, fields in batch_lines(stream, source):
+            if isinstance(fields, str):
+                print(json.dumps({"error": fields}) if json_lines else f"error: {fields}", file=out, flush=True)
+                status = 2
+                continue
+            elf, function = Path(fields[0]), fields[1]
+            facts = Path(fields[2]) if len(fields) == 3 else None
+            try:
+                result = bound(elf, function, model, facts)
+            except UnboundedLoopsError as exc:
+                lines = unbounded_lines(elf, function, exc)
+                print(json.dumps({"elf": str(elf), "function": function, "error": " ".join(lines)}) if json_lines
+                      else "\n".join(lines), file=out, flush=True)
+                status = max(status, 1)
+                continue
+            except WcetError as exc:
+                print(json.dumps({"elf": str(elf), "function": function, "error": str(exc)}) if json_lines
+                      else f"{elf}: error: {exc}", file=out, flush=True)
+                status = max(status, 1)
+                continue
+            print(json.dumps(as_json(elf, model, result)) if json_lines
+                  else f"{elf}: WCET[{function}] = {result.wcet_cycles} cycles", file=out, flush=True)
+    return status

@@ -16,10 +16,21 @@ loop left at ``?``).
 ``mkff_loops`` runs ``mkff ELF FUNCTION``, whose output is an F4 template
 listing every loop OTAWA finds with ``?`` bounds; ``uncovered_loops`` lists
 those our flow facts do not bound (each one is an error for the caller).
+
+``run_odisasm`` runs ``odisasm --cfg-raw -b -t -k ELF FUNCTION -f FLOWFACTS``:
+OTAWA's decoding of every instruction of every CFG reached from the function
+(address, bytes, text, kind, branch target), before its CFG transformations
+(which duplicate a predicated instruction as ``(C) insn`` and ``NOP``);
+``wcet.crosscheck`` compares it with Assay's decoding.
+
+The tools are looked up in ``home``'s ``bin`` when a caller gives one (an
+unpacked OTAWA, ``harness.core.otawa_install``), else on PATH, else in
+``$OTAWA_HOME/bin``.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -36,6 +47,7 @@ from wcet.ffformat import FlowFactFormatError, parse_f4_statements
 
 OWCET = "owcet"
 MKFF = "mkff"
+ODISASM = "odisasm"
 SCRIPTS = ("trivial", "generic", "stm32")  # scripts of OTAWA's distribution recorded in ../shared/otawa
 _WCET_LINE = re.compile(r"^WCET\[(?P<function>[^\]]+)\]\s*=\s*(?P<cycles>\d+)\s*cycles\s*$")
 _ERROR_LINE = re.compile(r"^\s*ERROR:\s*(?P<message>.*)$")
@@ -70,44 +82,60 @@ class MkffLoop:
         return where + (f" ({self.address:#x})" if self.address is not None and self.function else "")
 
 
-def available() -> bool:
-    """Whether ``owcet`` is on PATH."""
-    return shutil.which(OWCET) is not None
+def tool(name: str, home: Path | None = None) -> str | None:
+    """The path of OTAWA's ``name`` (``owcet``, ``mkff``, ``odisasm``): in ``home``/bin when given, else on PATH,
+    else in ``$OTAWA_HOME``/bin; None when it is nowhere."""
+    if home is not None:
+        path = Path(home) / "bin" / name
+        return str(path) if path.is_file() else None
+    found = shutil.which(name)
+    if found is None and os.environ.get("OTAWA_HOME"):
+        path = Path(os.environ["OTAWA_HOME"]) / "bin" / name
+        found = str(path) if path.is_file() else None
+    return found
 
 
-def mkff_available() -> bool:
-    return shutil.which(MKFF) is not None
+def available(home: Path | None = None) -> bool:
+    """Whether ``owcet`` is there (``tool``)."""
+    return tool(OWCET, home) is not None
 
 
-def owcet_command(elf: Path, function: str, ff_path: Path, script: str = "trivial",
-                  params: Mapping[str, str] | None = None) -> list[str]:
-    """The owcet command line (``script``: a name from OTAWA's distribution or a path to an .osx file)."""
+def mkff_available(home: Path | None = None) -> bool:
+    return tool(MKFF, home) is not None
+
+
+def owcet_command(elf: Path, function: str, ff_path: Path | None, script: str = "trivial",
+                  params: Mapping[str, str] | None = None, home: Path | None = None) -> list[str]:
+    """The owcet command line (``script``: a name from OTAWA's distribution or a path to an .osx file; no ``-f``
+    without ``ff_path``)."""
     if "/" in script or script.endswith(".osx"):
         if not Path(script).is_file():
             raise ConfigurationError(f"OTAWA script {script}: no such file")
         script = str(Path(script).resolve())
     elif not re.fullmatch(r"[\w.+-]+", script):
         raise ConfigurationError(f"OTAWA script name '{script}' (expected one like {', '.join(SCRIPTS)}, or a path)")
-    command = [shutil.which(OWCET) or OWCET, "-s", script]
+    command = [tool(OWCET, home) or OWCET, "-s", script]
     for name, value in (params or {}).items():
         if not re.fullmatch(r"[\w.:-]+", str(name)):
             raise ConfigurationError(f"OTAWA parameter name '{name}'")
         command += ["-p", f"{name}={value}"]
-    return command + [str(elf), function, "-f", str(ff_path)]
+    return command + [str(elf), function] + (["-f", str(ff_path)] if ff_path is not None else [])
 
 
 def run_owcet(elf: Path, function: str, ff_path: Path, script: str = "trivial",
-              params: Mapping[str, str] | None = None, timeout: float = 600.0) -> OtawaResult:
+              params: Mapping[str, str] | None = None, timeout: float = 600.0,
+              home: Path | None = None) -> OtawaResult:
     """Run owcet on ``elf``'s ``function`` with the flow facts ``ff_path`` (.ff or .ffx).
 
     Never raises for what OTAWA does: a failure is an ``OtawaResult`` with
     ``error`` set to OTAWA's message (or the exit status, or the time-out).
     A missing ``owcet`` is a ``ConfigurationError``.
     """
-    if not available():
-        raise ConfigurationError("OTAWA's owcet is not on PATH (OTAWA cannot be installed from the package registries; "
-                          "Assay's own analyzer does not need it)")
-    command = owcet_command(Path(elf), function, Path(ff_path), script, params)
+    if not available(home):
+        raise ConfigurationError("OTAWA's owcet is not on PATH (OTAWA is not on the package registries: "
+                                 "'bash .ci/setup --otawa' unpacks ../shared/otawa-bin; Assay's own analyzer does "
+                                 "not need it)")
+    command = owcet_command(Path(elf), function, Path(ff_path), script, params, home)
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
                                 stdin=subprocess.DEVNULL, cwd=Path(elf).resolve().parent)
@@ -161,11 +189,11 @@ def _last_line(output: str) -> str:
     return f": {lines[-1]}" if lines else " and printed nothing"
 
 
-def mkff_loops(elf: Path, function: str, timeout: float = 600.0) -> list[MkffLoop]:
+def mkff_loops(elf: Path, function: str, timeout: float = 600.0, home: Path | None = None) -> list[MkffLoop]:
     """The loops ``mkff ELF FUNCTION`` finds (its F4 template, read strictly)."""
-    if not mkff_available():
+    if not mkff_available(home):
         raise ConfigurationError("OTAWA's mkff is not on PATH")
-    command = [shutil.which(MKFF) or MKFF, str(elf), function]
+    command = [tool(MKFF, home) or MKFF, str(elf), function]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
                                 stdin=subprocess.DEVNULL, cwd=Path(elf).resolve().parent)
@@ -232,3 +260,97 @@ def function_symbols(elf: Path) -> dict[str, int]:
 def mkff_problems(elf: Path, function: str, facts: FlowFacts, timeout: float = 600.0) -> list[str]:
     """Run mkff and list every loop it finds that ``facts`` leave unbounded (empty: all covered)."""
     return uncovered_loops(mkff_loops(elf, function, timeout), facts, function_symbols(elf))
+
+
+# ---------------------------------------------------------------- odisasm
+
+
+@dataclass(frozen=True)
+class OtawaInsn:
+    """One instruction as ``odisasm -b -t -k`` prints it: its address, size (from its bytes), text, kind
+    (``CONTROL``, ``COND``, ``CALL``, ``RETURN``, ... as OTAWA names them) and direct branch target (None: none
+    printed). ``lines`` are the printed lines, for an excerpt."""
+
+    address: int
+    size: int
+    text: str
+    kind: tuple[str, ...]
+    target: int | None
+    lines: tuple[str, ...]
+
+    @property
+    def control(self) -> bool:
+        return "CONTROL" in self.kind
+
+
+_ODISASM_FUNCTION = re.compile(r"^# FUNCTION (?P<name>\S+)\s*$")
+_ODISASM_INSN = re.compile(r"^(?P<address>[0-9a-fA-F]{8})\s+(?P<bytes>[0-9a-fA-F]+)\s+(?P<text>.*?)\s*$")
+_ODISASM_KIND = re.compile(r"^\s+kind\s*=\s*(?P<kind>[^(]*)")
+_ODISASM_TARGET = re.compile(r"^\s+target\s*=\s*(?P<target>[0-9a-fA-F]+|unknown)\s*$")
+
+
+def parse_odisasm_output(text: str) -> dict[str, list[OtawaInsn]]:
+    """``odisasm -b -t -k`` output: function name (as OTAWA names the CFG) -> its instructions, as printed.
+
+    ``-b`` prints each byte as two characters (in memory order), so the size is half their number."""
+    functions: dict[str, list[OtawaInsn]] = {}
+    current: list[OtawaInsn] | None = None
+    pending: dict | None = None
+
+    def flush() -> None:
+        if pending is not None and current is not None:
+            current.append(OtawaInsn(pending["address"], pending["size"], pending["text"], tuple(pending["kind"]),
+                                     pending["target"], tuple(pending["lines"])))
+
+    for line in text.splitlines():
+        match = _ODISASM_FUNCTION.match(line)
+        if match:
+            flush()
+            pending = None
+            current = functions.setdefault(match.group("name"), [])
+            continue
+        match = _ODISASM_INSN.match(line)
+        if match and current is not None:
+            flush()
+            pending = {"address": int(match.group("address"), 16), "size": len(match.group("bytes")) // 2,
+                       "text": match.group("text"), "kind": [], "target": None, "lines": [line.rstrip()]}
+            continue
+        if pending is None:
+            continue
+        match = _ODISASM_KIND.match(line)
+        if match:
+            pending["kind"] = match.group("kind").split()
+            pending["lines"].append(line.rstrip())
+            continue
+        match = _ODISASM_TARGET.match(line)
+        if match:
+            pending["target"] = None if match.group("target") == "unknown" else int(match.group("target"), 16)
+            pending["lines"].append(line.rstrip())
+    flush()
+    return functions
+
+
+def odisasm_command(elf: Path, function: str, ff_path: Path | None = None, home: Path | None = None) -> list[str]:
+    """The odisasm command line that prints OTAWA's raw decoding of every CFG reached from ``function``."""
+    command = [tool(ODISASM, home) or ODISASM, "--cfg-raw", "-b", "-t", "-k", str(elf), function]
+    return command + (["-f", str(ff_path)] if ff_path is not None else [])
+
+
+def run_odisasm(elf: Path, function: str, ff_path: Path | None = None, timeout: float = 600.0,
+                home: Path | None = None) -> dict[str, list[OtawaInsn]]:
+    """OTAWA's decoding of the CFGs reached from ``function`` (``parse_odisasm_output``); a failure of odisasm is a
+    ``ConfigurationError`` with its message."""
+    if tool(ODISASM, home) is None:
+        raise ConfigurationError("OTAWA's odisasm is not on PATH")
+    command = odisasm_command(Path(elf), function, ff_path, home)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                                stdin=subprocess.DEVNULL, cwd=Path(elf).resolve().parent)
+    except subprocess.TimeoutExpired:
+        raise ConfigurationError(f"odisasm did not finish within {timeout:g} s on {elf}") from None
+    errors = [m.group("message").strip() for m in map(_ERROR_LINE.match, result.stdout.splitlines()
+                                                      + result.stderr.splitlines()) if m]
+    if result.returncode != 0 or errors:
+        raise ConfigurationError(f"odisasm exited with status {result.returncode}"
+                                 + (f": {'; '.join(errors)}" if errors else _last_line(result.stderr)))
+    return parse_odisasm_output(result.stdout)

@@ -22,9 +22,14 @@ branches and None elsewhere.
 Models, by name (``get``), are the names of the entry-point group
 ``assay.timing_models``: Assay declares these three in its ``pyproject.toml``,
 and an installed package may add its own (a ``TimingModel`` subclass). The group
-is read here with ``importlib.metadata`` rather than through
-``harness.registry``, because ``wcet`` never imports ``harness``; the rule is the
-same: a name two distributions declare is an error naming both.
+is read here rather than through ``harness.registry``, because ``wcet`` never
+imports ``harness``; the rule is the same: a name two distributions declare is
+an error naming both. It is read from the ``entry_points.txt`` of each
+``.dist-info`` (and ``.egg-info``) folder on ``sys.path``, first occurrence of
+a distribution winning, as ``importlib.metadata.entry_points`` reads them, but
+without importing ``importlib.metadata`` (its ``email`` and ``zipfile``
+imports cost ``python -m wcet`` about 50 ms and 5 MB of its start-up, against
+about 3 ms for this scan; tests/harness/test_registry.py checks both agree).
 
 - ``trivial``: ``cycles_per_instruction`` (default 5) for every instruction,
   as OTAWA's ``trivial`` script (5 cycles per executed instruction; see
@@ -52,7 +57,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from importlib import metadata
 from typing import ClassVar
 
 import capstone
@@ -432,12 +436,30 @@ class CortexM4(TimingModel):
 GROUP = "assay.timing_models"
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One entry point of ``GROUP``: its name, ``module:attribute`` and the metadata folder declaring it."""
+
+    name: str
+    value: str
+    info: str  # the .dist-info / .egg-info folder
+
+    def load(self):
+        import importlib
+
+        module, _, attribute = self.value.partition(":")
+        found = importlib.import_module(module.strip())
+        for part in attribute.strip().split(".") if attribute.strip() else ():
+            found = getattr(found, part)
+        return found
+
+
 @functools.cache
-def _entries() -> dict[str, metadata.EntryPoint]:
+def _entries() -> dict[str, _Entry]:
     """name -> entry point of ``GROUP`` over the installed distributions (read once); an error for a name
     declared by two of them, naming both."""
-    found: dict[str, metadata.EntryPoint] = {}
-    for entry in metadata.entry_points(group=GROUP):
+    found: dict[str, _Entry] = {}
+    for entry in _group_entries(GROUP):
         other = found.setdefault(entry.name, entry)
         if other is not entry:
             raise ConfigurationError(f"timing model '{entry.name}' is registered twice (entry-point group {GROUP}): "
@@ -445,8 +467,57 @@ def _entries() -> dict[str, metadata.EntryPoint]:
     return found
 
 
-def _origin(entry: metadata.EntryPoint) -> str:
-    return f"{entry.dist.name} {entry.dist.version} ({entry.value})" if entry.dist else entry.value
+def _group_entries(group: str) -> list[_Entry]:
+    """The entry points of ``group`` declared by the distributions on ``sys.path`` (module docstring)."""
+    import os
+    import re
+    import sys
+
+    entries, seen = [], set()
+    for folder in sys.path:
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            continue
+        for name in names:
+            stem, dot, kind = name.rpartition(".")
+            if not dot or kind not in ("dist-info", "egg-info"):
+                continue
+            distribution = re.sub(r"[-_.]+", "_", stem.split("-")[0]).lower()  # as importlib.metadata normalises
+            if distribution in seen:
+                continue
+            seen.add(distribution)
+            try:
+                with open(os.path.join(folder or ".", name, "entry_points.txt")) as text:
+                    lines = text.read().splitlines()
+            except OSError:
+                continue
+            section = None
+            for line in lines:
+                line = line.strip()
+                if line.startswith("[") and line.endswith("]"):
+                    section = line[1:-1].strip()
+                elif section == group and "=" in line and not line.startswith(("#", ";")):
+                    key, _, value = line.partition("=")
+                    entries.append(_Entry(key.strip(), value.strip(), os.path.join(folder or ".", name)))
+    return entries
+
+
+def _origin(entry: _Entry) -> str:
+    """``distribution version (value)``, from the distribution's METADATA (its ``Name`` and ``Version``)."""
+    import os
+
+    fields = {}
+    try:
+        with open(os.path.join(entry.info, "METADATA" if entry.info.endswith(".dist-info") else "PKG-INFO")) as text:
+            for line in text:
+                if not line.strip():
+                    break  # the headers end at the first blank line
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return entry.value
+    return f"{fields.get('Name', '?')} {fields.get('Version', '?')} ({entry.value})"
 
 
 def names() -> list[str]:

@@ -125,7 +125,8 @@ def debian_packages(tested: Tested, installed: dict[str, str] | None, where: str
                 differences.append(Difference(name, f"{_expected(expected_here, name, where)} in {tested.source}",
                                               "not installed"))
             else:
-                notes.append(f"{name}: not installed ('bash .ci/setup --test' installs it)")
+                option = "--otawa" if package.install == tested_file.OTAWA else "--test"
+                notes.append(f"{name}: not installed ('bash .ci/setup {option}' installs it)")
             continue
         expected = (expected_here or {}).get(name)
         if found == expected:
@@ -219,9 +220,37 @@ def compare(lock: Path = LOCK, tested: Path = TESTED_FILE, selection: str = qual
                          "tool-qualification tests on it and records it (docs/configuration.md)")
     differences = python_packages(lock) + interpreter(configuration) + debian
     notes += qemu_plugin()
+    notes.append(otawa()["summary"])
     peer_differences, peer_notes = peer_environments()
     sandbox_differences, sandbox_notes = isolation()
     return differences + peer_differences + sandbox_differences, notes + peer_notes + sandbox_notes, record
+
+
+@functools.cache
+def otawa() -> dict:
+    """OTAWA (``harness.core.otawa_install``), never a difference (Assay's own analyzer needs none): whether
+    ``../shared/otawa-bin`` holds an archive, its SHA-256, whether it is unpacked and loads here, the version
+    ``owcet`` prints, and an ``owcet`` on PATH (which ``--engine otawa`` uses first); ``summary`` is the note."""
+    from harness.core import otawa_install
+
+    on_path = shutil.which("owcet")
+    state: dict = {"archive": None, "archive_sha256": None, "unpacked": False, "loads": None, "version": None,
+                   "problem": None, "home": None, "owcet_on_path": on_path}
+    beside = f"; owcet on PATH: {on_path} (used first)" if on_path else ""
+    try:
+        archive = otawa_install.archive()
+    except RuntimeError as exc:
+        return {**state, "problem": str(exc), "summary": f"OTAWA: {exc}{beside}"}
+    if archive is None:
+        return {**state, "summary": f"OTAWA: no archive in {otawa_install.archive_dir()} (the OTAWA tests skip; "
+                                    f"only --engine otawa|both needs it){beside}"}
+    found = otawa_install.installed()
+    if found is None:
+        sha256 = file_digest(archive)
+        return {**state, "archive": str(archive), "archive_sha256": sha256,
+                "summary": f"OTAWA: {archive.name} sha256 {sha256[:16]} not unpacked ('bash .ci/setup --otawa', or "
+                           f"the first OTAWA test, unpacks it){beside}"}
+    return {**state, **found.as_dict(), "unpacked": True, "summary": found.describe() + beside}
 
 
 def current_fingerprint(configuration: Tested, installed: dict[str, str], where: str, lock: Path = LOCK) -> dict:
@@ -293,5 +322,5 @@ def report(lock: Path = LOCK, tested: Path = TESTED_FILE) -> dict:
         "summary": qualification.summary(record)}
     return {"schema": SCHEMA, "verdict": UNTESTED if differences else TESTED,
             "differences": [str(d) for d in differences], "notes": notes, "qualified_by": qualified_by,
-            "assay": identity(ROOT, lock),
+            "assay": identity(ROOT, lock), "otawa": {k: v for k, v in otawa().items() if k != "summary"},
             "isolation": {**sandbox.isolation().record(), "summary": sandbox.isolation().describe()}}

@@ -31,8 +31,8 @@ TESTED_FILE = ROOT / "toolchains" / "tested.toml"
 OS_RELEASE = Path("/etc/os-release")
 RESULTS, TEST_ONLY = "results", "test-only"
 ROLES = (RESULTS, TEST_ONLY)
-MAIN, TEST = "main", "test"
-INSTALLS = (MAIN, TEST)
+MAIN, TEST, OTAWA = "main", "test", "otawa"
+INSTALLS = (MAIN, TEST, OTAWA)  # OTAWA: its runtime libraries, installed by .ci/setup --test and --otawa
 _TIMEOUT_S = 30.0
 
 
@@ -216,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     found = machine_versions(tested, where) or {}
     print(f'[tested."{where}"]')
     for key in tested.packages:
-        if key in found:
-            print(f'{key} = "{found[key]}"')
+        if key in found:  # a key with a dot (libxslt1.1) is quoted, or TOML would read a table
+            print(f'{key if key.replace("-", "").replace("_", "").isalnum() else chr(34) + key + chr(34)} = '
+                  f'"{found[key]}"')
     return 0
 
 

@@ -17,3 +17,16 @@ def generated_zoo(tmp_path_factory):
         codegen.generate(model.files["keras"], root / name, name=name, frontend="keras")
         result[name] = root / name
     return result
+
+
+@pytest.fixture(scope="session")
+def real_otawa():
+    """The OTAWA of ``../shared/otawa-bin``, unpacked into the cache (as ``.ci/setup --test`` does; here on first
+    use otherwise) and checked; skips saying why where there is no archive, and with the dynamic loader's own
+    one-line message where it cannot load (another distribution, a missing runtime library): never silently."""
+    from harness.core import otawa_install
+
+    found, reason = otawa_install.usable()
+    if found is None:
+        pytest.skip(reason)
+    return found

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import capstone
 import programs
@@ -40,6 +41,7 @@ def test_on_demand_decoding_equals_decoding_whole_spans(tmp_path, source, target
     elf = programs.build(source, target, tmp_path)
     expected = span_decoding(armcode.ArmCode(elf))
     assert any(details[3].startswith("it") for details in expected.values()) == (source == "thumb_flow.S")
+    armcode._SHAPES.clear()  # the shapes table is the process's: this ELF's alone below
     code = armcode.ArmCode(elf)
     for address in sorted(expected, reverse=True):  # from the end: IT blocks reached from inside first
         insn = code.decode(address)
@@ -264,3 +266,38 @@ def test_line_programs_decode_as_pyelftools_decodes_them(tmp_path):
                     assert states == armcode._pyelftools_states(dwarf.line_program_for_CU(cu)), (elf, cu.cu_offset)
                     rows += len(states)
     assert rows > 100
+
+
+@needs_gcc
+def test_the_elfs_of_one_process_share_their_shapes_and_one_elf_is_hashed_once(tmp_path, monkeypatch):
+    """A batch's ELFs link the same library code: its encodings are decoded with details once per process;
+    and one unchanged ELF read three times (library facts, flow facts, bound) is hashed once."""
+    built = programs.build("shapes.c", "arm7tdmi", tmp_path)
+    first, second = tmp_path / "first.elf", tmp_path / "second.elf"
+    shutil.copy(built, first)
+    shutil.copy(built, second)
+    armcode._SHAPES.clear()
+    decoded = []
+    original = armcode.ArmCode._shape
+    monkeypatch.setattr(armcode.ArmCode, "_shape", lambda self, *args: decoded.append(args) or original(self, *args))
+    for path in (first, second):
+        code = armcode.ArmCode(path)
+        for name in ("entry", "diamond", "nested"):
+            function, address = code.function(name), code.function(name).start
+            while address < function.end and code.kind(address) != "d":  # up to its literal pool
+                address += code.decode(address).size
+        decoded.append("next ELF")
+    assert decoded.index("next ELF") > 0 and decoded[-1] == "next ELF" and decoded.count("next ELF") == 2
+    assert decoded[decoded.index("next ELF") + 1] == "next ELF"  # nothing decoded again for the second
+    hashed = []
+    digest = armcode.content_digest
+    monkeypatch.setattr(armcode, "content_digest", lambda path: hashed.append(path) or digest(path))
+    old = time.time() - 10  # a file that has not changed for a while: its status tells a later change
+    os.utime(first, (old, old))
+    monkeypatch.setattr(armcode, "_SETTLED_NS", -1)  # its status-change time is new here; let it count as settled
+    for _ in range(3):
+        armcode.load_code(first)
+    assert hashed == [first]
+    first.write_bytes(first.read_bytes())  # rewritten: hashed again
+    armcode.load_code(first)
+    assert hashed == [first, first]

@@ -1,11 +1,12 @@
-"""The OTAWA driver, tested against OTAWA's recorded real outputs (../shared/otawa/).
+"""The OTAWA driver, tested against OTAWA's recorded real outputs (tests/wcet/otawa-recordings/).
 
-OTAWA cannot be installed here. The parsers are checked on every recorded
-``owcet-*.out``; the process handling (command line, exit status, stdout and
-stderr, time-out, PATH lookup) with fake ``owcet``/``mkff`` scripts put on PATH
-that replay those recordings. This shows the driver handles what OTAWA
-printed in those runs, not that OTAWA accepts a given file: that rests on the
-recorded runs and on the strict F4/FFX grammar (test_ffformat.py).
+The parsers are checked on every recorded ``owcet-*.out``; the process
+handling (command line, exit status, stdout and stderr, time-out, PATH lookup)
+with fake ``owcet``/``mkff`` scripts put on PATH that replay those recordings,
+which runs on any machine. Where the real OTAWA of ``../shared/otawa-bin``
+loads (the ``real_otawa`` fixture of tests/conftest.py, which skips with the
+loader's message elsewhere), the same samples go through it: the recorded
+figures, the recorded error, mkff's loops and odisasm's decoding.
 """
 
 import json
@@ -94,6 +95,7 @@ def fake_otawa(tmp_path, monkeypatch):
 
 def test_not_installed_is_said(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("OTAWA_HOME", raising=False)
     assert not otawa.available() and not otawa.mkff_available()
     with pytest.raises(ConfigurationError, match="owcet is not on PATH"):
         otawa.run_owcet(OTAWA / "cortex-m4/fdense_m4.elf", "layer", OTAWA / "cortex-m4/fdense_m4.ff")
@@ -153,3 +155,84 @@ def test_mkff_loops_are_compared_with_our_facts(fake_otawa):
     # the same loops named by absolute address are covered
     absolute = FlowFacts(loops=tuple(l.__class__(None, symbols["layer"] + l.offset, l.max) for l in ours.loops))
     assert otawa.uncovered_loops(loops, absolute, symbols) == []
+
+
+def test_tools_are_found_in_home_then_on_path_then_in_otawa_home(fake_otawa, tmp_path, monkeypatch):
+    home = tmp_path / "otawa"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "owcet").write_text("#!/bin/sh\n")
+    assert otawa.tool("owcet", home) == str(home / "bin" / "owcet")
+    assert otawa.tool("odisasm", home) is None  # a home is the only place looked in
+    assert otawa.tool("owcet") == str(tmp_path / "bin" / "owcet")  # the fake on PATH
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("OTAWA_HOME", str(home))
+    assert otawa.tool("owcet") == str(home / "bin" / "owcet") and otawa.available()
+    elf = OTAWA / "arm7tdmi/dense.elf"
+    assert otawa.owcet_command(elf, "main", None)[-2:] == [str(elf), "main"]  # no -f without facts
+
+
+ODISASM_SAMPLE = """\
+# FUNCTION layer
+\tlayer:
+0800000a  2ee0  bs.n 0800006a
+\t\tkind = CONTROL 
+\t\ttarget = 0800006a
+0800000c  1c4a  ldr r2, [pc, #0x70]
+\t\tkind = MEM LOAD INT 
+# FUNCTION expf
+00002526  9fed3b5a  vldr d10, [pc, #236]
+\t\tkind = MEM LOAD FLOAT
+0000252e  17ee  <unknown>
+\t\tkind = 
+00008018  30f19f97  ldrls pc, [pc, r3, lsl #2]
+\t\tkind = COND CONTROL MEM LOAD INT 
+\t\ttarget = unknown
+"""
+
+
+def test_odisasm_output_is_read_with_sizes_kinds_and_targets():
+    functions = otawa.parse_odisasm_output(ODISASM_SAMPLE)
+    assert list(functions) == ["layer", "expf"]
+    branch, load = functions["layer"]
+    assert (branch.address, branch.size, branch.text, branch.kind, branch.target, branch.control) == (
+        0x800000A, 2, "bs.n 0800006a", ("CONTROL",), 0x800006A, True)
+    assert (load.size, load.kind, load.target, load.control) == (2, ("MEM", "LOAD", "INT"), None, False)
+    vldr, unknown, table = functions["expf"]
+    assert (vldr.size, unknown.size, unknown.text, unknown.kind) == (4, 2, "<unknown>", ())
+    assert table.control and table.target is None and table.kind[:2] == ("COND", "CONTROL")
+    assert table.lines == ("00008018  30f19f97  ldrls pc, [pc, r3, lsl #2]", "\t\tkind = COND CONTROL MEM LOAD INT",
+                           "\t\ttarget = unknown")
+
+
+# ---- the real OTAWA (../shared/otawa-bin): skips with the loader's message where it cannot load ----
+
+
+@pytest.mark.otawa
+@pytest.mark.parametrize("elf, function, facts, cycles", [
+    ("arm7tdmi/dense.elf", "main", "arm7tdmi/dense.ff", 22715),
+    ("arm7tdmi/dense.elf", "main", "arm7tdmi/dense-context.ffx", 22715),
+    ("cortex-m4/fdense_m4.elf", "layer", "cortex-m4/fdense_m4.ff", 15755),
+])
+def test_real_owcet_gives_the_recorded_figures(real_otawa, elf, function, facts, cycles):
+    params = {"virtual": "true"} if facts.endswith("context.ffx") else {}  # as recorded: contexts need it
+    result = otawa.run_owcet(OTAWA / elf, function, OTAWA / facts, "trivial", params, timeout=120,
+                             home=real_otawa.home)
+    assert (result.wcet_cycles, result.error, result.exit_status) == (cycles, None, 0), result.stdout
+    assert result.command[0] == str(real_otawa.bin / "owcet")
+
+
+@pytest.mark.otawa
+def test_real_owcet_error_is_the_recorded_one(real_otawa):
+    result = otawa.run_owcet(OTAWA / "cortex-m4/fdense_m4.elf", "layer", OTAWA / "cortex-m4/unbounded.ff",
+                             timeout=120, home=real_otawa.home)
+    assert result.wcet_cycles is None and result.exit_status == 2
+    assert "no bound for loop at 08000052" in result.error
+
+
+@pytest.mark.otawa
+def test_real_odisasm_on_the_recorded_sample(real_otawa):
+    elf = OTAWA / "cortex-m4/fdense_m4.elf"
+    decoded = otawa.run_odisasm(elf, "layer", OTAWA / "cortex-m4/fdense_m4.ff", timeout=120, home=real_otawa.home)
+    insns = {insn.address: insn for insn in decoded["layer"]}
+    assert insns[0x8000000].text == "push {r7}" and insns[0x8000000].size == 2
+    assert insns[0x800000A].control and insns[0x800000A].target == 0x800006A  # b.n to the outer loop's test

@@ -24,7 +24,9 @@ Compares the running configuration with the tested one and prints one line per d
     read-only, a scratch folder writable, limits; docs/sandbox.md): a note says which sandbox, and its
     absence is a difference.
 A peer environment or the QEMU counting plugin that is not built yet is a note, not a difference: both are
-built on first use from what was tested. The last line gives the verdict (tested or untested) and which
+built on first use from what was tested. OTAWA is a note too (only 'assay wcet --engine otawa|both' uses it):
+whether ../shared/otawa-bin holds its archive, the archive's SHA-256, whether it is unpacked, the version
+owcet prints, or the dynamic loader's message where it cannot load. The last line gives the verdict (tested or untested) and which
 Assay this is (version, git commit or SHA-256 of the sources, SHA-256 of requirements.lock). Every result
 file records the same verdict and identity in its provenance, and an evidence package built on an untested
 configuration does not pass (docs/configuration.md).
@@ -70,7 +72,7 @@ def add_command(subparsers) -> None:
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true",
                         help="print the report as JSON (schema assay-doctor/1: verdict, differences, notes, assay, "
-                             "isolation)")
+                             "isolation, otawa)")
     parser.add_argument("--lock", type=Path, default=configuration.LOCK,
                         help="the Python lock file to compare with (default: requirements.lock of this source tree)")
     parser.add_argument("--tested", type=Path, default=configuration.TESTED_FILE,

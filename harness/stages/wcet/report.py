@@ -151,10 +151,60 @@ def _provenance(records: list[dict]) -> list[str]:
                                       "docs/wcet.md."]
 
 
+def otawa_table(records: list[dict]) -> str:
+    """``--engine both``: per item and flow-fact file, both figures, the agreement, and per difference the
+    routines that differ alone, the first instruction decoded otherwise and the declared OTAWA error."""
+    out = ["# Assay against OTAWA (`--engine both`)", "",
+           "Two independent analyses of the same ELF with the same flow facts and cost model (`trivial`: 5 cycles "
+           "per instruction; OTAWA's `owcet -s trivial`). *agree*: the same WCET; *explained*: a declared OTAWA "
+           "error, recognised by its check (wcet/crosscheck.py), explains the difference; *unexplained*: a "
+           "failure. OTAWA's decoder errors are reproduced in `otawa-reproducers/`.", "",
+           "| Model | Generator (variant) | Target | Facts | Assay | OTAWA | Status | Cause |",
+           "|---|---|---|---|---:|---:|---|---|"]
+    details = []
+    for record in sorted((r for r in records if r.get("crosscheck")),
+                         key=lambda r: (model_order(records).index(r["model"]), tuple(r[f] for f in ROW_FIELDS))):
+        checked = record["crosscheck"]
+        if not checked.get("files"):
+            out.append(f"| {record['model']} | {record['generator']} ({record['variant']}) | {record['target']} "
+                       f"| – | {group_digits(record['wcet_cycles']) if record.get('wcet_cycles') else '–'} | – | "
+                       f"{checked['status']} | {checked.get('cause') or ''} |")
+            continue
+        for name, check in checked["files"].items():
+            theirs = (group_digits(check["otawa_cycles"]) if check["otawa_error"] is None
+                      else f"error: {check['otawa_error']}")
+            explanation = check.get("explanation")
+            cause = f"{explanation['kind']} error `{explanation['name']}`" if explanation else ""
+            divergence = check.get("divergence")
+            if divergence:
+                cause += f"; {divergence['function']} at {divergence['address']}: {divergence['what']}"
+            out.append(f"| {record['model']} | {record['generator']} ({record['variant']}) | {record['target']} | "
+                       f"{'.ff' if name == 'f4' else '.ffx'} | {group_digits(check['assay_cycles'])} | {theirs} | "
+                       f"{check['status']} | {cause} |")
+            if check["status"] != "agree":
+                details.append((record, name, check))
+    for record, name, check in details:
+        out += ["", f"## {record['model']}, {record['generator']} ({record['variant']}), {record['target']}, "
+                    f"{'.ff' if name == 'f4' else '.ffx'}", "", f"- {check['line']}"]
+        out += [f"- {f['function']}: Assay {f['assay_cycles']}, OTAWA "
+                f"{f['otawa_cycles'] if f['otawa_error'] is None else f['otawa_error']}"
+                f"{'' if f['agree'] else ' (differ)'}" for f in check["functions"]]
+        if check.get("explanation"):
+            explanation = check["explanation"]
+            out.append(f"- Declared OTAWA error `{explanation['name']}`: {explanation['description']}.")
+        if check.get("divergence"):
+            out += ["", "```", *check["divergence"]["excerpt"], "```"]
+    return "\n".join(out) + "\n"
+
+
 def write_wcet_report(results: Path, out_dir: Path) -> list[Path]:
     records = open_store(results).records()
     out_dir.mkdir(parents=True, exist_ok=True)
     table, layers = out_dir / "table4.md", out_dir / "layers.md"
     table.write_text(table4(records))
     layers.write_text(layer_tables(records))
-    return [table, layers]
+    if not any(r.get("crosscheck") for r in records):
+        return [table, layers]
+    crosschecked = out_dir / "otawa.md"
+    crosschecked.write_text(otawa_table(records))
+    return [table, layers, crosschecked]

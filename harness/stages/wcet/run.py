@@ -9,8 +9,14 @@ measured execution. Its code is generated and cross-built once; then:
    ``annotations/`` beside the target's profile) and written as OTAWA F4
    (``.ff``) and FFX (``.ffx``) files beside the ELF;
 2. for each timing model and each engine (``builtin``: ``wcet.analyzer``;
-   ``otawa``: ``owcet`` when it is on PATH) the WCET of the entry function is
-   computed, with per-layer bounds from the built-in engine;
+   ``otawa``: ``owcet`` on PATH or unpacked from ``../shared/otawa-bin``, with
+   the ``.ff`` and the ``.ffx`` file, which must give the same figure; ``both``:
+   the built-in bound cross-checked against OTAWA on both files,
+   ``wcet.crosscheck``) the WCET of the entry function is computed, with
+   per-layer bounds from the built-in engine. A ``both`` record carries the
+   cross-check (``crosscheck``: per file, agreement per function, the first
+   instruction decoded otherwise and the declared OTAWA error that explains a
+   difference); a difference no declared error explains fails the record;
 3. the same code is run under QEMU with the counting plugin and priced by the
    same timing model (``harness.measurement``), and the bound must be at least the
    largest measured cycle count: a smaller bound is a ``fail`` that states
@@ -52,7 +58,8 @@ from wcet import timing
 
 SCHEMA = SPEC.schema
 KEY_FIELDS = SPEC.key_fields
-ENGINES = ("builtin", "otawa")
+ENGINES = ("builtin", "otawa", "both")
+OTAWA_TIMING = "trivial"  # the one timing model an OTAWA script computes (5 cycles per instruction)
 STAGE = "wcet"  # work subdirectory: code and builds of this stage
 WCET_DIR = Path(wcet.__file__).resolve().parent  # the analysis library: a changed analyzer recomputes
 
@@ -64,6 +71,7 @@ class Settings(cycles.Settings):
     n_inputs: int = SPEC.default("n_inputs")  # measured inputs for the soundness check
     engines: tuple[str, ...] = SPEC.default("engines")
     otawa_script: str = SPEC.default("otawa_script")
+    otawa_timeout: float = SPEC.default("otawa_timeout")
 
 
 def open_store(path: Path) -> ResultStore:
@@ -80,7 +88,9 @@ def _base_record(item: Item, timing_name: str, engine: str, settings: Settings) 
 def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     """Analyse and check one item; never raises for the item's own faults (they become error records)."""
     fingerprint = cycles.content_key(item, settings, engines=settings.engines, otawa_script=settings.otawa_script,
-                                     wcet_library=tree_digest(WCET_DIR), annotations=_annotations_digest(item))
+                                     wcet_library=tree_digest(WCET_DIR), annotations=_annotations_digest(item),
+                                     **({"otawa": _otawa_identity(), "otawa_timeout": settings.otawa_timeout}
+                                        if set(settings.engines) & {"otawa", "both"} else {}))
     if not settings.redo and fingerprint is not None:
         previous = store.find_all([_base_record(item, name, engine, settings)
                                    for name in item.checks for engine in settings.engines], fingerprint)
@@ -198,7 +208,7 @@ def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, laye
                           if measured else {})
     start = time.perf_counter()
     try:
-        if engine == "builtin":
+        if engine in ("builtin", "both"):
             from wcet.analyzer import analyze
 
             result = analyze(elf, entry, facts, model, regions)
@@ -212,11 +222,13 @@ def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, laye
                     per_region[name] = execution["call_cycles"] + execution["wcet_cycles"]
                     insensitive[name] = execution["call_cycles"] + execution["insensitive_cycles"]
         else:
-            wcet_cycles, per_region, details, insensitive = _otawa(elf, entry, model, settings), {}, {}, {}
+            wcet_cycles, details = _otawa(elf, entry, model, settings)
+            per_region, insensitive = {}, {}
             precise = None  # OTAWA has no per-execution targets: only the context-insensitive bound
+        analysis_s = time.perf_counter() - start
+        crosscheck = _cross_check(elf, entry, model, settings) if engine == "both" else None
     except USER_ERRORS as exc:
         return {"verdict": ERROR, "cause": str(exc), "max_measured_cycles": max_measured}
-    analysis_s = time.perf_counter() - start
     layers = [{"layer": name, "wcet_cycles": per_region.get(name), "max_measured_cycles": per_layer_measured.get(name),
                **({"wcet_cycles_insensitive": insensitive[name]} if name in insensitive else {})}
               for name in layer_names if name in per_region or per_layer_measured.get(name)]
@@ -224,6 +236,13 @@ def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, laye
                "median_measured_cycles": float(np.median(totals)) if measured else None,
                "tightness": wcet_cycles / max_measured if max_measured else None,
                "layers": layers, "analysis_s": analysis_s, **details}
+    if engine == "both":
+        figures["crosscheck"] = crosscheck
+    unexplained = [f"{name}: {check['line']}" for name, check in (crosscheck or {}).get("files", {}).items()
+                   if check["status"] == "unexplained"]
+    if unexplained:  # two independent analyses disagree and no declared OTAWA error says why: never accepted
+        return {"verdict": FAIL, "cause": "Assay and OTAWA disagree, unexplained: " + "; ".join(unexplained),
+                **figures}
     if measured is None:
         return {"verdict": NOT_MEASURED, "cause": unmeasured, **figures}
     unsound = [f"{lay['layer']}: WCET {lay['wcet_cycles']} < measured {lay['max_measured_cycles']}"
@@ -236,15 +255,68 @@ def _bound(engine: str, elf: Path, entry: str, facts, model, regions: dict, laye
             **figures}
 
 
-def _otawa(elf: Path, entry: str, model, settings: Settings) -> int:
-    """OTAWA's WCET with the same flow facts; only where owcet is installed and its model is the same."""
+def _otawa_identity() -> str | None:
+    """Which OTAWA an ``otawa``/``both`` record comes from, for its content key: the archive's SHA-256, or the
+    path of the owcet on PATH (None: none; the records are then errors, recomputed once OTAWA is there)."""
+    from harness.core import otawa_install
     from wcet import otawa
 
-    if not otawa.available():
-        raise AssayError("OTAWA is not installed (owcet not on PATH); use --engine builtin")
-    if model.name != "trivial" or settings.otawa_script != "trivial":
+    if otawa.available():
+        return f"PATH {otawa.tool(otawa.OWCET)}"
+    found = otawa_install.installed()
+    return None if found is None or not found.loads else found.sha256
+
+
+def otawa_home() -> Path | None:
+    """Where OTAWA's tools are: None when ``owcet`` is on PATH (or ``$OTAWA_HOME``), else the unpacked
+    ``../shared/otawa-bin`` (``harness.core.otawa_install``); an error naming why when there is none that loads."""
+    from harness.core import otawa_install
+    from wcet import otawa
+
+    if otawa.available():
+        return None
+    found = otawa_install.installed()
+    if found is None:
+        raise AssayError("OTAWA is not installed (no owcet on PATH, and ../shared/otawa-bin is not unpacked: "
+                         "bash .ci/setup --otawa); use --engine builtin")
+    if not found.loads:
+        raise AssayError(f"OTAWA cannot load here: {found.problem}")
+    return found.home
+
+
+def _otawa(elf: Path, entry: str, model, settings: Settings) -> tuple[int, dict]:
+    """OTAWA's WCET with the same flow facts, from the .ff and the .ffx file (which must agree); only where OTAWA is
+    installed and its model is the same."""
+    from wcet import otawa
+
+    home = otawa_home()
+    if model.name != OTAWA_TIMING or settings.otawa_script != OTAWA_TIMING:
         raise AssayError(f"no OTAWA script is the same model as timing '{model.name}'; compare with --timing trivial")
-    outcome = otawa.run_owcet(elf, entry, elf.with_suffix(".ff"), settings.otawa_script, {})
-    if outcome.error:
-        raise AssayError(f"OTAWA: {outcome.error}")
-    return int(outcome.wcet_cycles)
+    figures = {}
+    for name, suffix in (("f4", ".ff"), ("ffx", ".ffx")):
+        outcome = otawa.run_owcet(elf, entry, elf.with_suffix(suffix), settings.otawa_script, {},
+                                  timeout=settings.otawa_timeout, home=home)
+        if outcome.error:
+            raise AssayError(f"OTAWA ({suffix}): {outcome.error}")
+        figures[name] = int(outcome.wcet_cycles)
+    if figures["f4"] != figures["ffx"]:
+        raise AssayError(f"OTAWA gives {figures['f4']} cycles with the .ff file and {figures['ffx']} with the .ffx")
+    return figures["f4"], {"otawa": figures}
+
+
+def _cross_check(elf: Path, entry: str, model, settings: Settings) -> dict:
+    """``wcet.crosscheck`` on the .ff and the .ffx file; a timing model no OTAWA script computes is not compared."""
+    from wcet import crosscheck
+
+    if model.name != OTAWA_TIMING or settings.otawa_script != OTAWA_TIMING:
+        return {"status": crosscheck.NOT_COMPARED,
+                "cause": f"no OTAWA script computes timing '{model.name}' (only trivial)", "files": {}}
+    home = otawa_home()
+    files = {}
+    for name, suffix in (("f4", ".ff"), ("ffx", ".ffx")):
+        check = crosscheck.cross_check(elf, entry, elf.with_suffix(suffix), model, settings.otawa_script, home,
+                                       settings.otawa_timeout)
+        files[name] = {**check.as_dict(), "line": check.describe()}
+    statuses = {check["status"] for check in files.values()}
+    status = next(s for s in (crosscheck.UNEXPLAINED, crosscheck.EXPLAINED, crosscheck.AGREE) if s in statuses)
+    return {"status": status, "cause": None, "files": files}

@@ -19,11 +19,14 @@ SPEC = StageSpec(
     options=(  # with the timing options every measuring stage shares (harness.measurement.options)
         Option("--inputs", 20, "seeded inputs measured per model under QEMU (default {default})", type=int,
                field="n_inputs"),
-        Option("--engine", "builtin", "comma-separated engines: builtin (default, no OTAWA needed) and/or otawa "
-               "(owcet on PATH)", field="engines",
+        Option("--engine", "builtin", "comma-separated engines: builtin (default, no OTAWA needed), otawa (owcet on "
+               "PATH or ../shared/otawa-bin unpacked) and/or both (the built-in bound cross-checked against OTAWA: "
+               "agreement per function, the first instruction decoded otherwise, the OTAWA error that explains it)",
+               field="engines",
                to_setting=lambda text: tuple(part.strip() for part in text.split(",") if part.strip())),
         Option("--otawa-script", "trivial", "OTAWA script for --engine otawa: trivial, generic, stm32 or a path "
                "(default {default})"),
+        Option("--otawa-timeout", 120.0, "seconds allowed for one owcet run (default {default})", type=float),
         Option("--redo", False, "recompute items already in wcet.json", action="store_true"),
     ),
 )

@@ -57,3 +57,25 @@ def loop_dense_dir(tmp_path):
         return f"dir:{directory}"
 
     return make
+
+
+@pytest.fixture(scope="session")
+def real_otawa():
+    """The OTAWA of ``../shared/otawa-bin`` unpacked and checked (``harness.core.otawa_install.usable``); skips with
+    why not (no archive, or the dynamic loader's one-line message)."""
+    from harness.core import otawa_install
+
+    found, reason = otawa_install.usable()
+    if found is None:
+        pytest.skip(reason)
+    return found
+
+
+@pytest.fixture
+def otawa_on_path(real_otawa, monkeypatch):
+    """The real OTAWA's ``bin`` first on PATH (and ``OTAWA_HOME``), as a user who unpacked it would have it."""
+    import os
+
+    monkeypatch.setenv("PATH", f"{real_otawa.bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("OTAWA_HOME", str(real_otawa.home))
+    return real_otawa
