@@ -27,6 +27,15 @@ class Comparison:
     median_abs_error: float | None
     cause: str | None = None
     max_abs_reference: float | None = None  # max |reference output|: with the error, what ``recheck`` needs
+    margin: float | None = None  # min over outputs of (atol + rtol |r|) / |c - r| (``margin``)
+
+
+def margin(distance: np.ndarray, allowed: np.ndarray) -> float:
+    """The smallest ratio allowed / distance over the outputs whose distance is not 0: at least 1 where every output
+    is within what it is allowed, how close the nearest comes; inf when every distance is 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(distance > 0, allowed / distance, np.inf)
+    return float(ratio.min(initial=np.inf))
 
 
 def infinity_norm_errors(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -59,15 +68,18 @@ def compare(outputs: np.ndarray, expected: np.ndarray, atol: float, rtol: float 
     errors = infinity_norm_errors(outputs, expected)
     worst = int(np.argmax(errors))
     c, r = outputs.astype(np.float64).reshape(len(outputs), -1), expected.astype(np.float64).reshape(len(outputs), -1)
-    excess = np.abs(c - r) - (atol + rtol * np.abs(r))  # > 0 where an output is outside the tolerance
+    allowed = atol + rtol * np.abs(r)
+    excess = np.abs(c - r) - allowed  # > 0 where an output is outside the tolerance
     largest = float(np.abs(r).max(initial=0.0))
+    closest = margin(np.abs(c - r), allowed)
     if (excess <= 0).all():
-        return Comparison(PASS, float(errors[worst]), worst, float(np.median(errors)), max_abs_reference=largest)
+        return Comparison(PASS, float(errors[worst]), worst, float(np.median(errors)), max_abs_reference=largest,
+                          margin=closest)
     row, col = np.unravel_index(int(np.argmax(excess)), excess.shape)
     outside = int((excess > 0).any(axis=1).sum())
     cause = (f"|C - reference| = {abs(c[row, col] - r[row, col]):.4e} above atol {atol:g} + rtol {rtol:g} x "
              f"|{r[row, col]:.6g}| at input #{row}, output {col} ({outside} inputs outside the tolerance)")
-    return Comparison(FAIL, float(errors[worst]), worst, float(np.median(errors)), cause, largest)
+    return Comparison(FAIL, float(errors[worst]), worst, float(np.median(errors)), cause, largest, closest)
 
 
 def _figure(value: object) -> bool:
@@ -134,10 +146,8 @@ def compare_to_bound(outputs: np.ndarray, exact: np.ndarray, bound: np.ndarray) 
         return BoundCheck(ERROR, np.inf, float(b.max(initial=0.0)), 0.0,
                           f"generated code produced {kind} for input #{first} ({int(bad.sum())} inputs affected)")
     distance = np.abs(c - f)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(distance > 0, b / distance, np.inf)
     largest = float(distance.max(initial=0.0))
-    tightness, top = float(ratio.min(initial=np.inf)), float(b.max(initial=0.0))
+    tightness, top = margin(distance, b), float(b.max(initial=0.0))
     if (distance <= b).all():
         return BoundCheck(PASS, largest, top, tightness)
     row, col = np.unravel_index(int(np.argmax(distance - b)), distance.shape)

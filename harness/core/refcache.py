@@ -34,6 +34,12 @@ ARBITER = "float64"  # the float64 evaluation: the derived rule's yardstick
 FALLBACK = "the fixed tolerance decides this model's verdicts"
 
 
+class BrokenBound(str):
+    """Why a derived bound is infinite, NaN or negative somewhere (``bounds.Derivation.broken``: the op and the
+    tensor): never compared with anything. The semantic stage makes it an ``error`` of the oracle; being a ``str``,
+    a caller that knows only fallbacks (``str``: no bound) falls back to the fixed tolerance with it, visibly."""
+
+
 def cached_outputs(name: str, model: Model, settings: Settings, compute: Callable[[np.ndarray], np.ndarray],
                    identity: str = "", inputs: np.ndarray | None = None) -> np.ndarray:
     """``compute(inputs)`` cached on disk under ``name``; ``inputs`` default to the campaign's (``make_inputs``
@@ -70,7 +76,8 @@ def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.nd
                   order: bounds.Order | None = None) -> np.ndarray | str:
     """The derived bound of every output and input (``harness.references.bounds``), for any order of
     accumulation or for the one the code's manifest declares (``order``), cached, or why there is none (an op
-    without a rule, or the derivation's fault): the caller falls back to the fixed tolerance, visibly."""
+    without a rule, or the derivation's fault: the caller falls back to the fixed tolerance, visibly), or a
+    ``BrokenBound`` naming the op and the tensor where some bound is infinite, NaN or negative."""
     start = time.perf_counter()
     try:
         missing = bounds.missing_rules(model)
@@ -78,6 +85,12 @@ def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.nd
             return f"no derived bound for {', '.join(missing)}: {FALLBACK}"
         bound = cached_outputs("bound", model, settings, lambda batch: bounds.derive(model, batch, order=order).bound,
                                bounds_identity() + (order.key() if order else ""), inputs)
+        usable = (np.isfinite(bound) & (bound >= 0)).reshape(len(bound), -1).all(axis=1)
+        if not usable.all():  # named from the first such input alone: the cache keeps numbers, not reasons
+            row = int(np.argmin(usable))
+            batch = make_inputs(model, settings.n_inputs, settings.seed) if inputs is None else inputs
+            why = bounds.derive(model, batch[row:row + 1], order=order).broken or "the bound is not a finite number"
+            return BrokenBound(f"{why} (input #{row}; {int((~usable).sum())} of {len(usable)} inputs)")
     except Exception as exc:
         kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
         return f"no derived bound ({kind}{exc}): {FALLBACK}"

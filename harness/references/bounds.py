@@ -56,9 +56,18 @@ with certainty (a vector that is neither a dense layer's output, the model's inp
 declared flattening order; a 1-D or 3-D convolution; weights computed at run time) keeps the any-order bound.
 
 Both are rigorous; the bound is the smaller of the two, per output (on the zoo the sensitivity bound is 100 to
-10 000 times tighter: benchmarks/tolerance.py). An op with no rule (Elu, Selu, Softplus, Softsign, Div by a
-computed tensor, ...) is named in ``Derivation.missing``; the semantic stage then falls back to the fixed
-tolerance for that model, visibly. An op with an a-priori rule but no reverse one keeps the a-priori bound.
+10 000 times tighter: benchmarks/tolerance.py). Every op Assay's generators accept has both rules but LRN; an op
+with no rule is named in ``Derivation.missing``, and the semantic stage then falls back to the fixed tolerance for
+that model, visibly.
+
+A bound that is infinite, NaN or negative somewhere is never a number to compare with: ``Derivation.broken`` names
+the op and the tensor from which it is not finite and the cause (``_Watch``), and the semantic stage makes such a
+record an error of the oracle. On a deep convolutional network the a-priori error, a box per element that loses
+every cancellation, grows a few times per convolution until it exceeds the values themselves; from there every
+activation's box straddles its kinks and the softmax's rules give no finite bound (keras.applications' ResNet-50
+and DenseNet-121 at 32 x 32, MobileNetV2 at 96 x 96). Both passes run with numpy's warnings off, and a reverse
+rule's undefined slope (inf - inf, 0 x inf) is taken as [-inf, inf] (``_interval``), so that no NaN is ever made
+and none reaches the user as a warning.
 
 The graph is the model's ONNX file (its own, or Assay's export of its Keras file, which the semantic stage
 checks against Keras first). ``layer_tolerances`` gives the bound of named intermediate tensors (a priori, or
@@ -115,7 +124,7 @@ def libm_ulp() -> dict[str, float]:
         table = tomllib.loads(LIBM_TABLE.read_text())["ulp"]
     except (OSError, tomllib.TOMLDecodeError, KeyError) as error:
         raise ModelError(f"{LIBM_TABLE}: cannot read the [ulp] table ({error})") from None
-    needed = {"exp", "tanh", "sqrt", "erf"}
+    needed = {"exp", "tanh", "sqrt", "erf", "log", "log1p", "expm1"}
     if set(table) != needed or not all(isinstance(v, (int, float)) and v >= 0 for v in table.values()):
         raise ModelError(f"{LIBM_TABLE}: [ulp] must give a number >= 0 for exactly {', '.join(sorted(needed))}, "
                          f"has {table}")
@@ -171,16 +180,19 @@ class Order:
 @dataclass(frozen=True)
 class Derivation:
     """The bound of one model on a batch of inputs: ``bound`` (N, *output_shape), canonical layout, or None when
-    some op has no rule (``missing`` names them); ``apriori`` the forward pass's alone (from the narrowed boxes
-    where ``REFINED`` narrowed them); ``exact`` the graph's float64 outputs; ``layers`` the bound of each tensor
-    asked for (a priori, or the sensitivity pass's for a tensor it narrows: ``REFINED``), (N, size) in the graph's
-    own layout (None for a tensor the graph lacks)."""
+    some op has no rule (``missing`` names them); ``broken`` why some element of it is infinite, NaN or negative
+    (the op and tensor; never to be compared with), ``broken_input`` the first such input; ``apriori`` the forward
+    pass's alone (from the narrowed boxes where ``REFINED`` narrowed them); ``exact`` the graph's float64 outputs;
+    ``layers`` the bound of each tensor asked for (a priori, or the sensitivity pass's for a tensor it narrows:
+    ``REFINED``), (N, size) in the graph's own layout (None for a tensor the graph lacks)."""
 
     bound: np.ndarray | None
     apriori: np.ndarray | None
     exact: np.ndarray | None
     missing: tuple[str, ...] = ()
     layers: dict[str, np.ndarray | None] = field(default_factory=dict)
+    broken: str | None = None  # why some element of ``bound`` is infinite, NaN or negative: the op and the tensor
+    broken_input: int | None = None  # the first input whose bound is so
 
 
 def missing_rules(model: Model) -> tuple[str, ...]:
@@ -202,18 +214,27 @@ def derive(model: Model, inputs: np.ndarray, tensors: tuple[str, ...] = (), orde
     in_layout, out_layout = model.layouts_of("onnx")
     batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
     one_at_a_time = propagator.rank == batch.ndim - 1  # no batch axis (docs/zoo.md)
-    step = 1 if one_at_a_time else BATCH
+    # a graph whose batch is a literal (ShuffleNet's Reshape to (1, 4, 28, 56, 56)) runs in chunks of that size, the
+    # last one zero-padded, as the float32 references run it (``onnxruntime_ref.run_batched``)
+    step = 1 if one_at_a_time else propagator.fixed_batch or BATCH
     parts: dict[str, list] = {"value": [], "apriori": [], "bound": []}
     layers: dict[str, list] = {t: [] for t in tensors}
+    broken = broken_input = None
     for start in range(0, len(batch), step):
         chunk = batch[start:start + step]
+        size = len(chunk)
+        if not one_at_a_time and propagator.fixed_batch and size < step:
+            chunk = np.concatenate([chunk, np.zeros((step - size, *chunk.shape[1:]), chunk.dtype)])
         pass_ = propagator.run(chunk[0] if one_at_a_time else chunk, tensors, batched=not one_at_a_time,
                                order=order)
         for key in parts:
-            parts[key].append(np.asarray(getattr(pass_, key)).reshape(len(chunk), -1))
+            parts[key].append(np.asarray(getattr(pass_, key)).reshape(len(chunk), -1)[:size])
+        usable = (np.isfinite(parts["bound"][-1]) & (parts["bound"][-1] >= 0)).all(axis=1)
+        if broken is None and not usable.all():  # the first input whose bound is unusable, and why
+            broken, broken_input = pass_.broken, start + int(np.argmin(usable))
         for name in tensors:
             value = pass_.named[name]
-            layers[name].append(None if value is None else value.reshape(len(chunk), -1))
+            layers[name].append(None if value is None else value.reshape(len(chunk), -1)[:size])
     expected = shape_in(model.output_shape, model.output_layout, out_layout)
 
     def canonical(chunks: list[np.ndarray]) -> np.ndarray:
@@ -223,7 +244,7 @@ def derive(model: Model, inputs: np.ndarray, tensors: tuple[str, ...] = (), orde
     stacked = {name: (None if not chunks or chunks[0] is None else np.concatenate(chunks))
                for name, chunks in layers.items()}
     return Derivation(canonical(parts["bound"]), canonical(parts["apriori"]), canonical(parts["value"]), (),
-                      stacked)
+                      stacked, broken, broken_input)
 
 
 def layer_tolerances(model: Model, inputs: np.ndarray, tensors: list[str], order: Order | None = None
@@ -274,6 +295,55 @@ class _Pass:
     apriori: np.ndarray  # e(output)
     bound: np.ndarray  # min(a priori, sensitivity)
     named: dict
+    broken: str | None = None  # why some element of ``bound`` is not a finite number >= 0 (``_Watch.explain``)
+
+
+class _Output:
+    """One output of a node of several (Split's parts), as a step of the passes: the node's op, inputs and attributes,
+    this output alone, and which of the node's outputs it is (``part``, read by the op's reverse rule)."""
+
+    def __init__(self, node, part: int):
+        self.op_type, self.input, self.attribute = node.op_type, node.input, node.attribute
+        self.output, self.part = [node.output[part]], part
+
+
+class _Watch:
+    """Where a pass's figures stop being usable, to name the op and the tensor when the bound is infinite, NaN or
+    negative (never compared, ``derive``'s ``broken``): the first node whose a-priori error is not a finite number
+    >= 0, the first whose a-priori error exceeds the largest magnitude of its own values (from there on the
+    forward pass proves nothing about signs, so every later activation's box straddles its kinks), and, per
+    sensitivity pass, the node nearest the output whose rounding carried to the output is not finite."""
+
+    def __init__(self):
+        self.infinite: str | None = None
+        self.vacuous: str | None = None
+        self.unbounded: str | None = None
+
+    @staticmethod
+    def _name(node) -> str:
+        return f"{node.op_type} '{node.output[0]}'"
+
+    def forward(self, node, value: np.ndarray, error: np.ndarray) -> None:
+        if self.infinite is None and not (np.isfinite(error).all() and (error >= 0).all()):
+            self.infinite = self._name(node)
+        if self.vacuous is None and np.isfinite(value).all() \
+                and np.max(error, initial=0.0) > np.abs(value).max(initial=0.0) > 0:
+            self.vacuous = f"{self._name(node)} ({np.max(error):.3g} against values up to {np.abs(value).max():.3g})"
+
+    def reverse(self, node, weight: np.ndarray) -> None:
+        if self.unbounded is None and not np.isfinite(weight).all():
+            self.unbounded = self._name(node)
+
+    def explain(self, output: str) -> str:
+        """One sentence: the op and tensor where the bound of ``output`` stops being finite, and why."""
+        where = self.infinite or f"the output '{output}'"
+        parts = [f"no finite derived bound from {where} on"]
+        if self.vacuous:
+            parts.append(f"the a-priori error exceeds the values themselves from {self.vacuous} on, every later "
+                         f"activation's box straddling its kinks")
+        if self.unbounded:
+            parts.append(f"the sensitivity pass carries the rounding of {self.unbounded} to it unbounded")
+        return "; ".join(parts)
 
 
 class _Propagator:
@@ -285,14 +355,20 @@ class _Propagator:
         self.proto = None  # the node being propagated forward (its producers: ``contraction_order``)
         self.order: Order | None = None  # the declared order of accumulation of this pass, if any
         self.node = ""  # the output of the node being propagated back (``_memo``)
+        self.part = 0  # which of its node's outputs it is (``_Output``: Split's parts)
+        self.watch = _Watch()  # where this pass's figures stop being finite (``run`` starts a new one)
         self.memo: dict = {}  # per node, what its reverse rule computes alike for every output element
         self.opset = self.evaluator.opset
         first = self.evaluator.inputs[0]
         self.input_name = first.name
-        self.rank = len(first.type.tensor_type.shape.dim)
+        dims = first.type.tensor_type.shape.dim
+        self.rank = len(dims)
+        self.fixed_batch = dims[0].dim_value if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 0 \
+            else None
         self.missing = tuple(sorted({why for node in self.evaluator.graph.node
                                      if (why := _unsupported(node)) is not None}))
-        self.reversible = all(_reversible(node) for node in self.evaluator.graph.node)
+        self.reversible = all(_reversible(node, self.evaluator.constants) for node in self.evaluator.graph.node
+                              if node.op_type not in CONSTANT_OPS)
         self.producer = {name: node for node in self.evaluator.graph.node for name in node.output}
         # a dot product whose output a batch normalisation reads may be computed with the scale folded into its
         # weights: one more rounding per product (codegen's fold-bn)
@@ -322,26 +398,34 @@ class _Propagator:
         local: dict[str, np.ndarray] = {}
         steps = []
         self.order, self.shapes = order, {name: np.shape(value) for name, value in values.items()}
-        with np.errstate(over="ignore", under="ignore"):
+        self.watch = _Watch()
+        # a figure that overflows or is undefined is named below (``_Pass.broken``), never a warning on the user's
+        # terminal: an error of the oracle, not a comparison
+        with np.errstate(all="ignore"):
             convolved = False  # a convolution precedes: the reverse passes through it are costly
             for node in ev.graph.node:
                 args = [values[name] if name else None for name in node.input]
                 errs = [errors.get(name) if name else None for name in node.input]
                 attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
                 result = float64._OPS[node.op_type](ev, args, attrs)
-                y = np.asarray(result[0] if isinstance(result, tuple) else result)
-                values[node.output[0]] = y
-                self.shapes[node.output[0]] = y.shape
-                if not np.issubdtype(y.dtype, np.floating) or all(e is None for e in errs):
-                    errors[node.output[0]] = None  # computed from constants alone (shapes, folded weights)
+                ys = [np.asarray(part) for part in (result if isinstance(result, tuple) else (result,))]
+                for name, y in zip(node.output, ys):
+                    values[name], self.shapes[name] = y, y.shape
+                if not np.issubdtype(ys[0].dtype, np.floating) or all(e is None for e in errs):
+                    errors.update({name: None for name in node.output})  # from constants alone (shapes, folded weights)
                     continue
                 self.current, self.proto = node.op_type, node
-                carried, own = _FORWARD[node.op_type](self, args, errs, attrs, y)
-                name = node.output[0]
-                local[name] = np.broadcast_to(own, y.shape)
-                errors[name] = np.broadcast_to(carried + own, y.shape)
-                steps.append((node, args, errs, attrs, y))
+                # an op of several outputs (Split) gives one (carried, local) pair per output
+                pairs = _FORWARD[node.op_type](self, args, errs, attrs, ys[0] if len(ys) == 1 else ys)
+                for part, (name, y, (carried, own)) in enumerate(zip(node.output, ys, [pairs] if len(ys) == 1
+                                                                      else pairs)):
+                    step = node if len(ys) == 1 else _Output(node, part)
+                    local[name] = np.broadcast_to(own, y.shape)
+                    errors[name] = np.broadcast_to(carried + own, y.shape)
+                    self.watch.forward(step, y, errors[name])
+                    steps.append((step, args, errs, attrs, y))
                 convolved = convolved or node.op_type in ("Conv", "ConvTranspose")
+                name, y = node.output[0], ys[0]
                 if self.reversible and name in self.refined and self._cheap(y, batched, convolved):
                     # narrowed before any later op reads it: every later box, and the forward errors, start from it
                     errors[name] = np.minimum(errors[name], self._sensitivity(steps, local, name, y, batched) * SAFETY)
@@ -349,9 +433,11 @@ class _Propagator:
             apriori = errors[output] * SAFETY
             bound = apriori
             if self.reversible:
+                self.watch.unbounded = None  # the narrowing passes' own are not the output's
                 bound = np.minimum(apriori, self._sensitivity(steps, local, output, values[output], batched) * SAFETY)
+            broken = None if (np.isfinite(bound) & (bound >= 0)).all() else self.watch.explain(output)
         return _Pass(values[output], apriori, bound,
-                     {name: None if errors.get(name) is None else errors[name] * SAFETY for name in tensors})
+                     {name: None if errors.get(name) is None else errors[name] * SAFETY for name in tensors}, broken)
 
     def _cheap(self, value: np.ndarray, batched: bool, convolved: bool) -> bool:
         """Whether narrowing the tensor ``value`` is cheap: one reverse pass per element, through the steps before
@@ -379,9 +465,10 @@ class _Propagator:
                 if name not in grads:
                     continue
                 centre, radius = grads.pop(name)
-                weight = (np.abs(centre) + radius) * local[name]
+                weight = _product(np.abs(centre) + radius, local[name])
+                self.watch.reverse(node, weight)
                 total += weight.reshape(len(flat), -1).sum(axis=1) if batched else weight.sum()
-                self.current, self.node = node.op_type, name
+                self.current, self.node, self.part = node.op_type, name, getattr(node, "part", 0)
                 for input_name, err, grad in zip(node.input, errs,
                                                  _REVERSE[node.op_type](self, args, errs, attrs, y, centre, radius)):
                     if grad is None or err is None or not input_name:
@@ -389,7 +476,7 @@ class _Propagator:
                     if input_name in grads:
                         c0, r0 = grads[input_name]
                         grad = (c0 + grad[0], r0 + grad[1])
-                    grads[input_name] = grad
+                    grads[input_name] = _interval(*grad)
             bound[:, k] = total
         return bound.reshape(value.shape)
 
@@ -401,10 +488,15 @@ def _propagator(path: str, mtime_ns: int) -> _Propagator:
     return _Propagator(float64.to_float64(onnx.load(path)))
 
 
+CONSTANT_OPS = ("Constant", "ConstantOfShape")  # made from constants alone: no error to bound
+
+
 def _unsupported(node) -> str | None:
     """Why ``node`` has no bound rule (its op, or its op and attribute), or None when it has one."""
     from onnx import helper
 
+    if node.op_type in CONSTANT_OPS:
+        return None
     if node.op_type not in _FORWARD:
         return node.op_type
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -415,10 +507,13 @@ def _unsupported(node) -> str | None:
     return None
 
 
-def _reversible(node) -> bool:
-    """Whether the sensitivity pass has a rule for ``node`` (else the model keeps its a-priori bound)."""
+def _reversible(node, constants: dict) -> bool:
+    """Whether the sensitivity pass has a rule for ``node`` (else the model keeps its a-priori bound): not for a
+    convolution or PRelu whose weights or slope are computed (their reverse rules take them as constants)."""
     from onnx import helper
 
+    if node.op_type in ("Conv", "ConvTranspose", "PRelu") and node.input[1] not in constants:
+        return False
     if node.op_type == "Pad":
         mode = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"), b"constant")
         return (mode.decode() if isinstance(mode, bytes) else mode) == "constant"
@@ -427,6 +522,22 @@ def _reversible(node) -> bool:
 
 def _zero(error, like) -> np.ndarray:
     return np.zeros(np.shape(like)) if error is None else error
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a * b of two arrays >= 0 where an exact zero of either is zero, infinities included: a rounding that cannot
+    happen (``b`` 0, an exact op) or that cannot reach the output (``a`` 0) adds nothing, however wide the other."""
+    with np.errstate(invalid="ignore"):
+        return np.where((a == 0) | (b == 0), 0.0, a * b)
+
+
+def _interval(centre: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A reverse rule's (centre, radius) made sound where its arithmetic was not (inf - inf, 0 * inf): an undefined
+    slope is [-inf, inf], centre 0 and an infinite radius, which ``_product`` and ``_Watch`` then carry and name."""
+    undefined = np.isnan(centre) | np.isnan(radius)
+    if not undefined.any():
+        return centre, radius
+    return np.where(undefined, 0.0, centre), np.where(undefined, np.inf, radius)
 
 
 def _unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
@@ -454,18 +565,23 @@ def _elementwise(slope_low: np.ndarray, slope_high: np.ndarray, centre, radius) 
 
 # --- ops that only move values --------------------------------------------------------------------------
 
-STRUCTURAL = ("Identity", "Dropout", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Pad")
+STRUCTURAL = ("Identity", "Dropout", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Pad",
+              "Slice", "Split", "Gather", "Cast", "CastLike")
+# ops that keep every value and its place, only the shape changes (a cast of a float tensor to float: the spec's)
+RESHAPING = ("Identity", "Dropout", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Cast", "CastLike")
 
 
 @_forward(*STRUCTURAL)
 def _structural(p, args, errs, attrs, y):
-    """The same op moves the errors (padding has none)."""
+    """The same op moves the errors (padding has none); an op of several outputs (Split) moves them to each."""
     moved = [_zero(e, a) if a is not None and np.issubdtype(np.asarray(a).dtype, np.floating) else a
              for a, e in zip(args, errs)]
     if p.current == "Pad":  # the padding value is exact: zero error (an input from opset 11, else an attribute)
         moved[2:3] = [None if a is None else np.zeros_like(np.asarray(a)) for a in moved[2:3]]
         attrs = {**attrs, "value": 0.0} if "value" in attrs else attrs
     result = float64._OPS[p.current](p.evaluator, moved, attrs)
+    if isinstance(result, tuple) and isinstance(y, list):
+        return [(np.asarray(part, np.float64), 0.0) for part in result]
     return np.asarray(result[0] if isinstance(result, tuple) else result, np.float64), 0.0
 
 
@@ -473,8 +589,10 @@ def _structural(p, args, errs, attrs, y):
 def _structural_back(p, args, errs, attrs, y, centre, radius):
     x = args[0]
     op = p.current
-    if op in ("Identity", "Dropout", "Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+    if op in RESHAPING:
         return [(centre.reshape(x.shape), radius.reshape(x.shape))]
+    if op in ("Slice", "Split", "Gather"):  # each output cell is one input cell: the gradient goes back to it
+        return [tuple(_gather_back(p, args, attrs, g) for g in (centre, radius))] + [None] * (len(args) - 1)
     if op == "Transpose":
         perm = attrs.get("perm") or list(range(x.ndim))[::-1]
         inverse = np.argsort(perm)
@@ -509,16 +627,26 @@ def _relu_back(p, args, errs, attrs, y, centre, radius):
     return _elementwise(*_memo(p, lambda: (np.where(x > e, 1.0, 0.0), np.where(x < -e, 0.0, 1.0))), centre, radius)
 
 
+def _clip_range(args, attrs) -> tuple:
+    """Clip's (low, high): inputs from opset 11, attributes before; an absent end is infinite."""
+    low = args[1] if len(args) > 1 and args[1] is not None else attrs.get("min", -np.inf)
+    high = args[2] if len(args) > 2 and args[2] is not None else attrs.get("max", np.inf)
+    return low, high
+
+
 @_forward("Clip")
 def _clip(p, args, errs, attrs, y):
-    return np.broadcast_to(_zero(errs[0], args[0]), y.shape), 0.0
+    """1-Lipschitz; an input whose whole box is beyond one end is clamped to it exactly, in float32 and in float64
+    alike (as a ReLU's below -e): no error (a ReLU6's saturated half, which would otherwise carry its box on)."""
+    x, e = args[0], _zero(errs[0], args[0])
+    low, high = _clip_range(args, attrs)
+    return np.broadcast_to(np.where((x + e < low) | (x - e > high), 0.0, e), y.shape), 0.0
 
 
 @_reverse("Clip")
 def _clip_back(p, args, errs, attrs, y, centre, radius):
     x, e = args[0], _zero(errs[0], args[0])
-    low = args[1] if len(args) > 1 and args[1] is not None else attrs.get("min", -np.inf)
-    high = args[2] if len(args) > 2 and args[2] is not None else attrs.get("max", np.inf)
+    low, high = _clip_range(args, attrs)
     inside = (x - e > low) & (x + e < high)
     outside = (x + e < low) | (x - e > high)
     return _elementwise(np.where(inside, 1.0, 0.0), np.where(outside, 0.0, 1.0), centre, radius) + [None, None]
@@ -584,6 +712,25 @@ def _max_pool_back(p, args, errs, attrs, y, centre, radius):
              _scatter(r, x.shape, kernel, strides, dilations, pads))]
 
 
+def _gather_back(p, args, attrs, grad: np.ndarray) -> np.ndarray:
+    """The adjoint of Slice, of Split's output ``p.part`` or of Gather: ``grad`` (of the output) summed onto the
+    input cells each output cell was read from (Gather may read one cell several times)."""
+    x = args[0]
+    out = np.zeros(x.shape)
+    if p.current == "Slice":
+        out[float64.slice_index(p.evaluator, args, attrs, x.ndim)] = grad
+    elif p.current == "Split":
+        axis, sizes = float64.split_sizes(p.evaluator, args, attrs, x.shape)
+        start = sum(sizes[:p.part])
+        out[(slice(None),) * axis + (slice(start, start + sizes[p.part]),)] = grad
+    else:
+        axis = attrs.get("axis", 0) % x.ndim
+        indices = np.asarray(args[1]).astype(np.int64) % x.shape[axis]  # negative indices count from the end
+        moved = np.moveaxis(grad, list(range(axis, axis + indices.ndim)), list(range(indices.ndim)))
+        np.add.at(np.moveaxis(out, axis, 0), indices, moved)
+    return out
+
+
 def _scatter(per_tap: np.ndarray, shape: tuple, kernel, strides, dilations, pads) -> np.ndarray:
     """The adjoint of ``float64._windows``: sums (N, C, *out, *kernel) values back onto the (N, C, *spatial)
     input they were read from (padding dropped)."""
@@ -600,19 +747,28 @@ def _scatter(per_tap: np.ndarray, shape: tuple, kernel, strides, dilations, pads
 # --- dot products -------------------------------------------------------------------------------------------
 
 
-@_forward("LeakyRelu")
+def _leak(p, args, attrs) -> np.ndarray:
+    """The slope below 0: LeakyRelu's ``alpha``, or PRelu's slope tensor (a constant: ``_reversible``)."""
+    return np.asarray(args[1] if p.current == "PRelu" else attrs.get("alpha", 0.01), np.float64)
+
+
+@_forward("LeakyRelu", "PRelu")
 def _leaky_relu(p, args, errs, attrs, y):
-    alpha = abs(attrs.get("alpha", 0.01))
+    """Lipschitz max(1, |alpha|); the product alpha x one rounding; a computed slope's error carried by |x|."""
+    alpha = np.abs(_leak(p, args, attrs))
     e = _zero(errs[0], args[0])
-    return max(1.0, alpha) * e, U * (np.abs(y) + alpha * e)
+    carried = np.maximum(1.0, alpha) * e
+    if p.current == "PRelu" and errs[1] is not None:
+        carried = carried + (np.abs(args[0]) + e) * errs[1]
+    return np.broadcast_to(carried, y.shape), U * (np.abs(y) + alpha * e)
 
 
-@_reverse("LeakyRelu")
+@_reverse("LeakyRelu", "PRelu")
 def _leaky_relu_back(p, args, errs, attrs, y, centre, radius):
-    x, e, alpha = args[0], _zero(errs[0], args[0]), attrs.get("alpha", 0.01)
-    low = np.where(x > e, 1.0, np.where(x < -e, alpha, min(1.0, alpha)))
-    high = np.where(x > e, 1.0, np.where(x < -e, alpha, max(1.0, alpha)))
-    return _elementwise(low, high, centre, radius)
+    x, e, alpha = args[0], _zero(errs[0], args[0]), np.broadcast_to(_leak(p, args, attrs), args[0].shape)
+    low = np.where(x > e, 1.0, np.where(x < -e, alpha, np.minimum(1.0, alpha)))
+    high = np.where(x > e, 1.0, np.where(x < -e, alpha, np.maximum(1.0, alpha)))
+    return _elementwise(low, high, centre, radius) + [None] * (len(args) - 1)
 
 
 @_forward("HardSigmoid")
@@ -907,20 +1063,41 @@ def _mul_back(p, args, errs, attrs, y, centre, radius):
             (_unbroadcast(centre * a, np.shape(b)), _unbroadcast(radius * np.abs(a), np.shape(b)))]
 
 
+def _divisor(args, errs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(|b|, e_b, the lowest |b^| over the box, floored at TINY where the box reaches 0) of a quotient's divisor."""
+    b, eb = np.abs(args[1]), _zero(errs[1], args[1])
+    return b, eb, np.maximum(b - eb, TINY)
+
+
 @_forward("Div")
 def _div(p, args, errs, attrs, y):
-    """x / c for an exact, nonzero divisor c (a constant); any other divisor has an infinite bound."""
-    divisor = np.abs(args[1])
-    if np.any(_zero(errs[1], args[1]) > 0) or np.any(divisor == 0):
-        return np.full(y.shape, np.inf), 0.0
-    carried = _zero(errs[0], args[0]) / divisor
+    """a^/b^ - a/b = ((a^ - a) b - a (b^ - b)) / (b b^): at most (e_a |b| + |a| e_b) / (|b| (|b| - e_b)), no finite
+    bound where the divisor's box reaches 0; one rounding."""
+    a, ea = args[0], _zero(errs[0], args[0])
+    b, eb, low = _divisor(args, errs)
+    carried = np.where(b - eb > 0, (ea * b + np.abs(a) * eb) / (np.maximum(b, TINY) * low), np.inf)
+    carried = np.where((ea == 0) & (eb == 0) & (b > 0), 0.0, carried)
     return carried, U * (np.abs(y) + carried)
 
 
 @_reverse("Div")
 def _div_back(p, args, errs, attrs, y, centre, radius):
-    a, b = args
-    return [(_unbroadcast(centre / b, np.shape(a)), _unbroadcast(radius / np.abs(b), np.shape(a))), None]
+    """For a the slope 1/b^, within e_b / (|b| (|b| - e_b)) of 1/b; for b the slope -a^/b^^2, within
+    e_a / (|b| - e_b)^2 + |a| (1 / (|b| - e_b)^2 - 1 / b^2) of -a/b^2."""
+    a, ea = args[0], _zero(errs[0], args[0])
+    b, eb, low = _divisor(args, errs)
+    reach = np.where(b - eb > 0, 1.0, np.inf)  # a divisor's box through 0: any slope
+    sign = np.where(args[1] < 0, -1.0, 1.0)
+    grads = [(_unbroadcast(centre * sign / np.maximum(b, TINY), np.shape(a)),
+              _unbroadcast((np.abs(centre) * eb / (np.maximum(b, TINY) * low) + radius / low) * reach, np.shape(a)))]
+    if errs[1] is None:
+        return grads + [None]
+    near, exact = 1.0 / low ** 2, 1.0 / np.maximum(b, TINY) ** 2
+    move = ea * near + np.abs(a) * (near - exact)
+    grads.append((_unbroadcast(-centre * a * exact, np.shape(args[1])),
+                  _unbroadcast((np.abs(centre) * move + radius * (np.abs(a) + ea) * near) * reach,
+                               np.shape(args[1]))))
+    return grads
 
 
 @_forward("Resize", "Upsample")
@@ -1161,3 +1338,458 @@ def _average_pool_back(p, args, errs, attrs, y, centre, radius):
     taps = np.ones(tuple(kernel))
     return [(_scatter((centre / count)[spread] * taps, x.shape, kernel, strides, dilations, pads),
              _scatter((radius / count)[spread] * taps, x.shape, kernel, strides, dilations, pads))]
+
+
+# --- the other ops the generators accept ----------------------------------------------------------------------------
+# Each as its float32 implementations compute it: the libm functions of ``libm_ulp`` within their ulp, every other
+# operation one rounding (u of its result's magnitude, the float64 yardstick's own included: ``U``).
+
+
+def _relative(name: str) -> float:
+    """The relative error of a libm function within ``libm_ulp``'s ulp of its result (k ulp <= k 2^-23 |y|)."""
+    return libm_ulp()[name] * 2 * U32
+
+
+def _hull(*pieces: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and highest slope over (present, low, high) pieces of a box: ``present`` where the piece meets it."""
+    low = functools.reduce(np.minimum, (np.where(on, lo, np.inf) for on, lo, _ in pieces))
+    high = functools.reduce(np.maximum, (np.where(on, hi, -np.inf) for on, _, hi in pieces))
+    return low, high
+
+
+def _lipschitz(slopes: tuple) -> np.ndarray:
+    return np.maximum(np.abs(slopes[0]), np.abs(slopes[1]))
+
+
+@_forward("Neg")
+def _neg(p, args, errs, attrs, y):
+    return _zero(errs[0], args[0]), 0.0
+
+
+@_reverse("Neg")
+def _neg_back(p, args, errs, attrs, y, centre, radius):
+    return [(-centre, radius)]
+
+
+@_forward("Abs")
+def _abs(p, args, errs, attrs, y):
+    return _zero(errs[0], args[0]), 0.0  # exact, 1-Lipschitz
+
+
+@_reverse("Abs")
+def _abs_back(p, args, errs, attrs, y, centre, radius):
+    x, e = args[0], _zero(errs[0], args[0])
+    return _elementwise(np.where(x > e, 1.0, -1.0), np.where(x < -e, -1.0, 1.0), centre, radius)
+
+
+def _sqrt_slopes(x, e):
+    return 0.5 / np.sqrt(x + e), 0.5 / np.sqrt(np.maximum(x - e, 0.0))
+
+
+@_forward("Sqrt")
+def _sqrt(p, args, errs, attrs, y):
+    """|sqrt(x^) - sqrt(x)| = |x^ - x| / (sqrt(x^) + sqrt(x)), and at most sqrt|x^ - x| (a box that reaches 0);
+    sqrtf is correctly rounded."""
+    x, e = args[0], _zero(errs[0], args[0])
+    carried = np.minimum(np.sqrt(e), e / (np.sqrt(np.maximum(x - e, 0.0)) + np.sqrt(np.maximum(x, 0.0))))
+    carried = np.where(e == 0, 0.0, carried)
+    return carried, _relative("sqrt") * (np.abs(y) + carried) + U * np.abs(y) + TINY
+
+
+@_reverse("Sqrt")
+def _sqrt_back(p, args, errs, attrs, y, centre, radius):
+    return _elementwise(*_memo(p, lambda: _sqrt_slopes(args[0], _zero(errs[0], args[0]))), centre, radius)
+
+
+def _inverse_slopes(x, e):
+    """1 / x's slope -1 / t^2 over [x - e, x + e], unbounded where the box reaches 0."""
+    near, far = np.abs(x) - e, np.abs(x) + e
+    return np.where(near > 0, -1.0 / np.maximum(near, TINY) ** 2, -np.inf), -1.0 / far ** 2
+
+
+@_forward("Reciprocal")
+def _reciprocal(p, args, errs, attrs, y):
+    """|1/x^ - 1/x| = |x^ - x| / (|x^| |x|); a box that reaches 0 has no finite bound. Correctly rounded."""
+    x, e = args[0], _zero(errs[0], args[0])
+    near = np.abs(x) - e
+    carried = np.where(e == 0, 0.0, np.where(near > 0, e / (np.abs(x) * np.maximum(near, TINY)), np.inf))
+    return carried, U * (np.abs(y) + carried) + TINY
+
+
+@_reverse("Reciprocal")
+def _reciprocal_back(p, args, errs, attrs, y, centre, radius):
+    return _elementwise(*_memo(p, lambda: _inverse_slopes(args[0], _zero(errs[0], args[0]))), centre, radius)
+
+
+@_forward("Log")
+def _log(p, args, errs, attrs, y):
+    """|ln x^ - ln x| <= |x^ - x| / (x - e) for a box above 0 (none reaching it); logf within its ulp."""
+    x, e = args[0], _zero(errs[0], args[0])
+    carried = np.where(e == 0, 0.0, np.where(x - e > 0, e / np.maximum(x - e, TINY), np.inf))
+    return carried, _relative("log") * (np.abs(y) + carried) + U * np.abs(y) + TINY
+
+
+@_reverse("Log")
+def _log_back(p, args, errs, attrs, y, centre, radius):
+    def slopes():
+        x, e = args[0], _zero(errs[0], args[0])
+        return 1.0 / (x + e), np.where(x - e > 0, 1.0 / np.maximum(x - e, TINY), np.inf)
+
+    return _elementwise(*_memo(p, slopes), centre, radius)
+
+
+@_forward("Softsign")
+def _softsign(p, args, errs, attrs, y):
+    """x / (1 + |x|): slope 1 / (1 + |t|)^2 on the box; two roundings (the sum, the quotient)."""
+    x, e = args[0], _zero(errs[0], args[0])
+    carried = e / (1 + np.maximum(np.abs(x) - e, 0.0)) ** 2
+    return carried, gamma(2) * (np.abs(y) + carried)
+
+
+@_reverse("Softsign")
+def _softsign_back(p, args, errs, attrs, y, centre, radius):
+    def slopes():
+        x, e = np.abs(args[0]), _zero(errs[0], args[0])
+        return 1 / (1 + x + e) ** 2, 1 / (1 + np.maximum(x - e, 0.0)) ** 2
+
+    return _elementwise(*_memo(p, slopes), centre, radius)
+
+
+def _hard_swish_slopes(x, e):
+    """x hardsigmoid(x) = x clip(x / 6 + 1/2, 0, 1): slope 0 below -3, x / 3 + 1/2 between, 1 above 3."""
+    a, b = x - e, x + e
+    middle = (np.maximum(a, -3.0) / 3 + 0.5, np.minimum(b, 3.0) / 3 + 0.5)
+    return _hull((a < -3, 0.0, 0.0), ((a <= 3) & (b >= -3), *middle), (b > 3, 1.0, 1.0))
+
+
+@_forward("HardSwish")
+def _hard_swish(p, args, errs, attrs, y):
+    """The hard sigmoid's argument and clip within gamma_4 (m / 6 + 3/2) (``x * (1/6) + 0.5`` with 1/6 rounded, or
+    ``(x + 3) / 6``), times x and one more rounding: gamma_6 m (m / 6 + 5/2) for |x^| <= m."""
+    x, e = args[0], _zero(errs[0], args[0])
+    m = np.abs(x) + e
+    return _lipschitz(_hard_swish_slopes(x, e)) * e, gamma(6) * m * (m / 6 + 2.5)
+
+
+@_reverse("HardSwish")
+def _hard_swish_back(p, args, errs, attrs, y, centre, radius):
+    return _elementwise(*_memo(p, lambda: _hard_swish_slopes(args[0], _zero(errs[0], args[0]))), centre, radius)
+
+
+def _elu_slopes(x, e, alpha):
+    """x above 0, alpha (e^t - 1) below: slope 1, or alpha e^t on the box's part below 0."""
+    a, b = x - e, x + e
+    ends = alpha * np.exp(a), alpha * np.exp(np.minimum(b, 0.0))
+    return _hull((b > 0, 1.0, 1.0), (a <= 0, np.minimum(*ends), np.maximum(*ends)))
+
+
+def _elu_parts(p, args, errs, attrs):
+    """(alpha, scale) of Elu (scale 1) or Selu (the spec's float32 defaults, as ``float64`` evaluates it)."""
+    if p.current == "Selu":
+        return attrs.get("alpha", 1.67326319217681884765625), attrs.get("gamma", 1.05070102214813232421875)
+    return attrs.get("alpha", 1.0), 1.0
+
+
+@_forward("Elu", "Selu")
+def _elu(p, args, errs, attrs, y):
+    """Below 0, alpha (expm1f(x) or expf(x) - 1): expf within its relative error of e^x <= 1, the subtraction one
+    rounding of |e^x - 1| <= 1 (expm1f's ulp is smaller), the product one more; Selu's scale one more."""
+    x, e = args[0], _zero(errs[0], args[0])
+    alpha, scale = _elu_parts(p, args, errs, attrs)
+    carried = abs(scale) * _lipschitz(_elu_slopes(x, e, alpha)) * e
+    grown = np.exp(np.minimum(x + e, 0.0))
+    below = abs(alpha) * (exp_relative() * grown + 2 * U * np.minimum(1.0, np.abs(np.expm1(np.minimum(x, 0.0)))
+                                                                      + e * grown)) * (1 + U)
+    own = abs(scale) * np.where(x - e <= 0, below, 0.0) * (1 + U) + U * (np.abs(y) + carried)
+    return carried, own
+
+
+@_reverse("Elu", "Selu")
+def _elu_back(p, args, errs, attrs, y, centre, radius):
+    alpha, scale = _elu_parts(p, args, errs, attrs)
+    low, high = _memo(p, lambda: _elu_slopes(args[0], _zero(errs[0], args[0]), alpha))
+    ends = scale * low, scale * high
+    return _elementwise(np.minimum(*ends), np.maximum(*ends), centre, radius)
+
+
+SOFTPLUS_SWITCH = 13.0  # beyond it TensorFlow returns exp(x) (below -13.9) or x (above 13.9): allowed for
+
+
+def _logistic(t):
+    return 0.5 * (1 + np.tanh(t / 2))
+
+
+@_forward("Softplus")
+def _softplus(p, args, errs, attrs, y):
+    """ln(1 + e^x), slope sigmoid(x) on the box. Computed stably (``max(x, 0) + log1pf(expf(-|x|))``, or
+    ``log1pf(expf(x))``): expf's relative error of t = e^-|x| <= 1 moves log1p by at most that times t, and
+    t <= y / ln 2 (y >= ln(1 + t) >= t ln 2); log1pf within its ulp of y, the sum one rounding. Or by the textbook
+    ``logf(1 + expf(x))`` (ONNX Runtime): the sum 1 + t rounds by u (1 + t), which moves the logarithm by u
+    absolutely, all of a tiny y: 2 u more, absolute. TensorFlow returns exp(x) below -13.9 (relative error e^x / 2)
+    and x above 13.9 (absolute e^-x): both counted where the box reaches beyond 13."""
+    x, e = args[0], _zero(errs[0], args[0])
+    carried = _logistic(x + e) * e
+    magnitude = np.abs(y) + carried
+    own = (_relative("log1p") + (exp_relative() - U) / math.log(2) + 2 * U) * magnitude * (1 + U) + 2 * U
+    switched = np.where(x - e < -SOFTPLUS_SWITCH, 0.5 * np.exp(np.minimum(x + e, 0.0)) * magnitude, 0.0) \
+        + np.where(x + e > SOFTPLUS_SWITCH, np.exp(-np.maximum(x - e, 0.0)), 0.0)
+    return carried, own + switched
+
+
+@_reverse("Softplus")
+def _softplus_back(p, args, errs, attrs, y, centre, radius):
+    def slopes():
+        x, e = args[0], _zero(errs[0], args[0])
+        return _logistic(x - e), _logistic(x + e)
+
+    return _elementwise(*_memo(p, slopes), centre, radius)
+
+
+@_forward("Mean")
+def _mean(p, args, errs, attrs, y):
+    """The sum of n operands (n - 1 roundings) divided by n (or times a rounded 1/n): gamma_(n+1) of the mean of
+    the magnitudes."""
+    n = len(args)
+    carried = sum(np.broadcast_to(_zero(e, a), y.shape) for a, e in zip(args, errs)) / n
+    magnitude = sum(np.broadcast_to(np.abs(a) + _zero(e, a), y.shape) for a, e in zip(args, errs)) / n
+    return carried, gamma(n + 1) * magnitude
+
+
+@_reverse("Mean")
+def _mean_back(p, args, errs, attrs, y, centre, radius):
+    n = len(args)
+    return [(_unbroadcast(centre / n, np.shape(a)), _unbroadcast(radius / n, np.shape(a))) for a in args]
+
+
+REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceSumSquare", "ReduceL2",
+              "ReduceLogSum", "ReduceLogSumExp", "ReduceProd")
+
+
+def _reduced(p, args, attrs):
+    """(axes, keepdims, count) of the reduction being propagated; axes None when it reduces nothing."""
+    x = args[0]
+    axes = float64.reduce_axes(p.evaluator, p.current, args, attrs, x.ndim)
+    count = 1 if axes is None else math.prod(x.shape[a] for a in axes)
+    return axes, bool(attrs.get("keepdims", 1)), count
+
+
+def _reduce(values: np.ndarray, how, axes, keep: bool) -> np.ndarray:
+    """``how`` (np.sum, np.max, ...) of ``values`` over ``axes`` as the reduction shapes its output."""
+    if axes is None:
+        return values
+    return how(values, axis=axes, keepdims=keep)
+
+
+def _spread(value: np.ndarray, x_shape: tuple, axes, keep: bool) -> np.ndarray:
+    """A reduction's output-shaped ``value`` broadcast back onto its input's shape."""
+    if axes is not None and not keep:
+        value = np.expand_dims(value, axes)
+    return np.broadcast_to(value, x_shape)
+
+
+def _root_gap(s: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """A bound on |sqrt(s^) - sqrt(s)| for |s^ - s| <= error, s >= 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.minimum(np.sqrt(error), error / (np.sqrt(s) + np.sqrt(np.maximum(s - error, 0.0))))
+    return np.where(error == 0, 0.0, gap)
+
+
+@_forward(*REDUCTIONS)
+def _reduction(p, args, errs, attrs, y):
+    """Sums of K terms (any order: gamma_(K-1) of the sum of magnitudes), a mean's division, a square's rounding each,
+    square roots and logarithms as their functions; max and min are exact; a product's K - 1 roundings (gamma_(K-1)
+    of the product of magnitudes); log-sum-exp as softmax's sum (``_softmax``) and a logarithm."""
+    x, e = args[0], _zero(errs[0], args[0])
+    op = p.current
+    axes, keep, k = _reduced(p, args, attrs)
+    magnitude = np.abs(x) + e
+    if op in ("ReduceMax", "ReduceMin"):
+        return _reduce(e, np.max, axes, keep), 0.0
+    if op in ("ReduceSum", "ReduceL1"):
+        return _reduce(e, np.sum, axes, keep), gamma(max(k - 1, 1)) * _reduce(magnitude, np.sum, axes, keep)
+    if op == "ReduceMean":
+        return _reduce(e, np.mean, axes, keep), gamma(k + 1) * _reduce(magnitude, np.mean, axes, keep)
+    if op == "ReduceProd":
+        top = _reduce(magnitude, np.prod, axes, keep)
+        return top - np.abs(y), gamma(max(k - 1, 1)) * top
+    if op in ("ReduceSumSquare", "ReduceL2"):
+        carried = _reduce(2 * np.abs(x) * e + e * e, np.sum, axes, keep)
+        own = gamma(k) * _reduce(magnitude ** 2, np.sum, axes, keep)
+        if op == "ReduceSumSquare":
+            return carried, own
+        s = y * y  # the exact sum of squares
+        total = _root_gap(s, carried + own)
+        root_own = _root_gap(s, own)
+        return total - root_own, root_own + _relative("sqrt") * (np.abs(y) + total) + U * np.abs(y) + TINY
+    if op == "ReduceLogSum":
+        s = _reduce(x, np.sum, axes, keep)
+        carried, own = _reduce(e, np.sum, axes, keep), gamma(max(k - 1, 1)) * _reduce(magnitude, np.sum, axes, keep)
+        room = s - carried - own  # the float32 sum's lowest value: above 0, or no finite bound
+        safe = np.maximum(room, TINY)
+        log_carried = np.where(room > 0, carried / safe, np.inf)
+        log_own = np.where(room > 0, own / safe, np.inf)
+        return log_carried, log_own + _relative("log") * (np.abs(y) + log_carried + log_own) + U * np.abs(y) + TINY
+    # ReduceLogSumExp: m + log(sum exp(x - m)), 1-Lipschitz in the largest input error
+    drift = _reduce(e, np.max, axes, keep)
+    top = _reduce(x, np.max, axes, True)
+    spread = _reduce(np.abs(x - top), np.max, axes, keep)
+    a = (1 + exp_relative()) * np.exp(spread * U + 2 * drift * U) - 1
+    delta = (1 + a) * (1 + gamma(max(k - 1, 1))) - 1
+    with np.errstate(divide="ignore"):
+        log_error = np.where(delta < 1, delta / (1 - delta), np.inf)
+    inner = np.abs(y - _reduce(x, np.max, axes, keep))
+    return drift, log_error + _relative("log") * (inner + log_error) + U * (np.abs(y) + drift) + TINY
+
+
+def _others(values: np.ndarray) -> np.ndarray:
+    """For each element along the last axis, the product of the other elements (prefix and suffix products)."""
+    ones = np.ones(values.shape[:-1] + (1,))
+    before = np.cumprod(np.concatenate([ones, values[..., :-1]], axis=-1), axis=-1)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(values[..., 1:], -1)], axis=-1), axis=-1), -1)
+    return before * after
+
+
+def _product_slopes(x: np.ndarray, e: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
+    """A product's slope for each factor, the product of the others, as a centre and radius over the box."""
+    rest = [a for a in range(x.ndim) if a not in axes]
+    order = rest + list(axes)
+    flat = x.transpose(order).reshape(*[x.shape[a] for a in rest], -1)
+    wide = (np.abs(x) + e).transpose(order).reshape(flat.shape)
+    centre, top = _others(flat), _others(wide)
+    inverse = np.argsort(order)
+    shape = [x.shape[a] for a in order]
+    return (centre.reshape(shape).transpose(inverse),
+            (top - np.abs(centre)).reshape(shape).transpose(inverse))
+
+
+@_reverse(*REDUCTIONS)
+def _reduction_back(p, args, errs, attrs, y, centre, radius):
+    x, e = args[0], _zero(errs[0], args[0])
+    op = p.current
+    axes, keep, k = _reduced(p, args, attrs)
+    c, r = _spread(centre, x.shape, axes, keep), _spread(radius, x.shape, axes, keep)
+    if axes is None:
+        slope_low = slope_high = np.ones(x.shape)
+    elif op in ("ReduceSum", "ReduceMean"):
+        factor = 1.0 / k if op == "ReduceMean" else 1.0
+        return [(c * factor, r * factor)] + [None] * (len(args) - 1)
+    elif op == "ReduceL1":
+        slope_low, slope_high = np.where(x > e, 1.0, -1.0), np.where(x < -e, -1.0, 1.0)
+    elif op == "ReduceSumSquare":
+        slope_low, slope_high = 2 * (x - e), 2 * (x + e)
+    elif op in ("ReduceMax", "ReduceMin"):
+        def candidates():
+            sign = 1.0 if op == "ReduceMax" else -1.0
+            extreme = _spread(_reduce(x, np.max if sign > 0 else np.min, axes, keep), x.shape, axes, keep)
+            drift = _spread(_reduce(e, np.max, axes, keep), x.shape, axes, keep)
+            candidate = sign * (x - extreme) >= -e - drift
+            count = _spread(_reduce(candidate.astype(int), np.sum, axes, keep), x.shape, axes, keep)
+            return candidate & (count == 1), candidate & (count > 1)
+
+        sole, shared = _memo(p, candidates)
+        return [(np.where(sole, c, 0.0), np.where(sole, r, 0.0) + np.where(shared, np.abs(c) + r, 0.0))] \
+            + [None] * (len(args) - 1)
+    elif op == "ReduceProd":
+        middle, half = _memo(p, lambda: _product_slopes(x, e, axes))
+        return [(c * middle, np.abs(c) * half + r * (np.abs(middle) + half))] + [None] * (len(args) - 1)
+    elif op == "ReduceL2":
+        norm = _spread(np.abs(y), x.shape, axes, keep)
+        drift = _spread(np.sqrt(_reduce(e * e, np.sum, axes, keep)), x.shape, axes, keep)
+        low_norm = np.maximum(norm - drift, 0.0)  # |x^| over the box, by the triangle inequality
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope_low = np.where(low_norm > 0, (x - e) / np.maximum(low_norm, TINY), -1.0)
+            slope_high = np.where(low_norm > 0, (x + e) / np.maximum(low_norm, TINY), 1.0)
+        slope_low, slope_high = np.maximum(slope_low, -1.0), np.minimum(slope_high, 1.0)  # |x_i| / |x| <= 1
+    elif op == "ReduceLogSum":
+        s = _spread(_reduce(x, np.sum, axes, keep), x.shape, axes, keep)
+        drift = _spread(_reduce(e, np.sum, axes, keep), x.shape, axes, keep)
+        slope_low = 1.0 / (s + drift)
+        slope_high = np.where(s - drift > 0, 1.0 / np.maximum(s - drift, TINY), np.inf)
+    else:  # ReduceLogSumExp: the softmax weights, each within e^(+-2D) of its value
+        weights = np.exp(x - _spread(y, x.shape, axes, keep))
+        growth = np.exp(2 * _spread(_reduce(e, np.max, axes, keep), x.shape, axes, keep))
+        return [(c * weights, np.abs(c) * weights * (growth - 1) + r * weights * growth)] + [None] * (len(args) - 1)
+    return _elementwise(slope_low, slope_high, c, r) + [None] * (len(args) - 1)
+
+
+@_forward("LogSoftmax")
+def _log_softmax(p, args, errs, attrs, y):
+    """x - log(sum exp(x - m)) - m: the input's own error plus the log-sum-exp's (at most the row's largest, D);
+    the roundings of x - m, of the log-sum-exp (``_reduction``'s) and of the subtraction."""
+    x, e = args[0], _zero(errs[0], args[0])
+    axis = _softmax_axis(p, x, attrs)
+    n = x.shape[axis]
+    drift = np.max(e, axis=axis, keepdims=True)
+    spread = np.abs(x - np.max(x, axis=axis, keepdims=True))
+    a = np.max((1 + exp_relative()) * np.exp(spread * U + 2 * drift * U) - 1, axis=axis, keepdims=True)
+    delta = (1 + a) * (1 + gamma(max(n - 1, 1))) - 1
+    with np.errstate(divide="ignore"):
+        log_error = np.where(delta < 1, delta / (1 - delta), np.inf)
+    log_size = np.max(np.abs(y - (x - np.max(x, axis=axis, keepdims=True))), axis=axis, keepdims=True)
+    carried = e + drift
+    own = U * (spread + 2 * drift) + log_error + _relative("log") * (log_size + log_error) \
+        + U * (np.abs(y) + carried) + TINY
+    return carried, own
+
+
+@_reverse("LogSoftmax")
+def _log_softmax_back(p, args, errs, attrs, y, centre, radius):
+    """J = I - 1 s^T along the axis (s the softmax): grad = c - s sum(c); over the box every s within e^(+-2D)."""
+    x, e = args[0], _zero(errs[0], args[0])
+    axis = _softmax_axis(p, x, attrs)
+    s = np.exp(y)
+    growth = np.exp(2 * np.max(e, axis=axis, keepdims=True))
+    total = np.sum(centre, axis=axis, keepdims=True)
+    r = radius + s * growth * np.sum(radius, axis=axis, keepdims=True) + np.abs(total) * s * (growth - 1)
+    return [(centre - s * total, r)]
+
+
+@_forward("ConvTranspose")
+def _deconv(p, args, errs, attrs, y):
+    """A scatter of products: each output a sum of at most (input channels per group) x (kernel taps) products and
+    the bias: the rule of Conv with the op's own arithmetic on magnitudes."""
+    x, w = args[0], args[1]
+    ex, ew = _zero(errs[0], x), _zero(errs[1], w)
+    deconv = float64._OPS["ConvTranspose"]
+    carried = deconv(p.evaluator, [ex, np.abs(w)], attrs) + deconv(p.evaluator, [np.abs(x), ew], attrs) \
+        + deconv(p.evaluator, [ex, ew], attrs)
+    magnitude = deconv(p.evaluator, [np.abs(x) + ex, np.abs(w) + ew], attrs)
+    n = (x.shape[1] // attrs.get("group", 1)) * int(np.prod(w.shape[2:]))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    if len(args) > 2 and args[2] is not None:
+        eb = _zero(errs[2], args[2]).reshape(shape)
+        return carried + eb, gamma(n + 1) * (magnitude + np.abs(args[2]).reshape(shape) + eb)
+    return carried, gamma(n) * magnitude
+
+
+def _deconv_adjoint(g: np.ndarray, w: np.ndarray, x_shape: tuple, attrs: dict) -> np.ndarray:
+    """The adjoint of ConvTranspose (no bias) with weights ``w`` on ``g`` (N, M, *out): input cell i gets the sum
+    over its taps k of g at canvas cell i * stride + k * dilation times the weight."""
+    strides, dilations, begin, target, canvas_size = float64.deconv_geometry(x_shape, w.shape, attrs)
+    spatial = len(x_shape) - 2
+    canvas = np.zeros((*g.shape[:2], *canvas_size))
+    canvas[(slice(None), slice(None), *(slice(b, b + t) for b, t in zip(begin, target)))] = g
+    kernel = list(w.shape[2:])
+    windows = float64._windows(canvas, kernel, strides, dilations, [0] * 2 * spatial)
+    windows = windows[(slice(None), slice(None), *(slice(0, n) for n in x_shape[2:]))]
+    group, per_out = attrs.get("group", 1), w.shape[1]
+    per_in = x_shape[1] // group
+    letters, taps = "hwdtuv"[:spatial], "ijklmo"[:spatial]
+    parts = [np.einsum(f"no{letters}{taps},co{taps}->nc{letters}",
+                       windows[:, k * per_out:(k + 1) * per_out], w[k * per_in:(k + 1) * per_in], optimize=True)
+             for k in range(group)]
+    return np.concatenate(parts, axis=1)
+
+
+@_reverse("ConvTranspose")
+def _deconv_back(p, args, errs, attrs, y, centre, radius):
+    x, w = args[0], args[1]
+    ew = _zero(errs[1], w)
+    grad_x = (_deconv_adjoint(centre, w, x.shape, attrs),
+              _deconv_adjoint(np.abs(centre), ew, x.shape, attrs)
+              + _deconv_adjoint(radius, np.abs(w) + ew, x.shape, attrs))
+    grads = [grad_x, None]  # weights are constants (a computed weight tensor has an a-priori bound only)
+    if len(args) > 2 and args[2] is not None:
+        grads.append((centre.sum(axis=tuple(i for i in range(centre.ndim) if i != 1)),
+                      radius.sum(axis=tuple(i for i in range(radius.ndim) if i != 1))))
+    return grads

@@ -319,7 +319,9 @@ class Evaluator:
 
         values = dict(self.constants)
         values.update(feeds)
-        with np.errstate(over="ignore", under="ignore"):
+        # an overflow or an undefined value is the outputs' own figure (inf, NaN), which the arbiter and the oracle
+        # judge (``harness.core.arbiter``): never a numpy warning on the user's terminal
+        with np.errstate(all="ignore"):
             for node in self.graph.node:
                 args = [values[name] if name else None for name in node.input]
                 attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -485,6 +487,30 @@ def _reshape(ev, args, attrs):
     if not attrs.get("allowzero", 0):
         shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
     return x.reshape(shape)
+
+
+def squeeze_axes(ev, args, attrs) -> list[int] | None:
+    """Squeeze's and Unsqueeze's axes: an attribute before opset 13, the second input from it (None: absent)."""
+    axes = attrs.get("axes") if ev.opset < 13 else (args[1] if len(args) > 1 and args[1] is not None else None)
+    return None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+
+
+@_op("Squeeze")
+def _squeeze(ev, args, attrs):
+    x, axes = args[0], squeeze_axes(ev, args, attrs)
+    return np.squeeze(x, axis=None if axes is None else tuple(a % x.ndim for a in axes))
+
+
+@_op("Unsqueeze")
+def _unsqueeze(ev, args, attrs):
+    x, axes = args[0], squeeze_axes(ev, args, attrs)
+    rank = x.ndim + len(axes)
+    return np.expand_dims(x, tuple(sorted(a % rank for a in axes)))
+
+
+@_op("CastLike")
+def _cast_like(ev, args, attrs):
+    return args[0].astype(args[1].dtype)
 
 
 @_op("BatchNormalization")
@@ -669,21 +695,29 @@ _REDUCTIONS = {
 }
 
 
+def reduce_axes(ev, op: str, args, attrs, ndim: int) -> tuple[int, ...] | None:
+    """The axes a reduction ``op`` reduces on an input of ``ndim`` axes (an attribute before the opset that made them
+    an input), None when it reduces none (``noop_with_empty_axes``)."""
+    if ev.opset < _REDUCTIONS[op][1]:
+        axes = attrs.get("axes")
+    else:
+        axes = args[1] if len(args) > 1 and args[1] is not None else None
+    axes = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return None
+        axes = list(range(ndim))
+    return tuple(sorted(a % ndim for a in axes))
+
+
 def _reduction(op: str):
-    function, axes_input_from = _REDUCTIONS[op]
+    function = _REDUCTIONS[op][0]
 
     def reduce(ev, args, attrs):
         x = args[0]
-        if ev.opset < axes_input_from:
-            axes = attrs.get("axes")
-        else:
-            axes = args[1] if len(args) > 1 and args[1] is not None else None
-        axes = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
-        if not axes:
-            if attrs.get("noop_with_empty_axes", 0):
-                return x
-            axes = list(range(x.ndim))
-        axis = tuple(a % x.ndim for a in axes)
+        axis = reduce_axes(ev, op, args, attrs, x.ndim)
+        if axis is None:
+            return x
         result = function(x, axis=axis)
         return np.expand_dims(result, axis) if attrs.get("keepdims", 1) else result
 
@@ -693,29 +727,37 @@ def _reduction(op: str):
 _OPS.update({op: _reduction(op) for op in _REDUCTIONS})
 
 
-@_op("ConvTranspose")
-def _conv_transpose(ev, args, attrs):
-    """The spec's scatter: input cell i adds x[i] * w[k] to output i * stride + k * dilation - pad_begin."""
-    x, w = args[0], args[1]
-    spatial = x.ndim - 2
-    group = attrs.get("group", 1)
-    kernel = list(w.shape[2:])
+def deconv_geometry(x_shape: tuple, w_shape: tuple, attrs: dict) -> tuple[list, list, list, list, list]:
+    """ConvTranspose's (strides, dilations, begin, target, canvas): input cell i and tap k add to canvas cell
+    i * stride + k * dilation, and the output is the canvas from ``begin``, ``target`` cells long per axis."""
+    spatial = len(x_shape) - 2
+    kernel = list(w_shape[2:])
     strides = list(attrs.get("strides", [1] * spatial))
     dilations = list(attrs.get("dilations", [1] * spatial))
     extra = list(attrs.get("output_padding", [0] * spatial))
     full = [s * (n - 1) + o + (k - 1) * d + 1
-            for n, s, o, k, d in zip(x.shape[2:], strides, extra, kernel, dilations)]
+            for n, s, o, k, d in zip(x_shape[2:], strides, extra, kernel, dilations)]
     auto_pad = _text(attrs.get("auto_pad"), "NOTSET")
     if "output_shape" in attrs or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         target = list(attrs["output_shape"])[-spatial:] if "output_shape" in attrs else \
-            [n * s for n, s in zip(x.shape[2:], strides)]
+            [n * s for n, s in zip(x_shape[2:], strides)]
         total = [f - t for f, t in zip(full, target)]
         begin = [0 if t < 0 else t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
     else:
         pads = list(attrs.get("pads", [0] * 2 * spatial)) if auto_pad == "NOTSET" else [0] * 2 * spatial
         begin, target = pads[:spatial], [f - pads[i] - pads[i + spatial] for i, f in enumerate(full)]
+    return strides, dilations, begin, target, [max(f, t + b) for f, t, b in zip(full, target, begin)]
+
+
+@_op("ConvTranspose")
+def _conv_transpose(ev, args, attrs):
+    """The spec's scatter: input cell i adds x[i] * w[k] to output i * stride + k * dilation - pad_begin."""
+    x, w = args[0], args[1]
+    group = attrs.get("group", 1)
+    kernel = list(w.shape[2:])
+    strides, dilations, begin, target, canvas_size = deconv_geometry(x.shape, w.shape, attrs)
     c_in, c_out = x.shape[1], w.shape[1] * group
-    canvas = np.zeros((x.shape[0], c_out, *[max(f, t + b) for f, t, b in zip(full, target, begin)]), x.dtype)
+    canvas = np.zeros((x.shape[0], c_out, *canvas_size), x.dtype)
     per_in = c_in // group
     for g in range(group):
         xs = x[:, g * per_in:(g + 1) * per_in]
@@ -727,13 +769,13 @@ def _conv_transpose(ev, args, attrs):
             canvas[(slice(None), slice(g * w.shape[1], (g + 1) * w.shape[1]), *where)] += contribution
     y = canvas[(slice(None), slice(None), *(slice(b, b + t) for b, t in zip(begin, target)))]
     if len(args) > 2 and args[2] is not None:
-        y = y + args[2].reshape((1, -1) + (1,) * spatial)
+        y = y + args[2].reshape((1, -1) + (1,) * (x.ndim - 2))
     return y
 
 
-@_op("Slice")
-def _slice(ev, args, attrs):
-    x = args[0]
+def slice_index(ev, args, attrs, ndim: int) -> tuple:
+    """Slice's index into its input of ``ndim`` axes (starts, ends, axes, steps: attributes before opset 10,
+    inputs from it), as Python slices, whose clamping is the spec's."""
     if ev.opset < 10:
         starts, ends = attrs["starts"], attrs["ends"]
         axes, steps = attrs.get("axes", list(range(len(starts)))), [1] * len(starts)
@@ -741,25 +783,35 @@ def _slice(ev, args, attrs):
         starts, ends = [int(v) for v in args[1]], [int(v) for v in args[2]]
         axes = [int(v) for v in args[3]] if len(args) > 3 and args[3] is not None else list(range(len(starts)))
         steps = [int(v) for v in args[4]] if len(args) > 4 and args[4] is not None else [1] * len(starts)
-    index = [slice(None)] * x.ndim
+    index = [slice(None)] * ndim
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        index[int(axis) % x.ndim] = slice(int(start), int(end), int(step))
-    return x[tuple(index)]
+        index[int(axis) % ndim] = slice(int(start), int(end), int(step))
+    return tuple(index)
 
 
-@_op("Split")
-def _split(ev, args, attrs):
-    x = args[0]
-    axis = attrs.get("axis", 0) % x.ndim
+@_op("Slice")
+def _slice(ev, args, attrs):
+    return args[0][slice_index(ev, args, attrs, args[0].ndim)]
+
+
+def split_sizes(ev, args, attrs, shape: tuple) -> tuple[int, list[int]]:
+    """Split's axis and the sizes of its parts along it, for an input of ``shape``."""
+    axis = attrs.get("axis", 0) % len(shape)
     sizes = attrs.get("split") if ev.opset < 13 else (
         [int(v) for v in args[1]] if len(args) > 1 and args[1] is not None else None)
     if sizes is None:
         count = attrs.get("num_outputs")
         if count is None:
             raise ModelError("Split without split sizes or num_outputs is not supported by the numpy evaluator")
-        part = -(-x.shape[axis] // count)
-        sizes = [min(part, x.shape[axis] - k * part) for k in range(count)]
-    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+        part = -(-shape[axis] // count)
+        sizes = [min(part, shape[axis] - k * part) for k in range(count)]
+    return axis, [int(size) for size in sizes]
+
+
+@_op("Split")
+def _split(ev, args, attrs):
+    axis, sizes = split_sizes(ev, args, attrs, args[0].shape)
+    return tuple(np.split(args[0], np.cumsum(sizes)[:-1], axis=axis))
 
 
 def _resize_source(o, in_size, out_size, scale, coordinate, roi):

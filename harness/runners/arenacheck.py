@@ -70,8 +70,13 @@ def regions(manifest: dict) -> list[tuple[int, list[Span], list[Span], list[Span
     return result
 
 
-def instrument(text: str, manifest: dict, file: str) -> str:
-    """The C text of ``file`` with the checks around every layer of it; unchanged when the check does not apply."""
+def instrument(text: str, manifest: dict, file: str, keep_lines: bool = False, hooks: tuple[str, str] = ("", "")
+               ) -> str:
+    """The C text of ``file`` with the checks around every layer of it; unchanged when the check does not apply.
+    ``keep_lines``: a ``#line`` directive after each inserted call, so that a diagnostic in the code (a sanitizer's
+    report) names the line of ``file`` it names without the checks. ``hooks``: C put before each layer's check
+    (a label) and after its check of what it wrote (a statement), ``{k}`` the layer's index (``assay mutate``
+    starts a run at a layer and stops one after it: ``harness.stages.mutate.split``)."""
     if not applies(manifest):
         return text
     arena = manifest["arena"]["symbol"]
@@ -81,8 +86,10 @@ def instrument(text: str, manifest: dict, file: str) -> str:
         if k not in layers:
             continue
         first, last = layers[k]["lines"]
-        before.setdefault(first, []).append(f"    assay_arena_before({k});")
+        before.setdefault(first, []).append(f"    {hooks[0].format(k=k)}assay_arena_before({k});")
         after.setdefault(last, []).append(f"    assay_arena_after({k});")
+        if hooks[1]:
+            after[last].append(f"    {hooks[1].format(k=k)}")
         cases_before.append(f"    case {k}:\n" + "".join(f"        assay_fill({a}, {b});\n" for a, b in [*free, *whole])
                             + "".join(f"        memcpy(assay_shadow + {a}, {arena} + {a}, {b - a} * sizeof(float));\n"
                                       for a, b in live) + "        break;")
@@ -93,8 +100,12 @@ def instrument(text: str, manifest: dict, file: str) -> str:
     lines = ["void assay_arena_before(int layer);", "void assay_arena_after(int layer);"]
     for number, line in enumerate(text.splitlines(), start=1):
         lines.extend(before.get(number, []))
+        if keep_lines and number in before:
+            lines.append(f'#line {number} "{file}"')
         lines.append(line)
         lines.extend(after.get(number, []))
+        if keep_lines and number in after:
+            lines.append(f'#line {number + 1} "{file}"')
     floats = manifest["arena"]["floats"]
     lines.append(f"""
 /* Added by Assay (harness/runners/arenacheck.py): each layer writes only its output in the arena, all of it. */

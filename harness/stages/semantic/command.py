@@ -12,6 +12,7 @@ from harness.core.report import superseded_count
 from harness.core.results import ResultStore
 from harness.errors import AssayError
 from harness.options import add_opt_option
+from harness.targets import HOST
 from harness.stages.semantic.spec import SPEC
 
 
@@ -32,6 +33,9 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     campaign = plan(selection.models, selection.generators, selection.references, selection.targets, settings)
     if args.shard_size is not None:
         sharded.check_settings(settings, args.shard_size)
+    if not settings.sanitize and any(item.target == HOST for item in campaign.items):
+        print("memory checks off (--sanitize 0): no host item runs under AddressSanitizer and UBSan or the arena "
+              "check; the records and table1.md say so", file=sys.stderr)
     store = ResultStore.of(SPEC, SPEC.path(args.out), settings.keep_history)
     earlier = len(store.superseded())  # the entries this run adds follow them
     records: list[dict] = []

@@ -27,18 +27,31 @@ def applies(model: Model, checks: tuple[str, ...]) -> bool:
     return REFERENCE in checks and KERAS in model.files and "onnx" in model.files
 
 
+def no_allowance(why: str) -> str:
+    """The error of an export check whose allowed difference is not a finite number >= 0: never a comparison."""
+    return f"exporter {EXPORTER}: not checked against the Keras model, the allowed difference has no finite value: " \
+        f"{why}; ONNX Runtime cannot serve as a reference for this model"
+
+
 def export_fault(model: Model, inputs: np.ndarray, keras_outputs: np.ndarray, onnx_outputs: np.ndarray,
                  atol: float, rtol: float, margin: np.ndarray | float = 0.0) -> str | None:
-    """Why the export of ``model`` cannot serve as a reference (its outputs differ from Keras'), or None."""
+    """Why the export of ``model`` cannot serve as a reference (its outputs differ from Keras', or the allowed
+    difference is not a finite number >= 0 for some output: ``no_allowance``, naming it), or None."""
     k, o = np.asarray(keras_outputs, np.float64), np.asarray(onnx_outputs, np.float64)
-    allowed = atol + rtol * np.abs(k) + margin
+    with np.errstate(invalid="ignore", over="ignore"):
+        allowed = np.broadcast_to(atol + rtol * np.abs(k) + margin, k.shape)
+    unusable = ~(np.isfinite(allowed) & (allowed >= 0))
+    if unusable.any():
+        index = np.unravel_index(int(np.argmax(unusable)), unusable.shape)
+        return no_allowance(f"{allowed[index]} at input #{index[0]}, output {tuple(int(i) for i in index[1:])} "
+                            f"({int(unusable.reshape(len(k), -1).any(axis=1).sum())} inputs)")
     excess = np.abs(o - k) - allowed
     if (excess <= 0).all():
         return None
     index = np.unravel_index(int(np.argmax(excess)), excess.shape)
     layer = first_differing_layer(model, inputs, atol, rtol)
     return (f"exporter {EXPORTER}: its ONNX graph disagrees with the Keras model by {abs(o - k)[index]:.4e} at "
-            f"input #{index[0]} (allowed {np.broadcast_to(allowed, k.shape)[index]:.4e}); first layer that differs: "
+            f"input #{index[0]} (allowed {allowed[index]:.4e}); first layer that differs: "
             f"{layer}; ONNX Runtime cannot serve as a reference for this model")
 
 

@@ -17,19 +17,67 @@ from types import ModuleType
 
 from harness.core.report import configuration_lines, model_order, superseded_lines
 from harness.models.model import describe_domain
+from harness.targets import HOST
 
 ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
 
 
 def _cell(record: dict | None) -> str:
+    """A Table 1 cell: the record's verdict word, and its maximum error when it has one."""
     if record is None:
         return "–"
-    if record["verdict"] == "error":
-        return "ERROR"
-    if record["verdict"] == "not supported":
-        return "NOT SUPPORTED"
-    text = f"{record['max_abs_error']:.4e}"
-    return text if record["verdict"] == "pass" else f"{text} FAIL"
+    error = record.get("max_abs_error")
+    return record["verdict"] if error is None else f"{record['verdict']} {error:.4e}"
+
+
+def judgement(record: dict) -> dict:
+    """Which rule judged ``record`` and by what figures: ``rule`` (``derived``, with the order of accumulation whose
+    bound it is, or ``fixed``, saying so when the derived rule fell back to it), ``bound`` (the rule's largest
+    allowance: the derived bound, or atol + rtol x max |reference|), ``observed`` (the largest distance the rule
+    measures: |C - float64|, or |C - reference|) and ``margin`` (the smallest bound / observed over the outputs, the
+    record's own figure); a figure the record does not have (an error before any comparison) is None."""
+    derived = record.get("derived") or {}
+    if derived and "fallback" not in derived:
+        return {"rule": f"derived ({record.get('accumulation') or 'any'} order)", "bound": derived.get("bound"),
+                "observed": derived.get("c_distance"), "margin": derived.get("tightness")}
+    largest, atol = record.get("max_abs_reference"), record.get("tolerance")
+    bound = None if largest is None or atol is None else atol + (record.get("rtol") or 0.0) * largest
+    return {"rule": "fixed (derived fell back)" if derived else "fixed", "bound": bound,
+            "observed": record.get("max_abs_error"), "margin": record.get("margin")}
+
+
+def _figure(value: float | None, digits: str = ".3e") -> str:
+    if value is None:
+        return "–"
+    return "inf" if value == float("inf") else format(value, digits)
+
+
+VERDICT_COLUMNS = ("Model", "Generator (variant)", "Target", "Reference", "Verdict", "Rule", "Bound", "Observed",
+                   "Margin (bound / observed)")
+
+
+def verdict_rows(records: list[dict]) -> list[list[str]]:
+    """One row per record (``VERDICT_COLUMNS``): its verdict word, the rule that judged it, the bound, the distance
+    it measured and the margin, in model order."""
+    order = model_order(records)
+    rows = []
+    for r in sorted(records, key=lambda r: (order.index(r["model"]), *(str(r[f]) for f in ROW_FIELDS))):
+        j = judgement(r)
+        rows.append([r["model"], f"{r['generator']} ({r['variant']})", f"{r['target']} {r['opt']}", r["reference"],
+                     r["verdict"], j["rule"], _figure(j["bound"]), _figure(j["observed"]),
+                     _figure(j["margin"], ".3g")])
+    return rows
+
+
+def verdict_lines(records: list[dict]) -> list[str]:
+    """The "Verdicts" section of table1.md (``verdict_rows``)."""
+    return ["## Verdicts", "",
+            "Each record's verdict, the rule that judged it (fixed: |C - reference| <= atol + rtol x |reference|; "
+            "derived: |C - float64| <= the derived bound, docs/semantic.md), the rule's largest bound, the largest "
+            "distance it measured, and the margin: the smallest bound / distance over the outputs (at least 1 for a "
+            "pass; inf: C equal to what it is measured against everywhere).", "",
+            "| " + " | ".join(VERDICT_COLUMNS) + " |", "|---|---|---|---|---|---|---:|---:|---:|",
+            *("| " + " | ".join(row) + " |" for row in verdict_rows(records))]
 
 
 def table1(records: list[dict]) -> tuple[list[str], list[tuple[tuple, list[str]]]]:
@@ -61,6 +109,9 @@ def _provenance_lines(records: list[dict]) -> list[str]:
     if not derived or _fallbacks(records) or any(not r.get("derived") for r in records):
         lines.append(f"Verdict: every output within |C - reference| <= {fixed}: " + ", ".join(
             f"atol {a:g}, rtol {r:g} ({', '.join(m for m, tt in tolerances if tt == (a, r))})" for a, r in distinct))
+    memory = memory_line(records)
+    if memory:
+        lines.append(memory)
     builds = sorted({(r["provenance"].get("compiler", "?"), " ".join(r["provenance"].get("flags", [])))
                      for r in records if r.get("provenance", {}).get("compiler")})
     for compiler, flags in builds:
@@ -69,6 +120,30 @@ def _provenance_lines(records: list[dict]) -> list[str]:
     if tools:
         lines.append("Tools: " + ", ".join(f"{k} {v}" for k, v in sorted(tools.items())) + ".")
     return lines + configuration_lines(records)
+
+
+def memory_line(records: list[dict]) -> str | None:
+    """What the host records' memory checks were (``sanitize``): how many inputs ran under the sanitizers, for which
+    models with the arena-region check, and which items ran without them (``--sanitize 0``, visibly)."""
+    host = [r for r in records if r["target"] == HOST and isinstance(r.get("provenance"), dict)
+            and r["provenance"].get("sanitizer") is not None]
+    if not host:
+        return None
+    off = sorted({r["model"] for r in host if not isinstance(r["provenance"]["sanitizer"], dict)})
+    on = [r for r in host if isinstance(r["provenance"]["sanitizer"], dict)]
+    parts = []
+    if on:
+        counts = sorted({r["provenance"]["sanitizer"]["inputs"] for r in on})
+        flags = " ".join(on[0]["provenance"]["sanitizer"]["flags"])
+        arena = sorted({r["model"] for r in on if r["provenance"]["sanitizer"].get("arena_check")})
+        parts.append(f"{' or '.join(map(str, counts))} seeded inputs of each host item run again under "
+                     f"AddressSanitizer and UBSan (`{flags}`), with guard words around the buffers"
+                     + (f" and the arena-region check ({', '.join(arena)})" if arena else "")
+                     + "; a report is an error verdict")
+    if off:
+        parts.append(f"off (--sanitize 0) for {', '.join(off)}: no memory check beyond the guard words around the "
+                     f"buffers")
+    return "Memory checks: " + "; ".join(parts) + "."
 
 
 def _errors(records: list[dict]) -> list[str]:
@@ -108,9 +183,9 @@ def derived_lines(records: list[dict]) -> list[str]:
         for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
             d = r["derived"]
             lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
-                         f"{r['reference']} | {r.get('accumulation') or 'any'} | {d['bound']:.4e} | "
-                         f"{d['c_distance']:.4e} | "
-                         f"{d['reference_distance']:.4e} | {d['tightness']:.3g} | {d['verdict']} |")
+                         f"{r['reference']} | {r.get('accumulation') or 'any'} | {_figure(d['bound'], '.4e')} | "
+                         f"{_figure(d['c_distance'], '.4e')} | {_figure(d['reference_distance'], '.4e')} | "
+                         f"{_figure(d['tightness'], '.3g')} | {d['verdict']} |")
         lines += [f"- Reference defect: {r['model']} / {r['target']} {r['opt']}: {r['derived']['reference_defect']}"
                   for r in judged if r["derived"].get("reference_defect")]
         lines += [f"- {r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / {r['reference']}: "
@@ -149,12 +224,13 @@ def markdown(records: list[dict], superseded: Sequence[dict] = ()) -> str:
     """Table 1 of ``records``, with the notes on them and on the ``superseded`` entries of the results file."""
     models, rows = table1(records)
     out = ["# Semantic preservation (paper Table 1 layout)", "",
-           "Maximum infinity-norm error ||C - reference|| (paper Definition 15) over the input set, FP32.", "",
+           "Verdict and maximum infinity-norm error ||C - reference|| (paper Definition 15) over the input set, "
+           "FP32.", "",
            "| Generator (variant) | Target | Reference | " + " | ".join(models) + " |",
            "|---|---|---|" + "---:|" * len(models)]
     for (gen, variant, target, opt, ref), cells in rows:
         out.append(f"| {gen} ({variant}) | {target} {opt} | {ref} | " + " | ".join(cells) + " |")
-    out += ["", *(f"- {line}" for line in _provenance_lines(records))]
+    out += ["", *(f"- {line}" for line in _provenance_lines(records)), "", *verdict_lines(records)]
     problems = _errors(records)
     if problems:
         out += ["", "## Failures and errors", "", *(f"- {p}" for p in problems)]
@@ -195,32 +271,46 @@ def _import_pyplot() -> ModuleType:
 
 
 def plot(records: list[dict], path: Path) -> None:
-    """Max error per model, one series per (generator, variant, target, reference), log scale."""
+    """``figure(records)`` written to ``path``."""
+    plt = _import_pyplot()
+    fig = figure(records)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def figure(records: list[dict]):
+    """Per model, one series per (generator, variant, target, reference): the largest distance the record's rule
+    measured (``judgement``: |C - reference|, or |C - float64| under the derived rule) as a marker, and the rule's
+    bound as a dash of the same colour, log scale; the legend beside the axes, where it covers no point."""
     plt = _import_pyplot()
     models = model_order(records)
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(models) + 2), 4.5))
-    series: dict[tuple, dict[str, float]] = defaultdict(dict)
+    series: dict[tuple, dict[str, tuple]] = defaultdict(dict)
     for r in records:
-        if r["verdict"] not in ("error", "not supported") and r["max_abs_error"] is not None:
-            series[tuple(r[f] for f in ROW_FIELDS)][r["model"]] = max(r["max_abs_error"], 1e-12)
+        j = judgement(r)
+        if r["verdict"] not in ("error", "not supported") and j["observed"] is not None:
+            series[tuple(r[f] for f in ROW_FIELDS)][r["model"]] = (max(j["observed"], 1e-12), j["bound"], j["rule"])
     markers = "osD^v<>ph*"
+    step = min(0.12, 0.8 / max(len(series), 1))  # the series of a model side by side, not on each other
     for i, (key, values) in enumerate(sorted(series.items())):
-        xs = [models.index(m) for m in values]
-        ax.scatter(xs, list(values.values()), marker=markers[i % len(markers)],
-                   label=f"{key[0]} ({key[1]}) {key[2]} {key[3]} vs {key[4]}")
-    tolerances = {r["tolerance"] for r in records if r.get("tolerance")}
-    for tol in sorted(tolerances):
-        ax.axhline(tol, color="red", linestyle="--", linewidth=1)
-        ax.text(len(models) - 0.5, tol, f" tolerance {tol:g}", color="red", va="bottom", ha="right", fontsize=8)
+        xs = [models.index(m) + (i - (len(series) - 1) / 2) * step for m in values]
+        rules = sorted({rule.split(" ")[0] for _, _, rule in values.values()})
+        dots = ax.scatter(xs, [v[0] for v in values.values()], marker=markers[i % len(markers)], zorder=3,
+                          label=f"{key[0]} ({key[1]}) {key[2]} {key[3]} vs {key[4]} ({', '.join(rules)})")
+        bounded = [(x, v[1]) for x, v in zip(xs, values.values()) if v[1] is not None and v[1] > 0]
+        if bounded:
+            ax.scatter(*zip(*bounded), marker="_", s=150, linewidths=2, color=dots.get_facecolor()[0], zorder=2)
+    if series:
+        ax.scatter([], [], marker="_", s=150, linewidths=2, color="grey", label="bound of the rule (dash)")
     ax.set_yscale("log")
     ax.set_xticks(range(len(models)), models, rotation=30, ha="right")
-    ax.set_ylabel("max |C - reference| (infinity norm)")
-    ax.set_title("Semantic preservation: maximum error per model")
+    ax.set_xlim(-0.7, len(models) - 0.3)
+    ax.set_ylabel("largest distance judged, and its bound")
+    ax.set_title("Semantic preservation: error and bound per model")
     ax.grid(True, which="both", axis="y", alpha=0.3)
-    if series:
-        ax.legend(fontsize=7, loc="lower left")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    if series:  # outside the axes: it never hides a point, whatever the number of series
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return fig
 
 
 def html_page(records: list[dict], png: Path, superseded: Sequence[dict] = ()) -> str:
@@ -228,20 +318,33 @@ def html_page(records: list[dict], png: Path, superseded: Sequence[dict] = ()) -
     head = "".join(f"<th>{html.escape(m)}</th>" for m in models)
     body = []
     for (gen, variant, target, opt, ref), cells in rows:
-        tds = "".join(f"<td class='{'bad' if ('FAIL' in c or c == 'ERROR') else 'ok'}'>{html.escape(c)}</td>"
-                      for c in cells)
+        tds = "".join(f"<td class='{_verdict_class(c)}'>{html.escape(c)}</td>" for c in cells)
         body.append(f"<tr><td>{html.escape(f'{gen} ({variant})')}</td><td>{target} {opt}</td>"
                     f"<td>{html.escape(ref)}</td>{tds}</tr>")
     image = base64.b64encode(png.read_bytes()).decode()
     notes = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(records) + _errors(records)
                     + superseded_lines(superseded))
+    verdicts = "".join("<tr>" + "".join(f"<td class='{_verdict_class(row[4]) if k == 4 else ''}'>{html.escape(cell)}"
+                                        f"</td>" for k, cell in enumerate(row)) + "</tr>"
+                       for row in verdict_rows(records))
+    verdict_head = "".join(f"<th>{html.escape(name)}</th>" for name in VERDICT_COLUMNS)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Assay semantic preservation</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
-padding:4px 8px;text-align:right}}td.bad{{background:#fdd}}</style></head><body>
-<h1>Semantic preservation</h1><p>Maximum infinity-norm error (paper Definition 15), FP32.</p>
+padding:4px 8px;text-align:right}}td.fail,td.error{{background:#fdd}}td.review{{background:#ffd}}
+td.pass{{background:#dfd}}</style></head><body>
+<h1>Semantic preservation</h1><p>Verdict and maximum infinity-norm error (paper Definition 15), FP32.</p>
 <table><tr><th>Generator (variant)</th><th>Target</th><th>Reference</th>{head}</tr>{''.join(body)}</table>
-<p><img alt="maximum error per model" src="data:image/png;base64,{image}"></p><ul>{notes}</ul></body></html>
+<h2>Verdicts</h2><p>The rule that judged each record, its largest bound, the largest distance it measured and the
+margin: the smallest bound / distance over the outputs (at least 1 for a pass).</p>
+<table><tr>{verdict_head}</tr>{verdicts}</table>
+<p><img alt="error and bound per model" src="data:image/png;base64,{image}"></p><ul>{notes}</ul></body></html>
 """
+
+
+def _verdict_class(cell: str) -> str:
+    """The CSS class of a cell that starts with a verdict word (``pass``, ``fail``, ``review``, ``error``)."""
+    word = cell.split(" ")[0]
+    return word if word in ("pass", "fail", "review", "error") else ""
 
 
 def _bits_cell(bits: dict) -> str:

@@ -25,7 +25,7 @@ from harness.core.inputs import make_inputs
 from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build,
                                    to_code_layout)
 from harness.core import arbiter, oracle
-from harness.core.refcache import ARBITER, bounds_identity, derived_bound, reference_outputs
+from harness.core.refcache import ARBITER, BrokenBound, bounds_identity, derived_bound, reference_outputs
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import record_provenance
@@ -101,7 +101,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
                                                       checked)
         else:
             outputs = build_and_run(item, item.target, code, model, settings, timings, provenance)
-            sanitize.check(item, code, model, settings, provenance)
+            sanitize.check(item, code, model, settings, provenance, timings)
         cause = None
         bits = keep_outputs(item, model, code, outputs, settings, compare_bits=settings.parallel is None)
     except NotSupported as exc:  # the generator's own refusal: not supported, not an error
@@ -141,7 +141,7 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
         print(f"{item.id}: {exact['error']}", file=sys.stderr)
     bound = derived_bound(model, settings, timings, order=outcome.order) if outputs is not None and derived \
         else None
-    if isinstance(bound, str):
+    if isinstance(bound, str) and not isinstance(bound, BrokenBound):  # a broken bound is each record's error
         print(f"{item.id}: {bound}", file=sys.stderr)
     # the references sum in orders of their own: they are held to the bound of any order
     any_order = derived_bound(model, settings, timings) if outcome.order and isinstance(bound, np.ndarray) else bound
@@ -267,6 +267,8 @@ def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | No
         onnx_outputs = reference_outputs(exportcheck.REFERENCE, model, settings)
     except Exception:  # each reference's own record says why it failed
         return None
+    if isinstance(bound, BrokenBound):  # the allowance follows the verdict's rule: never a comparison with it
+        return exportcheck.no_allowance(str(bound))
     if isinstance(bound, np.ndarray):
         margin = 2 * bound
     elif isinstance(exact, np.ndarray):
@@ -297,7 +299,8 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
         judged = exact
     result = {"verdict": comparison.verdict, "cause": comparison.cause, "max_abs_error": comparison.max_abs_error,
               "max_abs_reference": comparison.max_abs_reference, "median_abs_error": comparison.median_abs_error,
-              "index_of_worst_input": comparison.index_of_worst_input, "arbiter": judged}
+              "index_of_worst_input": comparison.index_of_worst_input, "margin": comparison.margin,
+              "arbiter": judged}
     if len(model.outputs) > 1 and comparison.max_abs_error is not None:  # several outputs: each one's error, by name
         result["max_abs_error_per_output"] = oracle.per_tensor_errors(outputs, expected,
                                                                       [(t.name, t.size) for t in model.outputs])
@@ -319,11 +322,18 @@ def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, ex
     if not isinstance(exact, np.ndarray):
         why = exact["error"] if isinstance(exact, dict) else "no float64 outputs"
         return {"fallback": f"{why}: the fixed tolerance decides"}
+    if isinstance(bound, BrokenBound):  # an error of the oracle, never a comparison with it
+        return {"verdict": oracle.ERROR, "cause": f"derived tolerance: {bound}", "bound": None,
+                "c_distance": float(arbiter.error(outputs, exact[rows]).max(initial=0.0)),
+                "reference_distance": float(arbiter.error(expected, exact[rows]).max(initial=0.0)), "tightness": None,
+                "reference_defect": None}
     if not isinstance(bound, np.ndarray):
         return {"fallback": bound or "no derived bound: the fixed tolerance decides"}
     c = oracle.compare_to_bound(outputs, exact[rows], bound[rows])
     own = reference_bound if isinstance(reference_bound, np.ndarray) else bound
     r = oracle.compare_to_bound(expected, exact[rows], own[rows])
     defect = None if r.verdict == oracle.PASS else f"reference {ref_name} is outside its own bound: {r.cause}"
+    if isinstance(reference_bound, BrokenBound):
+        defect = f"reference {ref_name} not judged: its any-order {reference_bound}"
     return {"verdict": c.verdict, "cause": c.cause, "bound": c.bound, "c_distance": c.c_distance,
             "reference_distance": r.c_distance, "tightness": c.tightness, "reference_defect": defect}

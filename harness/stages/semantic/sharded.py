@@ -71,7 +71,7 @@ def run_shard(item: Item, shard: Shard, settings: Settings, shards: ShardStore) 
         warnings += model_mismatch(code, model)
         arrays[OUTPUTS] = build_and_run(item, item.target, code, model, settings, timings, provenance, shard)
         if shard.index == 0:  # the sanitized sample is drawn from the whole input set: one shard runs it
-            sanitize.check(item, code, model, settings, provenance)
+            sanitize.check(item, code, model, settings, provenance, timings)
     except NotSupported as exc:
         cause, failure = str(exc), oracle.NOT_SUPPORTED
     except USER_ERRORS as exc:

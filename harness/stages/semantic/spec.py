@@ -26,9 +26,10 @@ OPTIONS = (
            "Default {default}", choices=("fixed", "derived"), pytest=True),
     Option("--no-arbiter", False, "do not evaluate the model in float64 to tell which of C and reference is closer",
            action="store_true", field="arbiter", to_setting=operator.not_, pytest=True),
-    Option("--sanitize", 0, "also run N of the inputs (seeded sample) of each host item under AddressSanitizer and "
-           "UndefinedBehaviorSanitizer; a report is an error verdict (default {default}: not run)", type=int,
-           metavar="N", pytest=True),
+    Option("--sanitize", 16, "also run N of the inputs (seeded sample) of each host item under AddressSanitizer and "
+           "UndefinedBehaviorSanitizer, with guard words in the arena and each layer's writes checked against its "
+           "output's place; a report is an error verdict (default {default}; 0 turns the memory checks off, which "
+           "the run and table1.md say)", type=int, metavar="N", pytest=True),
     Option("--inputs", 1000, "number of test inputs per model (default {default})", type=int, field="n_inputs",
            pytest=True),
     Option("--timeout", 600.0, "seconds allowed for one batch run before it counts as a hang (default {default})",

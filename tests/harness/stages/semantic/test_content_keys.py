@@ -61,7 +61,7 @@ def test_swapping_the_model_file_recomputes_and_reports_the_new_verdict(tmp_path
     assert after["fingerprint"] != before["fingerprint"]
     assert "its manifest says it was generated from a model with SHA-256" in second.stderr
     table = (out / "table1.md").read_text()
-    assert "FAIL" in table and f"{before['max_abs_error']:.4e} |" not in table
+    assert "| fail " in table and f"pass {before['max_abs_error']:.4e} |" not in table
 
 
 @pytest.mark.tor("TOR-RES-001")

@@ -102,17 +102,40 @@ def test_a_reference_outside_its_bound_is_a_reference_defect():
 
 
 def test_an_op_without_a_bound_falls_back_to_the_fixed_tolerance_visibly(tmp_path, capsys):
-    from harness.models.tf_runtime import keras
-
-    k = keras()
-    model = k.Sequential([k.Input((4,)), k.layers.Dense(6, activation="elu"), k.layers.Dense(2)])
-    model.save(tmp_path / "elu.keras")
-    records = _run(tmp_path / "elu.keras", tmp_path, tolerance="derived")
+    """LRN, the one op the generators accept without a bound rule (``harness.references.bounds``)."""
+    rng = np.random.default_rng(5)
+    w1, w2 = rng.standard_normal((4, 2, 3, 3)).astype(np.float32), rng.standard_normal((3, 64)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("LRN", ["c"], ["n"], size=3), helper.make_node("Flatten", ["n"], ["f"]),
+             helper.make_node("Gemm", ["f", "w2"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+                              [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "lrn.onnx"))
+    records = _run(tmp_path / "lrn.onnx", tmp_path, variant="onnx", tolerance="derived")
     assert all(r["verdict"] == "pass" for r in records), [r["cause"] for r in records]
-    assert all(r["derived"]["fallback"].startswith("no derived bound for Elu") for r in records)
-    assert "no derived bound for Elu" in capsys.readouterr().err
+    assert all(r["derived"]["fallback"].startswith("no derived bound for LRN") for r in records)
+    assert "no derived bound for LRN" in capsys.readouterr().err
     table = report.markdown(records)
     assert "- Fixed tolerance used for" in table and "(fallback for" in table
+    assert "| fixed (derived fell back) |" in table
+
+
+def test_a_bound_that_is_not_finite_is_an_error_naming_the_op_never_a_comparison():
+    """Issue 40: a bound that is infinite, NaN or negative judges nothing: the record is an error of the oracle with
+    the op and the tensor, and the export check allows nothing with it either."""
+    from harness.core.refcache import BrokenBound
+
+    exact = np.zeros((2, 3))
+    broken = BrokenBound("no finite derived bound from Softmax 'output' on (input #0; 2 of 2 inputs)")
+    figures = campaign.derived_verdict("keras", exact + 1e-9, exact, exact, broken)
+    assert figures["verdict"] == oracle.ERROR and figures["bound"] is None
+    assert figures["cause"] == f"derived tolerance: {broken}"
+    assert figures["c_distance"] == pytest.approx(1e-9)
+    fault = exportcheck.export_fault(None, np.zeros((2, 1)), exact, exact, 1e-5, 5e-6, margin=np.full((2, 3), np.nan))
+    assert fault.startswith(f"exporter {exportcheck.EXPORTER}: not checked against the Keras model, the allowed "
+                            "difference has no finite value: nan at input #0, output (0,) (2 inputs)")
+    assert "Softmax 'output'" in exportcheck.no_allowance(broken)
 
 
 def test_the_arbiter_not_available_is_on_stderr_and_in_table1(tmp_path, capsys):
