@@ -1251,16 +1251,22 @@ def _softmax_axis(p, x, attrs) -> int:
     return attrs.get("axis", -1 if p.opset >= 13 else 1) % x.ndim
 
 
+
+def _exp_row(p, x, e, attrs) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+    """What Softmax and LogSoftmax share: the axis, its length, the row's largest input error (D), |x_j - max| and
+    the relative error a of each row's exp(x_j - max) terms, the argument's rounding and D's effect included."""
+    axis = _softmax_axis(p, x, attrs)
+    drift = np.max(e, axis=axis, keepdims=True)
+    spread = np.abs(x - np.max(x, axis=axis, keepdims=True))
+    a = np.max((1 + exp_relative()) * np.exp(spread * U + 2 * drift * U) - 1, axis=axis, keepdims=True)
+    return axis, x.shape[axis], drift, spread, a
+
 @_forward("Softmax")
 def _softmax(p, args, errs, attrs, y):
     """Perturbing the inputs by at most D moves y_i by at most y_i (e^{2D} - 1). Rounding: expf of x_j - max
     (itself rounded: relative u |x_j - m| in the argument), a sum of n positive terms, a division."""
     x, e = args[0], _zero(errs[0], args[0])
-    axis = _softmax_axis(p, x, attrs)
-    n = x.shape[axis]
-    drift = np.max(e, axis=axis, keepdims=True)
-    spread = np.abs(x - np.max(x, axis=axis, keepdims=True))
-    a = np.max((1 + exp_relative()) * np.exp(spread * U + 2 * drift * U) - 1, axis=axis, keepdims=True)
+    axis, n, drift, spread, a = _exp_row(p, x, e, attrs)
     if np.any(a >= 1):
         return np.full(y.shape, np.inf), 0.0
     relative = (1 + a) * (1 + U) / ((1 - a) * (1 - gamma(max(n - 1, 1)))) - 1
@@ -1717,11 +1723,7 @@ def _log_softmax(p, args, errs, attrs, y):
     """x - log(sum exp(x - m)) - m: the input's own error plus the log-sum-exp's (at most the row's largest, D);
     the roundings of x - m, of the log-sum-exp (``_reduction``'s) and of the subtraction."""
     x, e = args[0], _zero(errs[0], args[0])
-    axis = _softmax_axis(p, x, attrs)
-    n = x.shape[axis]
-    drift = np.max(e, axis=axis, keepdims=True)
-    spread = np.abs(x - np.max(x, axis=axis, keepdims=True))
-    a = np.max((1 + exp_relative()) * np.exp(spread * U + 2 * drift * U) - 1, axis=axis, keepdims=True)
+    axis, n, drift, spread, a = _exp_row(p, x, e, attrs)
     delta = (1 + a) * (1 + gamma(max(n - 1, 1))) - 1
     with np.errstate(divide="ignore"):
         log_error = np.where(delta < 1, delta / (1 - delta), np.inf)
