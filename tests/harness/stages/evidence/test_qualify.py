@@ -39,7 +39,7 @@ def moved_gcc(tmp_path: Path) -> Path:
     versions = {**description.versions.get("debian 12", {}), **installed}
     versions["gcc"] = installed["gcc"] + "~not-this-one"
     text = tested_file.TESTED_FILE.read_text().split("\n[tested.")[0] + "\n"
-    text += f'[tested."{where}"]\n' + "".join(f'{name} = "{version}"\n' for name, version in versions.items())
+    text += f'[tested."{where}"]\n' + "".join(f'"{name}" = "{version}"\n' for name, version in versions.items())
     path = tmp_path / "tested.toml"
     path.write_text(text)
     return path
