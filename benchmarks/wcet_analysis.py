@@ -30,8 +30,12 @@ what a loaded machine inflates least), peak resident memory of the process
 (``wait4``), the WCET each printed, and the ratios to OTAWA. Then the batch:
 one ``python -m wcet --batch FILE`` process bounds all the ELFs (start-up paid
 once), in turn with OTAWA run once per ELF, ``--repeat`` times: the amortised
-wall and CPU time per ELF of each. Peak memory is GNU time's ``%M`` of each
-process alone (``/usr/bin/time``). Bytecode is compiled by an unmeasured first run (as
+wall and CPU time per ELF of each. Last, the floor of any Python analyzer
+built on capstone, ``--repeat`` times: ``python -c pass``, ``python -S -c
+pass`` (no ``site``: no virtual environment) and ``python -c "import
+wcet.disasm"`` (the interpreter with capstone's library loaded, nothing
+decoded). Peak memory is GNU time's ``%M`` of each process alone
+(``/usr/bin/time``). Bytecode is compiled by an unmeasured first run (as
 ``pip install`` does; ``PYTHONDONTWRITEBYTECODE`` is dropped for the children).
 ``--source DIR`` runs another checkout's code (before/after comparisons).
 Writes reports/benchmarks/wcet-elf.json.
@@ -195,9 +199,10 @@ def _figures(runs: list[tuple]) -> dict:
 
 
 def elf_mode(models: list[str], targets: list[str], variants: list[str], repeat: int, source: Path,
-             work: Path) -> tuple[list[dict], dict]:
-    """The ELF-mode rows and the batch (module docstring): per ELF, per tool, its wall times, peak memory and
-    WCET; then one batch process for all the ELFs against OTAWA once per ELF."""
+             work: Path) -> tuple[list[dict], dict, dict]:
+    """The ELF-mode rows, the batch and the floor (module docstring): per ELF, per tool, its wall times, peak
+    memory and WCET; then one batch process for all the ELFs against OTAWA once per ELF; then the interpreter
+    alone."""
     from wcet import otawa
 
     home = _otawa_home()
@@ -225,7 +230,23 @@ def elf_mode(models: list[str], targets: list[str], variants: list[str], repeat:
                 row["tools"] = {name: _figures(found) for name, found in runs.items()}
                 rows.append(row)
                 print(_elf_line(row), flush=True)
-    return rows, _batch(triples, home, repeat, source, env, work)
+    return rows, _batch(triples, home, repeat, source, env, work), _floor(repeat, source, env)
+
+
+FLOOR = {"python -c pass": ["-c", "pass"], "python -S -c pass": ["-S", "-c", "pass"],
+         "python -c 'import wcet.disasm'": ["-c", "import wcet.disasm"]}
+
+
+def _floor(repeat: int, source: Path, env: dict) -> dict:
+    """Median wall and CPU time and peak memory of the interpreter alone and with capstone's library
+    (module docstring): what no change to the analyzer's own code can go below."""
+    figures = {}
+    for name, arguments in FLOOR.items():
+        runs = [run_once([sys.executable, *arguments], source, env) for _ in range(repeat)]
+        figures[name] = _figures(runs)
+        print(f"floor: {name}: {figures[name]['wall_median_s']:.3f} s (CPU {figures[name]['cpu_median_s']:.3f}), "
+              f"{figures[name]['peak_rss_mb']:.1f} MB", flush=True)
+    return figures
 
 
 def _batch(triples: list[tuple], home: Path | None, repeat: int, source: Path, env: dict, work: Path) -> dict:
@@ -370,7 +391,7 @@ def main() -> None:
     if args.elf_mode:
         load = os.getloadavg()
         with tempfile.TemporaryDirectory() as tmp:
-            rows, batch = elf_mode(args.models.split(",") if args.models else ["acas-reg50", "lenet5"],
+            rows, batch, floor = elf_mode(args.models.split(",") if args.models else ["acas-reg50", "lenet5"],
                                    args.targets.split(","), args.variants.split(","), args.repeat,
                                    args.source.resolve(), Path(tmp) / "work")
         path = Path("reports/benchmarks/wcet-elf.json")
@@ -379,7 +400,7 @@ def main() -> None:
                                     "machine": platform.platform(), "cpus": os.cpu_count(),
                                     "load_before": load, "load_after": os.getloadavg(),
                                     "source": str(args.source.resolve()), "repeat": args.repeat, "rows": rows,
-                                    "batch": batch},
+                                    "batch": batch, "floor": floor},
                                    indent=1))
         print(f"load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after; written: {path}")
         return

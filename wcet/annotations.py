@@ -26,14 +26,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-import shutil
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.elf.elffile import ELFFile
-
+from wcet import elfread
 from wcet.errors import ConfigurationError
 from wcet.facts import FlowFacts, LoopBound
 
@@ -53,15 +51,15 @@ class Toolchain:
         """What an ARM ELF says of its compiler (its ``.comment``: ``GCC: (...) 12.2.1 ...``), multilib unknown.
 
         Functions are then recognised by their bytes alone, which is what
-        identifies a library build anyway. None if the ELF names no GCC.
+        identifies a library build anyway. None if the ELF names no GCC or is not a 32-bit ARM one.
         """
-        with Path(elf).open("rb") as stream:
-            elf_file = ELFFile(stream)
-            section = elf_file.get_section_by_name(".comment")
-            machine = elf_file["e_machine"]
-            text = section.data().decode(errors="replace") if section is not None else ""
+        try:
+            elf_file = elfread.ElfFile(Path(elf))
+        except elfread.ElfFormatError:  # e.g. a 64-bit host program
+            return None
+        text = elf_file.kept(".comment").decode(errors="replace")
         match = re.search(r"GCC: \([^)]*\) (\d+\.\d+\.\d+)", text)
-        if match is None or machine != "EM_ARM":
+        if match is None or elf_file.machine != elfread.EM_ARM:
             return None
         return cls(compiler="arm-none-eabi-gcc", version=match.group(1), multilib=None)
 
@@ -72,6 +70,8 @@ class Toolchain:
 
     @classmethod
     def of_compiler(cls, compiler: str, flags: Iterable[str] = (), name: str | None = None) -> "Toolchain":
+        import shutil  # here: it imports the compression modules, which bounding an ELF never needs
+
         found = shutil.which(compiler)
         if found is None:
             raise ConfigurationError(f"compiler '{compiler}' not found")

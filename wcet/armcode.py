@@ -41,16 +41,15 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
-import capstone
-from capstone import arm as A
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
-
+from wcet import elfread
+from wcet.disasm import A, Disassembler
 from wcet.errors import AnalysisError
 from wcet.timing import writes_pc
+
+if TYPE_CHECKING:
+    import capstone
 
 _PROBE = 0x10000  # an encoding is decoded at its address and this far from it: what differs depends on the address
 _IT = re.compile(r"it[te]{0,3}")  # Thumb-2 IT: one condition letter per covered instruction after 'it'
@@ -90,32 +89,25 @@ class ArmCode:
         self._sections: list[tuple[int, int, int]] = []  # (address, size, file offset) of executable sections
         self._data: list[tuple[int, int, int]] = []  # (address, size, file offset) of loaded sections with contents
         try:
-            with self.path.open("rb") as stream:
-                elf_file = ELFFile(stream)
-                if elf_file["e_machine"] != "EM_ARM":
-                    raise AnalysisError(f"{self.path}: not an ARM ELF ({elf_file['e_machine']})")
-                self.mclass = _is_m_profile(elf_file) if mclass is None else mclass
-                for section in elf_file.iter_sections():
-                    if section["sh_type"] == "SHT_PROGBITS" and section["sh_flags"] & 0x2:  # SHF_ALLOC
-                        self._data.append((section["sh_addr"], section["sh_size"], section["sh_offset"]))
-                        if section["sh_flags"] & 0x4:  # SHF_EXECINSTR
-                            self._sections.append((section["sh_addr"], section["sh_size"], section["sh_offset"]))
-                for section in elf_file.iter_sections():
-                    if not isinstance(section, SymbolTableSection):
-                        continue
-                    self.has_symbols = True
-                    strings = elf_file.get_section(section["sh_link"]).data()
-                    form = "<IIIBBH" if elf_file.little_endian else ">IIIBBH"
-                    for name_at, value, size, info, _, shndx in struct.iter_unpack(form, section.data()):
-                        name = strings[name_at:strings.index(b"\0", name_at)].decode(errors="replace")
-                        if name in ("$a", "$t", "$d") or name.startswith(("$a.", "$t.", "$d.")):
-                            mapping.append((value, name[1]))
-                        elif info & 0xF == 2 and shndx != 0:  # STT_FUNC, not SHN_UNDEF
-                            start = value & ~1
-                            self.functions.setdefault(name, Function(name, start, start + size,
-                                                                     bool(value & 1) or self.mclass,
-                                                                     bool(value & 1)))
-        except (OSError, ELFError) as exc:
+            elf_file = elfread.ElfFile(self.path)
+            if elf_file.machine != elfread.EM_ARM:
+                raise AnalysisError(f"{self.path}: not an ARM ELF (e_machine {elf_file.machine})")
+            self.mclass = elf_file.is_m_profile() if mclass is None else mclass
+            for section in elf_file.sections:
+                if section.type == 1 and section.flags & 0x2:  # SHT_PROGBITS, SHF_ALLOC
+                    self._data.append((section.address, section.size, section.offset))
+                    if section.flags & 0x4:  # SHF_EXECINSTR
+                        self._sections.append((section.address, section.size, section.offset))
+            self.has_symbols = any(section.type in (elfread.SHT_SYMTAB, elfread.SHT_DYNSYM)
+                                   for section in elf_file.sections)
+            for name, value, size, info, shndx in elf_file.symbols():
+                if name in ("$a", "$t", "$d") or name.startswith(("$a.", "$t.", "$d.")):
+                    mapping.append((value, name[1]))
+                elif info & 0xF == 2 and shndx != 0:  # STT_FUNC, not SHN_UNDEF
+                    start = value & ~1
+                    self.functions.setdefault(name, Function(name, start, start + size, bool(value & 1) or self.mclass,
+                                                             bool(value & 1)))
+        except (OSError, ValueError, struct.error) as exc:
             raise AnalysisError(f"{self.path}: cannot read the ELF: {exc}") from None
         self._sections.sort()
         self._data.sort()
@@ -372,7 +364,7 @@ class ArmCode:
         found = self._spans.get(start)
         if found is not None:
             return found
-        disassembler = _disassembler(kind == "t", self.mclass)
+        disassembler = _disassembler(kind == "t", self.mclass, details=False)
         data = self._section_bytes(start, end)
         addresses = array.array("I")
         it_of: dict[int, int] = {}
@@ -651,27 +643,11 @@ def sha256(data: bytes = b""):
     return builtin(data)
 
 
-def _is_m_profile(elf_file: ELFFile) -> bool:
-    """True if the ELF's ARM build attributes say Tag_CPU_arch_profile = 'M' (microcontroller)."""
-    section = elf_file.get_section_by_name(".ARM.attributes")
-    if section is None or not hasattr(section, "iter_subsections"):
-        return False
-    for subsection in section.iter_subsections():
-        for subsubsection in subsection.iter_subsubsections():
-            for attribute in subsubsection.iter_attributes():
-                if attribute.tag == "TAG_CPU_ARCH_PROFILE":
-                    return attribute.value == ord("M")
-    return False
-
-
 @functools.cache
-def _disassembler(thumb: bool, mclass: bool) -> capstone.Cs:
-    mode = capstone.CS_MODE_THUMB if thumb else capstone.CS_MODE_ARM
-    if mclass:
-        mode |= capstone.CS_MODE_MCLASS
-    disassembler = capstone.Cs(capstone.CS_ARCH_ARM, mode)
-    disassembler.detail = True
-    return disassembler
+def _disassembler(thumb: bool, mclass: bool, details: bool = True) -> Disassembler:
+    """One disassembler per mode for the process; ``details=False`` for ``_boundaries``' whole spans, of which
+    capstone would otherwise compute and hold every instruction's details at once (1.6 KB each)."""
+    return Disassembler(thumb, mclass, details)
 
 
 # ---------------------------------------------------------------------------- control flow of one instruction
@@ -777,47 +753,126 @@ def pc_relative_literal(insn: capstone.CsInsn, thumb: bool) -> int | None:
 def line_table(elf: Path) -> list[tuple[int, int, str, int]]:
     """(start, end, file base name, line) rows of the whole DWARF line table, sorted by address (read at once:
     ``ArmCode.line`` reads it one unit at a time). Empty without DWARF information."""
-    rows = []
-    with Path(elf).open("rb") as stream:
-        elf_file = ELFFile(stream)
-        if not elf_file.has_dwarf_info():
-            return []
-        dwarf = elf_file.get_dwarf_info()
-        discarded_at_zero = not _function_at_zero(elf_file)
-        for cu in dwarf.iter_CUs():
-            rows += _unit_rows(dwarf, cu, discarded_at_zero)
+    source = _line_source(Path(elf))
+    if source is None:
+        return []
+    rows = [row for unit in source.units for row in source.rows(unit)]
     rows.sort()
     return rows
 
 
-def _function_at_zero(elf_file) -> bool:
+def _line_source(elf: Path) -> "_Dwarf | _PyelftoolsDwarf | None":
+    """The line information of ``elf`` (None without DWARF information): read by ``wcet.elfread`` for a linked
+    image, by pyelftools for a relocatable object (whose debug sections it relocates) or DWARF that
+    ``wcet.elfread`` does not decode."""
+    try:
+        source = _Dwarf(elf)
+    except elfread.Unsupported:
+        source = _PyelftoolsDwarf(elf)
+    except (OSError, ValueError, struct.error) as exc:
+        raise AnalysisError(f"{elf}: cannot read the ELF: {exc}") from None
+    return source if source.units else None
+
+
+def _function_at_zero(elf_file: elfread.ElfFile) -> bool:
     """Whether a function of the image starts at address 0 (Thumb symbols carry bit 0). When none does, a line
     sequence or address range starting at 0 is the linker's mark of code it discarded (``--gc-sections``: a
     library function never called, e.g. libm's ``erff`` in an image that does not call it), not code at 0; on a
     Cortex-M image, whose vector table sits at 0 and whose code follows it, such a sequence would otherwise claim
     the addresses of the real code it overlaps."""
-    symbols = elf_file.get_section_by_name(".symtab")
-    if symbols is None:
-        return False
-    if elf_file.elfclass == 32 and symbols["sh_entsize"] == 16:  # read with struct: pyelftools takes ~0.2 ms a symbol
-        form = ("<" if elf_file.little_endian else ">") + "IIIBBH"
-        return any(info & 0xF == 2 and value & ~1 == 0  # STT_FUNC at 0
-                   for _, value, _, info, _, _ in struct.iter_unpack(form, symbols.data()))
-    return any(symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"] & ~1 == 0
-               for symbol in symbols.iter_symbols())
+    return any(info & 0xF == 2 and value & ~1 == 0  # STT_FUNC at 0
+               for _, value, _, info, _ in elf_file.symbols(".symtab"))
 
 
-def _unit_rows(dwarf, cu, discarded_at_zero: bool) -> list[tuple[int, int, str, int]]:
-    """The line rows of one compilation unit (without the sequences starting at 0 when ``discarded_at_zero``)."""
-    program = dwarf.line_program_for_CU(cu)
-    if program is None:
-        return []
-    base = 0 if program.header["version"] >= 5 else 1
-    names = [PurePosixPath(entry.name.decode(errors="replace")).name for entry in program["file_entry"]]
+class _Dwarf:
+    """The compilation units, address ranges and line programs of a linked image (``wcet.elfread``): ``units``
+    (their offsets), ``aranges`` (``.debug_aranges``: (start, length, unit), None without it),
+    ``discarded_at_zero`` (``_function_at_zero``) and ``rows(unit)``. A unit whose line program this reader
+    does not decode is read by pyelftools."""
+
+    def __init__(self, elf: Path):
+        self.path = elf
+        self.elf = elfread.ElfFile(elf)
+        if self.elf.type != elfread.ET_EXEC:
+            raise elfread.Unsupported("debug sections of a relocatable file")
+        if any(section.name.startswith(".zdebug") or (section.name.startswith(".debug") and section.flags & 0x800)
+               for section in self.elf.sections):  # SHF_COMPRESSED
+            raise elfread.Unsupported("compressed debug sections")
+        self.discarded_at_zero = not _function_at_zero(self.elf)
+        self._units = {unit.offset: unit for unit in elfread.units(self.elf)}
+        self.units = list(self._units)
+        self.aranges = elfread.aranges(self.elf) if self.units else None
+        self._fallback: _PyelftoolsDwarf | None = None
+
+    def rows(self, offset: int) -> list[tuple[int, int, str, int]]:
+        unit = self._units[offset]
+        try:
+            at = elfread.stmt_list(self.elf, unit)
+            if at is None:
+                return []
+            program = elfread.line_program(self.elf, unit, at)
+            states = _line_states(program)
+        except (elfread.Unsupported, IndexError, struct.error):
+            states = None
+        if states is None:
+            self._fallback = self._fallback or _PyelftoolsDwarf(self.path)
+            return self._fallback.rows(offset)
+        return _unit_rows(program.version, program.file_names, states, self.discarded_at_zero)
+
+
+class _PyelftoolsDwarf:
+    """``_Dwarf``'s answers, read by pyelftools (imported only here: it costs 3.3 MB and 40 ms)."""
+
+    def __init__(self, elf: Path):
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+
+        try:
+            with elf.open("rb") as stream:
+                elf_file = ELFFile(stream)
+                self.dwarf = elf_file.get_dwarf_info(relocate_dwarf_sections=elf_file["e_type"] != "ET_EXEC") \
+                    if elf_file.has_dwarf_info() else None
+        except ELFError as exc:
+            raise AnalysisError(f"{elf}: cannot read the ELF: {exc}") from None
+        self.discarded_at_zero = not _function_at_zero(elfread.ElfFile(elf))
+        self.units = [cu.cu_offset for cu in self.dwarf.iter_CUs()] if self.dwarf is not None else []
+        aranges = self.dwarf.get_aranges() if self.dwarf is not None else None
+        self.aranges = [(entry.begin_addr, entry.length, entry.info_offset) for entry in aranges.entries] \
+            if aranges is not None else None
+
+    def rows(self, offset: int) -> list[tuple[int, int, str, int]]:
+        program = self.dwarf.line_program_for_CU(self.dwarf.get_CU_at(offset))
+        if program is None:
+            return []
+        light = _line_program_of(program)
+        states = _line_states(light)
+        if states is None:
+            states = [(entry.state.address, entry.state.file, entry.state.line, entry.state.end_sequence)
+                      for entry in program.get_entries() if entry.state is not None]
+        return _unit_rows(light.version, light.file_names, states, self.discarded_at_zero)
+
+
+def _line_program_of(program) -> elfread.LineProgram:
+    """A pyelftools line program as ``wcet.elfread`` gives one (its header's fields and its opcodes)."""
+    header = program.header
+    program.stream.seek(program.program_start_offset)
+    return elfread.LineProgram(
+        header["version"], [entry.name for entry in program["file_entry"]], header["minimum_instruction_length"],
+        header.get("maximum_operations_per_instruction", 1), header["line_base"], header["line_range"],
+        header["opcode_base"], program.stream.read(program.program_end_offset - program.program_start_offset),
+        program.structs.address_size, program.structs.little_endian)
+
+
+def _unit_rows(version: int, file_names: list[bytes], states: list[tuple[int, int, int, bool]],
+               discarded_at_zero: bool) -> list[tuple[int, int, str, int]]:
+    """The line rows of one compilation unit from its line program's ``states`` (without the sequences starting
+    at 0 when ``discarded_at_zero``)."""
+    base = 0 if version >= 5 else 1
+    names = [PurePosixPath(name.decode(errors="replace")).name for name in file_names]
     rows = []
     previous = None  # (address, file, line) of the last row of the sequence
     discarded = False  # the current sequence starts at 0 and is a discarded function's
-    for address, file, line, end in _line_states(program):
+    for address, file, line, end in states:
         if previous is None:
             discarded = discarded_at_zero and address == 0
         elif address > previous[0] and not discarded:
@@ -827,24 +882,22 @@ def _unit_rows(dwarf, cu, discarded_at_zero: bool) -> list[tuple[int, int, str, 
     return rows
 
 
-def _line_states(program) -> list[tuple[int, int, int, bool]]:
-    """(address, file, line, end of sequence) of every row of a DWARF line program, in order.
+def _line_states(program: elfread.LineProgram) -> list[tuple[int, int, int, bool]] | None:
+    """(address, file, line, end of sequence) of every row of a DWARF line program, in order; None for a
+    program using what this decoder leaves out (VLIW operation indexes, ``DW_LNE_define_file``, opcodes
+    unknown to DWARF 5), which pyelftools then decodes.
 
     The program's opcodes are decoded here (DWARF 5 section 6.2.5) rather than
     by pyelftools, which takes about 30 us a row: a V3 unit has one row per
-    statement, hundreds of thousands. Programs using what this decoder leaves
-    out (VLIW operation indexes, ``DW_LNE_define_file``, opcodes unknown to
-    DWARF 5) are decoded by pyelftools.
+    statement, hundreds of thousands.
     """
-    header = program.header
-    if header.get("maximum_operations_per_instruction", 1) != 1:
-        return _pyelftools_states(program)
-    program.stream.seek(program.program_start_offset)
-    code = program.stream.read(program.program_end_offset - program.program_start_offset)
-    order = "little" if program.structs.little_endian else "big"
-    width = program.structs.address_size
-    opcode_base, line_base, line_range = header["opcode_base"], header["line_base"], header["line_range"]
-    step = header["minimum_instruction_length"]
+    if program.maximum_operations_per_instruction != 1:
+        return None
+    code = program.code
+    order = "little" if program.little_endian else "big"
+    width = program.address_size
+    opcode_base, line_base, line_range = program.opcode_base, program.line_base, program.line_range
+    step = program.minimum_instruction_length
     states: list[tuple[int, int, int, bool]] = []
     address, file, line = 0, 1, 1
     at, size = 0, len(code)
@@ -878,7 +931,7 @@ def _line_states(program) -> list[tuple[int, int, int, bool]]:
             elif sub == 2:  # DW_LNE_set_address
                 address = int.from_bytes(code[at + 1:at + 1 + width], order)
             elif sub == 3:  # DW_LNE_define_file: changes the file names
-                return _pyelftools_states(program)
+                return None
             at = following  # DW_LNE_set_discriminator and unknown ones: skipped by their length
         elif opcode == 1:  # DW_LNS_copy
             states.append((address, file, line, False))
@@ -898,13 +951,8 @@ def _line_states(program) -> list[tuple[int, int, int, bool]]:
         elif opcode in (6, 7, 10, 11):  # negate_stmt, set_basic_block, set_prologue_end, set_epilogue_begin
             pass
         else:
-            return _pyelftools_states(program)
+            return None
     return states
-
-
-def _pyelftools_states(program) -> list[tuple[int, int, int, bool]]:
-    return [(entry.state.address, entry.state.file, entry.state.line, entry.state.end_sequence)
-            for entry in program.get_entries() if entry.state is not None]
 
 
 class _LineTable:
@@ -922,25 +970,17 @@ class _LineTable:
         self.rows: list[tuple[int, int, str, int]] = []
         self.starts: list[int] = []
         self.pending: list[tuple[int, int, int]] = []  # (start, end, unit offset) of units not read yet
-        self.dwarf = None
-        self.discarded_at_zero = False
-        with Path(elf).open("rb") as stream:
-            elf_file = ELFFile(stream)
-            if not elf_file.has_dwarf_info():
-                return
-            # the debug sections are read into memory; a linked image's are final (pyelftools would otherwise look
-            # for their relocation sections among all sections, once per debug section)
-            self.dwarf = elf_file.get_dwarf_info(relocate_dwarf_sections=elf_file["e_type"] != "ET_EXEC")
-            self.discarded_at_zero = not _function_at_zero(elf_file)
-        aranges = self.dwarf.get_aranges()
-        listed = {entry.info_offset for entry in aranges.entries} if aranges is not None else set()
-        self.pending = sorted((entry.begin_addr, entry.begin_addr + entry.length, entry.info_offset)
-                              for entry in aranges.entries
-                              if entry.length and not (self.discarded_at_zero and entry.begin_addr == 0)) \
-            if aranges is not None else []
-        for cu in self.dwarf.iter_CUs():
-            if cu.cu_offset not in listed:
-                self.rows += _unit_rows(self.dwarf, cu, self.discarded_at_zero)
+        self.dwarf = _line_source(Path(elf))
+        if self.dwarf is None:
+            return
+        aranges = self.dwarf.aranges
+        if aranges is not None:
+            self.pending = sorted((start, start + length, unit) for start, length, unit in aranges
+                                  if length and not (self.dwarf.discarded_at_zero and start == 0))
+        listed = {unit for _, _, unit in aranges} if aranges is not None else set()
+        for unit in self.dwarf.units:
+            if unit not in listed:
+                self.rows += self.dwarf.rows(unit)
         self._sort()
 
     def line(self, address: int) -> tuple[str, int] | None:
@@ -954,7 +994,7 @@ class _LineTable:
         """Read the rows of the compilation units at the given offsets."""
         if units:
             for unit in sorted(units):
-                self.rows += _unit_rows(self.dwarf, self.dwarf.get_CU_at(unit), self.discarded_at_zero)
+                self.rows += self.dwarf.rows(unit)
             self.pending = [entry for entry in self.pending if entry[2] not in units]
             self._sort()
 

@@ -56,9 +56,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from capstone import arm as A
-
 from wcet.armcode import ArmCode, Flow, Insn, flow, pc_relative_literal
+from wcet.disasm import A
 from wcet.errors import AnalysisError
 from wcet.facts import FlowFacts
 from wcet.timing import is_conditional

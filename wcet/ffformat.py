@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import xml.parsers.expat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1130,6 +1129,8 @@ class _Element:
 
 
 def _xml_tree(text: str, name: str) -> _Element:
+    import xml.parsers.expat  # here: only .ffx files are XML
+
     parser = xml.parsers.expat.ParserCreate()
     stack: list[_Element] = []
     top: list[_Element] = []

@@ -53,9 +53,12 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from wcet.errors import AnalysisError
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 
 @dataclass
@@ -265,6 +268,8 @@ class Solver:
         denominators up to ``limit``, negatives raised to 0) and the blocks' multipliers (potentials)
         computed exactly: for fixed loop multipliers the best potentials are shortest distances to the
         exit with edge weights ``loop terms - cost``; a negative cycle means no certificate."""
+        from fractions import Fraction  # here: only an irreducible CFG's problem goes to HiGHS
+
         problem = self.problem
         first = len(problem.blocks)
         adjust = [Fraction(0)] * problem.n  # the loop and total rows' part of (A'y)_j

@@ -38,9 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
-
+from wcet import elfread
 from wcet.errors import ConfigurationError
 from wcet.facts import FlowFacts
 from wcet.ffformat import FlowFactFormatError, parse_f4_statements
@@ -247,13 +245,9 @@ def uncovered_loops(loops: list[MkffLoop], facts: FlowFacts, symbols: Mapping[st
 def function_symbols(elf: Path) -> dict[str, int]:
     """Every function symbol of ``elf`` -> its address (Thumb bit cleared)."""
     symbols = {}
-    with Path(elf).open("rb") as stream:
-        for section in ELFFile(stream).iter_sections():
-            if not isinstance(section, SymbolTableSection):
-                continue
-            for symbol in section.iter_symbols():
-                if symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_shndx"] != "SHN_UNDEF":
-                    symbols.setdefault(symbol.name, symbol["st_value"] & ~1)
+    for name, value, _, info, section in elfread.ElfFile(Path(elf)).symbols():
+        if info & 0xF == 2 and section != 0:  # STT_FUNC, not SHN_UNDEF
+            symbols.setdefault(name, value & ~1)
     return symbols
 
 

@@ -57,12 +57,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import capstone
-from capstone import arm as A
-
+from wcet.disasm import A
 from wcet.errors import ConfigurationError, WcetError
+
+
+if TYPE_CHECKING:
+    import capstone
 
 
 class TimingError(WcetError):

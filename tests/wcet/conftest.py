@@ -1,6 +1,11 @@
 """Fixtures shared by the WCET tests."""
 
+from pathlib import Path
+
+import programs
 import pytest
+
+from recordings import OTAWA
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +35,17 @@ def real_otawa():
     if found is None:
         pytest.skip(reason)
     return found
+
+
+@pytest.fixture(scope="session")
+def small_elfs(tmp_path_factory) -> list[Path]:
+    """Hand-written programs built here (ARM and Thumb, C and assembly) and OTAWA's two samples."""
+    if not programs.HAVE_GCC:
+        pytest.skip("arm-none-eabi-gcc not installed (.ci/setup)")
+    tmp = tmp_path_factory.mktemp("elfread")
+    elfs = [programs.build(name, target, tmp) for name, target in
+            [("shapes.c", "arm7tdmi"), ("shapes.c", "cortex-m4"), ("thumb_flow.S", "cortex-m4"),
+             ("arm_flow.S", "arm7tdmi")]]
+    (tmp / "dwarf4").mkdir()
+    elfs.append(programs.build("shapes.c", "cortex-m4", tmp / "dwarf4", ("-gdwarf-4",)))  # the older headers
+    return elfs + sorted(OTAWA.glob("*/*.elf"))

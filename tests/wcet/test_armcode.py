@@ -235,9 +235,9 @@ def test_a_discarded_functions_line_sequence_at_address_0_claims_no_address(tmp_
                     "-ffunction-sections", "-Wl,--gc-sections", "-Wl,-e,entry", "-Wl,-Ttext=0x40", str(source),
                     "-o", str(elf)], check=True, capture_output=True, text=True)
     first_entry_line = DISCARDED.splitlines().index("int entry(void) {") + 1
-    with elf.open("rb") as stream:
-        dwarf = ELFFile(stream).get_dwarf_info()
-        unfiltered = [row for cu in dwarf.iter_CUs() for row in armcode._unit_rows(dwarf, cu, False)]
+    source = armcode._Dwarf(elf)
+    source.discarded_at_zero = False
+    unfiltered = [row for unit in source.units for row in source.rows(unit)]
     rows = armcode.line_table(elf)
     assert rows and all(line >= first_entry_line for _, _, _, line in rows)  # only the entry's lines are left
     start = min(row[0] for row in rows)
@@ -249,9 +249,8 @@ def test_a_discarded_functions_line_sequence_at_address_0_claims_no_address(tmp_
 @needs_gcc
 def test_line_programs_decode_as_pyelftools_decodes_them(tmp_path):
     """The DWARF line program decoder (``_line_states``) gives pyelftools' rows, on C and assembly built here
-    (with libgcc's units) and on OTAWA's samples."""
-    from elftools.elf.elffile import ELFFile
-
+    (with libgcc's units) and on OTAWA's samples; pyelftools reads the headers here, ``wcet.elfread`` in
+    ``tests/wcet/test_elfread.py``."""
     elfs = [programs.build(name, target, tmp_path) for name, target in
             [("shapes.c", "arm7tdmi"), ("shapes.c", "cortex-m4"), ("thumb_flow.S", "cortex-m4")]]
     elfs += [OTAWA / "arm7tdmi/dense.elf", OTAWA / "cortex-m4/fdense_m4.elf"] if OTAWA.is_dir() else []
@@ -262,8 +261,9 @@ def test_line_programs_decode_as_pyelftools_decodes_them(tmp_path):
             for cu in dwarf.iter_CUs():
                 program = dwarf.line_program_for_CU(cu)
                 if program is not None:
-                    states = armcode._line_states(program)
-                    assert states == armcode._pyelftools_states(dwarf.line_program_for_CU(cu)), (elf, cu.cu_offset)
+                    states = armcode._line_states(armcode._line_program_of(program))
+                    assert states == [(e.state.address, e.state.file, e.state.line, e.state.end_sequence)
+                                      for e in program.get_entries() if e.state is not None], (elf, cu.cu_offset)
                     rows += len(states)
     assert rows > 100
 
