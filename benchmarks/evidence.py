@@ -1,4 +1,4 @@
-"""Benchmark: building an evidence package (issue 9 figures), cold and warm, with what each part cost.
+"""Benchmark: building an evidence package (issue 9 and 41 figures), cold and warm, with what each part cost.
 
 First, the run of Assay's own tests that gives the tool qualification data (``tor.run_suite``, the package's
 default selection) is made once and timed apart: it is content-keyed on Assay's sources, so it serves every
@@ -8,12 +8,14 @@ waited for) of ``assay evidence --models M --targets host,cortex-m4f --inputs N`
 directory shared by the models (every stage computed: cold), then the same command again (content-keyed
 records reused, the package rebuilt: warm); per build the seconds of each part from the package's
 ``volatile.json`` (``parts_s``: each stage's subprocess, the code-level parts, the wait for the test run),
-whether the test run was reused, and the machine's load average before and after (the machine may be
-shared: CPU seconds / cores is what an idle machine would need at least). Prints the figures and writes
+whether the test run was reused, the mutation analysis's own parts (each variant's ``timings``: the clean runs,
+the schema builds, the split-stream state, the mutants, the detectability search beside them), and the machine's
+load average before and after (the machine may be shared: CPU seconds / cores is what an idle machine would need
+at least). ``--cold-only`` leaves the warm builds out. Prints the figures and writes
 reports/benchmarks/evidence.json. Not a test: it asserts nothing.
 
-    python benchmarks/evidence.py [--models acas-reg50,lenet5] [--targets host,cortex-m4f] [--inputs 1000]
-        [--jobs 2] [--work DIR] [--tests-in-build]
+    python benchmarks/evidence.py [--models acas-reg50,lenet5,cifarnet] [--targets host,cortex-m4f] [--inputs 1000]
+        [--jobs 2] [--work DIR] [--tests-in-build] [--cold-only]
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ def build(model: str, targets: str, inputs: int, jobs: int, work: Path, out: Pat
     if status not in (0, 1):
         print(stderr[-2000:], file=sys.stderr)
     volatile = json.loads((out / "volatile.json").read_text()) if (out / "volatile.json").is_file() else {}
+    mutate = [{key: round(value, 1) for key, value in record.get("timings", {}).items()}
+              for record in volatile.get("stages", {}).get("mutate", [])]
     return {"wall_s": round(seconds, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "exit": status,
-            "load": [*load, os.getloadavg()[0]], "parts_s": volatile.get("parts_s", {}),
+            "load": [*load, os.getloadavg()[0]], "parts_s": volatile.get("parts_s", {}), "mutate_s": mutate,
             "test_run_reused": volatile.get("tool_qualification_reused")}
 
 
@@ -57,17 +61,21 @@ def show(model: str, kind: str, row: dict) -> None:
           f"load {row['load'][0]:.1f}-{row['load'][1]:.1f}  test run reused: {row['test_run_reused']}", flush=True)
     for part, seconds in sorted(row["parts_s"].items(), key=lambda kv: -kv[1]):
         print(f"    {seconds:8.1f} s  {part}", flush=True)
+    for timings in row["mutate_s"]:
+        print("    mutate, one variant: " + ", ".join(f"{key} {value:.1f}" for key, value in timings.items()),
+              flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="acas-reg50,lenet5")
+    parser.add_argument("--models", default="acas-reg50,lenet5,cifarnet")
     parser.add_argument("--targets", default="host,cortex-m4f")
     parser.add_argument("--inputs", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--work", type=Path, help="work directory (default: a fresh temporary one, i.e. cold)")
     parser.add_argument("--tests-in-build", action="store_true",
                         help="do not run Assay's tests first: the first build runs them (beside its stages)")
+    parser.add_argument("--cold-only", action="store_true", help="no warm build after each cold one")
     args = parser.parse_args()
     rows, tests = [], None
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,8 +91,9 @@ def main() -> None:
             out = Path(tmp) / f"pkg-{model}"
             cold = build(model, args.targets, args.inputs, args.jobs, work, out)
             show(model, "cold", cold)
-            warm = build(model, args.targets, args.inputs, args.jobs, work, out)
-            show(model, "warm", warm)
+            warm = None if args.cold_only else build(model, args.targets, args.inputs, args.jobs, work, out)
+            if warm is not None:
+                show(model, "warm", warm)
             size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
             zipped = out.with_name(out.name + ".zip").stat().st_size
             verdict = json.loads((out / "evidence.json").read_text())
@@ -93,7 +102,7 @@ def main() -> None:
             print(f"{model:<12} package {size:,} bytes (zip {zipped:,})  {verdict.get('verdicts')}", flush=True)
     path = Path("reports/benchmarks/evidence.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"schema": "assay-benchmark-evidence/2", "date": date.today().isoformat(),
+    path.write_text(json.dumps({"schema": "assay-benchmark-evidence/3", "date": date.today().isoformat(),
                                 "machine": platform.platform(), "cpus": os.cpu_count(), "targets": args.targets,
                                 "inputs": args.inputs, "jobs": args.jobs, "tests": tests, "rows": rows,
                                 "tools": tool_versions()}, indent=1))

@@ -3,11 +3,14 @@
 For each model, ``assay mutate``'s own item function (``harness.stages.mutate.run.run_item``) runs twice on
 assay-v2's code (one variant), with the same mutants (the same seeded sample, ``--max-mutants``) and the same
 inputs: once with ``--tolerance fixed`` (|C - reference| <= atol + rtol |reference|) and once with
-``--tolerance derived`` (|C - float64| <= the bound of a correct float32 implementation). It reports per model:
-mutants, killed each way (in all and by the oracle), weight mutants killed each way, the mutants one rule kills
+``--tolerance derived`` (|C - float64| <= the bound of a correct float32 implementation, and every layer within
+its local bound where the manifest names the layers' buffers: ``assay mutate``'s layer-local verdict). It reports
+per model: mutants, killed each way (in all and by the oracle; derived: how many by a layer's local bound alone),
+weight mutants killed each way, the mutants one rule kills
 and the other does not, and the derived bound's tightness on the clean code (bound / |C - float64|) and its
 size against the fixed tolerance. Prints a table and writes reports/benchmarks/mutation_tolerance.json (rows of
-earlier runs of other models are kept, each with its own settings). Not a test: it asserts nothing.
+earlier runs of other models are kept, each with its own settings; ``--json`` another file). Not a test: it
+asserts nothing.
 
     python benchmarks/mutation_tolerance.py --models acas-reg50 [--variant keras] [--inputs 50]
         [--max-mutants N] [--input-sets uniform,corners] [--set-inputs 10] [--work DIR] [--no-detectability]
@@ -47,6 +50,12 @@ def killed(record: dict, oracle_only: bool = False) -> set[str]:
             (not oracle_only or m["detected_by"] == "oracle")}
 
 
+def killed_by_layers(record: dict) -> set[str]:
+    """The mutants a layer's local bound killed: inside the end-to-end derived bound, outside a layer's own."""
+    return {m["id"] for m in record["mutants"] if m["status"] == "killed" and m["detected_by"] == "oracle"
+            and (m.get("layer_local") or {}).get("verdict") not in (None, "pass")}
+
+
 def compare(model: str, records: dict[str, dict], args: argparse.Namespace) -> dict:
     """The row of one model: both rules' counts, and the mutants one kills and the other does not."""
     fixed, derived = records["fixed"], records["derived"]
@@ -78,14 +87,17 @@ def compare(model: str, records: dict[str, dict], args: argparse.Namespace) -> d
                 ("equivalent", records[rule]["summary"]["equivalent"]),
                 ("stillborn", records[rule]["summary"]["stillborn"]),
                 ("seconds", records[rule]["wall_seconds"]))},
+            "derived_killed_by_layers": len(killed_by_layers(derived)),
+            "derived_layer_local": {k: (derived["tolerance_rule"].get("layer_local") or {}).get(k)
+                                    for k in ("judged", "reason", "accumulation", "margin")},
             "killed_by_fixed_only": only("fixed", "derived"), "killed_by_derived_only": only("derived", "fixed"),
             "fixed_tolerance": {"atol": fixed["tolerance"], "rtol": fixed["rtol"]}}
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | inputs judged | mutants (weights) | killed, fixed (oracle) | killed, derived (oracle) | "
-             "weights killed, fixed / derived | killed by fixed only | killed by derived only | clean tightness "
-             "| largest bound |",
+    lines = ["| model | inputs judged | mutants (weights) | killed, fixed (oracle) | "
+             "killed, derived (oracle; layer-local) | weights killed, fixed / derived | killed by fixed only | "
+             "killed by derived only | clean tightness | largest bound |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
@@ -96,7 +108,8 @@ def table(rows: list[dict]) -> str:
                            else f"fallback: {rule['fallback']} | -")
         lines.append(f"| {r['model']} | {r['inputs_judged']} | {r['mutants']} ({r['weight_mutants']}) | "
                      f"{r['fixed_killed']} ({r['fixed_killed_by_oracle']}) | "
-                     f"{r['derived_killed']} ({r['derived_killed_by_oracle']}) | "
+                     f"{r['derived_killed']} ({r['derived_killed_by_oracle']}; "
+                     f"{r.get('derived_killed_by_layers', '-')}) | "
                      f"{r['fixed_weights_killed']} / {r['derived_weights_killed']} | "
                      f"{len(r['killed_by_fixed_only'])} | {len(r['killed_by_derived_only'])} | {derived_figures} |")
     return "\n".join(lines)
@@ -115,6 +128,8 @@ def main() -> None:
                         help="skip the weight mutants' detectability search (harness.stages.mutate.detect): it "
                              "changes no mutant's status, and on cifarnet it takes tens of minutes per rule")
     parser.add_argument("--out-dir", default="reports/benchmarks/mutation_tolerance")
+    parser.add_argument("--json", default=str(OUT), help="the rows' file (default %(default)s), e.g. apart for a "
+                                                        "short run that must not replace a model's row")
     args = parser.parse_args()
     if args.no_detectability:
         mutate.detect.annotate = lambda *_args, **_kwargs: {}  # no witnesses: nothing to confirm either
@@ -124,9 +139,10 @@ def main() -> None:
         measured[model] = {**compare(model, records, args), "date": date.today().isoformat()}
         print(table([measured[model]]), flush=True)
     # read last: another invocation (other models) may have written its rows meanwhile
-    rows = {r["model"]: r for r in (json.loads(OUT.read_text())["rows"] if OUT.is_file() else [])} | measured
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+    out = Path(args.json)
+    rows = {r["model"]: r for r in (json.loads(out.read_text())["rows"] if out.is_file() else [])} | measured
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
                                "rows": list(rows.values())}, indent=1, default=str) + "\n")
     print(table(list(rows.values())))
     for r in rows.values():

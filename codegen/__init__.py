@@ -9,11 +9,11 @@ semantics-preserving transformations of §2.2. It never imports the harness:
 it is the tool under test. See docs/codegen.md.
 """
 
-from codegen.errors import UnsupportedModel
+from codegen.errors import OverLimit, UnsupportedModel
 from codegen.pipeline import STRATEGIES, __version__, applicable_transforms, generate
 from codegen.transforms import DEFAULT as DEFAULT_TRANSFORMS
 from codegen.transforms import ORDER as TRANSFORMS
 from codegen.transforms import parse as parse_transforms
 
-__all__ = ["DEFAULT_TRANSFORMS", "STRATEGIES", "TRANSFORMS", "UnsupportedModel", "__version__", "applicable_transforms",
-           "generate", "parse_transforms"]
+__all__ = ["DEFAULT_TRANSFORMS", "STRATEGIES", "TRANSFORMS", "OverLimit", "UnsupportedModel", "__version__",
+           "applicable_transforms", "generate", "parse_transforms"]

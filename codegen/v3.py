@@ -24,7 +24,7 @@ import numpy as np
 
 from codegen.activations import expression
 from codegen.cwriter import INDENT, c_float
-from codegen.errors import UnsupportedModel
+from codegen.errors import OverLimit
 from codegen.ir import CONTRACTED, Graph, Node, Tensor, row_major_strides
 from codegen.layers import (REDUCE, _reach, broadcast_strides, combine, concat_parts, reduce_parts,
                             padded_counts, resize_inside, resize_terms, spatial_letters,
@@ -519,9 +519,8 @@ WRITERS = {"Dense": _dense, "Conv2D": _conv, "ConvTranspose2D": _conv_transpose,
 def check_size(graph: Graph, max_macs: int) -> int:
     count = macs(graph)
     if count > max_macs:
-        raise UnsupportedModel(f"{graph.source}: assay-v3 would write {count:,} multiply-accumulate statements, "
-                               f"above its limit of {max_macs:,}; raise the limit (max_macs, --max-macs) to "
-                               "generate it anyway")
+        raise OverLimit(f"{graph.source}: assay-v3 would write {count:,} multiply-accumulate statements, above its "
+                        f"limit of {max_macs:,}", "raise the limit (max_macs, --max-macs) to generate it anyway")
     return count
 
 

@@ -11,7 +11,7 @@ An option (``Option``) is declared once, with its name, type, default and help: 
 its ``Settings`` dataclass's defaults (``StageSpec.default``) and, for the pytest campaign, the plugin's
 ``--assay-<name>`` options are made from that one declaration.
 
-A stage may import another stage's ``spec`` module, never its run code (tests/test_architecture.py): it reads
+A stage may import another stage's ``spec`` module, never its run code (tests/architecture/test_architecture.py): it reads
 the other stage's result file through the contract (``harness.core.results.ResultStore.of``,
 ``StageSpec.passed``) instead of retyping its file name, schema or verdict words.
 

@@ -288,8 +288,9 @@ def symbols_defined_in(path: Path, file_names: set[str]) -> list[str]:
     For code whose manifest lists no ``symbols`` (peer generators, ``assay.json``): what the generated files
     define, header-only libraries included (emlearn's ``eml_net.h``). A definition without its own name or
     file (a variable defined in a ``.c`` file and declared in a header) takes them from the declaration it
-    completes. A function's ``static`` variables are named as the symbol table names them (gcc: ``name.0``).
-    Empty without DWARF information.
+    completes. A function's ``static`` variables are named as the symbol table names them (gcc: ``name.0``), and
+    so is a C++ definition (Aidge's export): its mangled name, from DWARF's linkage name or, for an
+    internal-linkage one, the symbol at its address. Empty without DWARF information.
     """
     names: set[str] = set()
     try:
@@ -298,11 +299,14 @@ def symbols_defined_in(path: Path, file_names: set[str]) -> list[str]:
             if not elf.has_dwarf_info():
                 return []
             objects: dict[int, list[str]] = {}
+            functions: dict[int, list[str]] = {}
             table = elf.get_section_by_name(".symtab")
             for symbol in table.iter_symbols() if isinstance(table, SymbolTableSection) else []:
                 # gcc leaves a function's static variable untyped (``scratch.0``, STT_NOTYPE); $a/$t/$d map code
                 if symbol["st_info"]["type"] in ("STT_OBJECT", "STT_NOTYPE") and symbol.name[:1] not in ("", "$"):
                     objects.setdefault(symbol["st_value"], []).append(symbol.name)
+                elif symbol["st_info"]["type"] == "STT_FUNC" and symbol.name:
+                    functions.setdefault(symbol["st_value"] & ~1, []).append(symbol.name)  # ~1: the Thumb bit
             dwarf = elf.get_dwarf_info()
             for cu in dwarf.iter_CUs():
                 program = dwarf.line_program_for_CU(cu)
@@ -315,15 +319,24 @@ def symbols_defined_in(path: Path, file_names: set[str]) -> list[str]:
                         continue
                     declaration = die.get_DIE_from_attribute("DW_AT_specification") \
                         if "DW_AT_specification" in die.attributes else die
-                    name = die.attributes.get("DW_AT_name") or declaration.attributes.get("DW_AT_name")
-                    file = die.attributes.get("DW_AT_decl_file") or declaration.attributes.get("DW_AT_decl_file")
+                    # C++ (Aidge): the symbol table names a function or variable by its mangled linkage name
+                    name = _attribute(die, declaration, "DW_AT_linkage_name") or _attribute(die, declaration,
+                                                                                            "DW_AT_name")
+                    file = _attribute(die, declaration, "DW_AT_decl_file")
                     if name is None or file is None:
                         continue
                     index = file.value - base
-                    if 0 <= index < len(files) and files[index] in file_names:
-                        names.add(name.value.decode(errors="replace"))
-                        if die.tag == "DW_TAG_subprogram":
-                            names.update(name for address in _static_locals(die) for name in objects.get(address, []))
+                    if not (0 <= index < len(files) and files[index] in file_names):
+                        continue
+                    # the symbol table's names at the definition's address: a C++ ``static`` (internal linkage) has
+                    # no linkage name in DWARF, a mangled one in the ELF; the DWARF name when none is there
+                    if die.tag == "DW_TAG_subprogram":
+                        names.update(name for address in _static_locals(die) for name in objects.get(address, []))
+                        low = die.attributes.get("DW_AT_low_pc")
+                        there = functions.get(low.value, []) if low is not None else []
+                    else:
+                        there = objects.get(_absolute_address(die), [])
+                    names.update(there or [name.value.decode(errors="replace")])
     except (OSError, ELFError) as exc:
         raise AssayError(f"{path}: cannot read DWARF: {exc}") from None
     return sorted(names)
@@ -334,13 +347,54 @@ def _defines(die) -> bool:
     return "DW_AT_low_pc" in die.attributes or "DW_AT_location" in die.attributes
 
 
+def _attribute(die, declaration, key: str):
+    """``key`` of a definition, or of the declaration it completes."""
+    return die.attributes.get(key) or declaration.attributes.get(key)
+
+
 def _static_locals(function) -> list[int]:
     """Addresses of a function's ``static`` variables: nested variables located by an absolute address."""
     addresses = []
     for die in function.iter_children():
         if die.tag == "DW_TAG_lexical_block":
             addresses += _static_locals(die)
-        location = die.attributes.get("DW_AT_location") if die.tag == "DW_TAG_variable" else None
-        if location is not None and location.form == "DW_FORM_exprloc" and location.value[:1] == [0x03]:
-            addresses.append(int.from_bytes(bytes(location.value[1:5]), "little"))  # DW_OP_addr, 32-bit targets
+        address = _absolute_address(die) if die.tag == "DW_TAG_variable" else None
+        if address is not None:
+            addresses.append(address)
     return addresses
+
+
+def _absolute_address(die) -> int | None:
+    """The address of a variable located by ``DW_OP_addr`` (32-bit targets), else None."""
+    location = die.attributes.get("DW_AT_location")
+    if location is not None and location.form == "DW_FORM_exprloc" and location.value[:1] == [0x03]:
+        return int.from_bytes(bytes(location.value[1:5]), "little")
+    return None
+
+
+def object_bytes(path: Path, name: str) -> tuple[int, int] | None:
+    """(offset in the file, size) of the bytes that initialise the object ``name`` of the ELF ``path``: the one
+    symbol of that name, in a section whose contents the file holds; None when there is no such single symbol.
+
+    Why: a weight mutant changes one element of an array initialiser, and the executable holds that array's
+    bytes; writing the mutated element there (``harness.stages.mutate.programs``) gives the program the mutant's
+    own build gives, without compiling a data file of megabytes again."""
+    try:
+        with Path(path).open("rb") as stream:
+            elf = ELFFile(stream)
+            table = elf.get_section_by_name(".symtab")
+            found = [s for s in table.iter_symbols() if s.name == name] \
+                if isinstance(table, SymbolTableSection) else []
+            if len(found) != 1 or found[0]["st_info"]["type"] != "STT_OBJECT" or \
+                    not isinstance(found[0]["st_shndx"], int):
+                return None
+            symbol = found[0]
+            section = elf.get_section(symbol["st_shndx"])
+            if section["sh_type"] == "SHT_NOBITS" or not section["sh_flags"] & SH_FLAGS.SHF_ALLOC:
+                return None
+            inside = symbol["st_value"] - section["sh_addr"]
+            if inside < 0 or inside + symbol["st_size"] > section["sh_size"]:
+                return None
+            return section["sh_offset"] + inside, symbol["st_size"]
+    except (OSError, ELFError) as exc:
+        raise AssayError(f"{path}: cannot read ELF: {exc}") from None

@@ -94,7 +94,8 @@ def item_fingerprint(item: Item, model: Model, settings: Settings, **stage: obje
     return content_key({"model": model.sha256(), "model_seed": settings.model_seed,
                         "generator": generators.get(item.generator).identity(model, item.variant),
                         "target": target_identity(item.target, settings.opt),
-                        "inputs": {"n": settings.n_inputs, "seed": settings.seed, "domain": model.input_domain},
+                        "inputs": {"n": settings.n_inputs, "seed": settings.seed, "domain": model.input_domain,
+                                   **({"file": file_sha256(settings.inputs_from)} if settings.inputs_from else {})},
                         "tools": key_tools(), "stage": stage})
 
 

@@ -46,8 +46,9 @@ def graph_tensors(code: GeneratedCode, model: Model, tensors: list[str]) -> list
     exporter named after the layer (``name`` or ``name_...``, the longest layer name that fits; the graph's output for
     the last layer), the rule ``harness.stages.semantic.exportcheck`` pairs Keras layers with the export's nodes by;
     None when none is. The
-    graph keeps the ONNX layout (channels first), the Keras layer its own (channels last)."""
-    if (code.manifest.get("model") or {}).get("format") == "onnx":
+    graph keeps the ONNX layout (channels first), the Keras layer its own (channels last). Code whose manifest names
+    no source format (a ``dir:`` folder's ``assay.json``) names the graph's own tensors."""
+    if (code.manifest.get("model") or {}).get("format") != "keras":
         return list(tensors)
     import onnx
 

@@ -86,6 +86,11 @@ def _figure(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value)) and value >= 0
 
 
+def _distance(value: object) -> bool:
+    """A distance to float64: a number >= 0, inf included (a NaN or Inf the C computed is outside any bound)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
 def recheck(record: dict) -> str | None:
     """Why a semantic record's verdict does not follow from its own figures, or None when it does: what an
     evidence package's verdicts (and ``assay evidence verify``) require of every record before counting its verdict.
@@ -103,11 +108,16 @@ def recheck(record: dict) -> str | None:
         distance, bound = derived.get("c_distance"), derived.get("bound")
         if not (_figure(distance) and _figure(bound)):
             return "derived verdict without a finite distance to float64 and bound"
-        if derived.get("verdict") != verdict:
-            return f"verdict {verdict}, its derived figures give {derived.get('verdict')}"
+        layers = record.get("layer_local")
+        fault = layer_fault(layers) if isinstance(layers, dict) else None
+        if fault:
+            return fault
+        expected = with_layers(derived.get("verdict"), None, layers if isinstance(layers, dict) else None)[0]
+        if expected != verdict:
+            return f"verdict {verdict}, its derived figures give {expected}"
         if verdict == PASS and distance > bound:
             return f"pass with |C - float64| = {distance:.4e} above the derived bound {bound:.4e}"
-        if verdict == FAIL and distance == 0:
+        if derived.get("verdict") == FAIL and distance == 0:
             return "fail with C equal to float64"
         return None
     error, atol, rtol, largest = (record.get(k) for k in ("max_abs_error", "tolerance", "rtol", "max_abs_reference"))
@@ -118,6 +128,37 @@ def recheck(record: dict) -> str | None:
         return f"pass with max |C - reference| = {error:.4e} above atol + rtol x max |reference| = {allowed:.4e}"
     if verdict == FAIL and error <= atol:
         return f"fail with max |C - reference| = {error:.4e} within atol {atol:g}"
+    return None
+
+
+def with_layers(verdict: str, cause: str | None, layer_local: dict | None) -> tuple[str, str | None]:
+    """The verdict and cause of a record judged end to end (``verdict``, ``cause``) and layer by layer
+    (``layer_local``: ``harness.core.layerlocal.judge``'s figures, or None): a layer outside its local bound fails
+    the record, a layer-local bound that is no finite number makes a passing record an error; an end-to-end error
+    (NaN outputs, a broken bound) stays one."""
+    judged = isinstance(layer_local, dict) and layer_local.get("judged") and layer_local.get("verdict")
+    if not judged or verdict == ERROR:
+        return verdict, cause
+    if layer_local["verdict"] == FAIL:
+        return FAIL, layer_local["cause"] if verdict != FAIL else f"{cause}; {layer_local['cause']}"
+    if layer_local["verdict"] == ERROR and verdict == PASS:
+        return ERROR, layer_local["cause"]
+    return verdict, cause
+
+
+def layer_fault(layer_local: dict) -> str | None:
+    """Why a record's layer-local figures do not give their own verdict (a layer outside its bound in a ``pass``,
+    none in a ``fail``), or None when they do."""
+    if not layer_local.get("judged") or layer_local.get("verdict") == ERROR:
+        return None
+    rows = [row for row in layer_local.get("layers", []) if isinstance(row, dict) and row.get("judged")]
+    if not all(_figure(row.get("bound")) and _distance(row.get("c_distance")) for row in rows):
+        return "layer-local verdict without a distance to float64 and a finite bound at every judged layer"
+    outside = [row["layer"] for row in rows if row["c_distance"] > row["bound"]]
+    if layer_local.get("verdict") == PASS and outside:
+        return f"layer-local pass with layer {outside[0]} outside its bound"
+    if layer_local.get("verdict") == FAIL and not outside:
+        return "layer-local fail with every layer within its bound"
     return None
 
 

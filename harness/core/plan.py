@@ -40,6 +40,7 @@ class Settings:
     work_dir: Path = WORK.default
     timeout: float = 600.0
     redo: bool = False
+    inputs_from: Path | None = None  # a user's test set run before the n_inputs drawn ones (core.inputs)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ def expand(models: list[str], generator_specs: list[str], target_names: list[str
             result.items += [Item(name, gen.name, UNLOADED, p.name, checks)
                              for gen in gens for p in profiles if (checks := checks_for(None, p)) is not None]
             continue
+        # a file the model could not be given (an exporter's refusal): its variants and references are left out
+        result.skipped += [f"{name}: no {fmt} variant or reference: {cause}" for fmt, cause in model.refusals.items()]
         for gen in gens:
             for variant in gen.variants(model):
                 for profile in profiles:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import references, seal
-from harness.core.inputs import inputs_sha256, make_inputs
+from harness.core.inputs import campaign_inputs, campaign_sha256, campaign_size
 from harness.core.locks import exclusive
 from harness.core.pipeline import slug
 from harness.core.plan import Settings
@@ -42,10 +42,11 @@ class BrokenBound(str):
 
 def cached_outputs(name: str, model: Model, settings: Settings, compute: Callable[[np.ndarray], np.ndarray],
                    identity: str = "", inputs: np.ndarray | None = None) -> np.ndarray:
-    """``compute(inputs)`` cached on disk under ``name``; ``inputs`` default to the campaign's (``make_inputs``
-    of ``settings.n_inputs`` and ``settings.seed``), else any batch (the mutation stage's input sets)."""
+    """``compute(inputs)`` cached on disk under ``name``; ``inputs`` default to the campaign's (``campaign_inputs``:
+    a user's set, then ``settings.n_inputs`` drawn with ``settings.seed``), else any batch (the mutation stage's input
+    sets)."""
     if inputs is None:
-        count, inputs_key = settings.n_inputs, inputs_sha256(model, settings.n_inputs, settings.seed)
+        count, inputs_key = campaign_size(model, settings), campaign_sha256(model, settings)
     else:
         count, inputs_key = len(inputs), hashlib.sha256(np.ascontiguousarray(inputs).tobytes()).hexdigest()
     key = digest([model.sha256(), inputs_key, tool_versions(), identity])[:16]
@@ -54,7 +55,7 @@ def cached_outputs(name: str, model: Model, settings: Settings, compute: Callabl
         stored = seal.read_sealed(path)  # an entry not sealed by this user (planted, edited) is computed again
         if stored is not None:
             return np.load(io.BytesIO(stored), allow_pickle=False)
-        outputs = compute(make_inputs(model, settings.n_inputs, settings.seed) if inputs is None else inputs)
+        outputs = compute(campaign_inputs(model, settings) if inputs is None else inputs)
         buffer = io.BytesIO()
         np.save(buffer, outputs)
         tmp = path.with_name(path.name + f".{id(outputs)}.tmp")
@@ -88,7 +89,7 @@ def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.nd
         usable = (np.isfinite(bound) & (bound >= 0)).reshape(len(bound), -1).all(axis=1)
         if not usable.all():  # named from the first such input alone: the cache keeps numbers, not reasons
             row = int(np.argmin(usable))
-            batch = make_inputs(model, settings.n_inputs, settings.seed) if inputs is None else inputs
+            batch = campaign_inputs(model, settings) if inputs is None else inputs
             why = bounds.derive(model, batch[row:row + 1], order=order).broken or "the bound is not a finite number"
             return BrokenBound(f"{why} (input #{row}; {int((~usable).sum())} of {len(usable)} inputs)")
     except Exception as exc:

@@ -61,6 +61,7 @@ class CodegenStrategy(Adapter):
 
     strategy: str
     transformable = True  # ``assay generate --transform`` applies
+    takes_max_macs = False  # ``assay generate --max-macs`` applies (V3's size limit)
     depends_on = (Path(codegen.__file__).resolve().parent,)
 
     def version(self) -> str:
@@ -84,13 +85,16 @@ class CodegenStrategy(Adapter):
                 result.append(join(fmt, () if name in default else (name, *default)))
         return result
 
-    def generate(self, model: Model, variant: str, out_dir: Path, **parallel) -> GeneratedCode:
-        """The code of ``variant``; ``parallel`` (``cores``, ``schedule``, ``omit_wait``) asks codegen for
-        parallel code, one function per core (``codegen.parallel``, V2 only)."""
+    def generate(self, model: Model, variant: str, out_dir: Path, **options) -> GeneratedCode:
+        """The code of ``variant``; ``options`` are codegen's: ``cores``, ``schedule``, ``omit_wait`` ask for
+        parallel code, one function per core (``codegen.parallel``, V2 only), ``max_macs`` V3's size limit."""
         fmt, transforms = split(variant)
         try:
             codegen.generate(model.file(fmt), out_dir, name=model.name, frontend=fmt, strategy=self.strategy,
-                             transforms=transforms, generator_name=self.name, **parallel)
+                             transforms=transforms, generator_name=self.name, **options)
+        except codegen.OverLimit as exc:  # the limit as an Assay user sets it, not as codegen's own CLI does
+            raise NotSupported(f"{exc.cause}; generate it anyway with `assay generate --generator {self.name} "
+                               "--max-macs N --out DIR`, then check that C with `--generators dir:DIR`") from None
         except codegen.UnsupportedModel as exc:  # its own refusal: the `not supported` verdict, like a peer's
             raise NotSupported(str(exc)) from None
         return GeneratedCode.from_directory(out_dir)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -20,7 +21,7 @@ from harness.errors import ConfigError
 FULL_MANIFEST = "manifest.json"
 SMALL_MANIFEST = "assay.json"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-HASHED_SUFFIXES = {".c", ".h", ".S", ".s", ".bin"}
+HASHED_SUFFIXES = {".c", ".h", ".S", ".s", ".bin", ".cpp", ".hpp"}  # C++: Aidge's export (docs/peers.md)
 
 
 @dataclass(frozen=True)
@@ -75,19 +76,27 @@ class GeneratedCode:
             raise ConfigError(f"{path}: 'input_size' and 'output_size' must be integers") from None
         if min(sizes) <= 0:
             raise ConfigError(f"{path}: 'input_size' and 'output_size' must be positive")
+        _check_layers(data, sources, path)
         return cls(directory=directory, entry=_entry(data["entry"], path, "entry"),
                    input_size=sizes[0], output_size=sizes[1],
                    input_layout=data.get("input_layout"), output_layout=data.get("output_layout"),
                    sources=_sources(directory, sources, path), manifest=data)
 
     def source_hashes(self) -> dict[str, str]:
-        """SHA-256 of every file in the directory that the build reads (sources, headers, blobs), never through a
-        link: a linked file is refused (``_regular``), so no file outside the folder is read or hashed."""
+        """SHA-256 of every file in the directory and its subfolders that the build reads (sources, headers,
+        blobs), keyed by its relative path: a generator may lay its headers out in folders (Aidge's
+        ``kernels/cpp/*.hpp``), and a changed header there must rebuild too. Never through a link: a linked file
+        is refused (``_regular``) and a linked folder is not entered, so no file outside the folder is read or
+        hashed."""
         hashes = {}
-        for path in sorted(self.directory.iterdir()):
-            if path.suffix in HASHED_SUFFIXES and (path.is_symlink() or path.is_file()):
-                hashes[path.name] = hashlib.sha256(_regular(path, self.directory)).hexdigest()
-        return hashes
+        for folder, subfolders, files in os.walk(self.directory):  # os.walk does not follow linked folders
+            subfolders.sort()
+            for name in sorted(files):
+                path = Path(folder) / name
+                if path.suffix in HASHED_SUFFIXES:
+                    hashes[path.relative_to(self.directory).as_posix()] = \
+                        hashlib.sha256(_regular(path, self.directory)).hexdigest()
+        return dict(sorted(hashes.items()))
 
 
 def _entry(value: object, path: Path, key: str) -> str:
@@ -141,6 +150,44 @@ def _open_regular(path: Path, directory: Path) -> int:
         return os.dup(descriptor)
     finally:
         os.close(descriptor)
+
+
+def _check_layers(data: dict, sources: list, path: Path) -> None:
+    """The optional keys of ``assay.json`` that name places in the code (docs/manifest.md), checked as data: the
+    layer-local verdict copies ``layers[*].output.symbol`` into C and reads ``layers[*].file`` at ``lines``, so a
+    symbol is a C identifier, a file one of the listed sources, every figure an integer in range; ``model.format``
+    (which naming the layers' ``tensor`` follows) ``onnx`` or ``keras``. ``accumulation`` is checked where the
+    bound reads it (``harness.references.bounds.Order.from_manifest``)."""
+    model = data.get("model", {})
+    if not isinstance(model, dict) or model.get("format", "onnx") not in ("onnx", "keras"):
+        raise ConfigError(f"{path}: 'model' must be an object whose 'format' is onnx or keras, not {model!r:.80}")
+    layers = data.get("layers", [])
+    if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
+        raise ConfigError(f"{path}: 'layers' must be a list of objects")
+    for number, layer in enumerate(layers):
+        where, out = f"{path}: layers[{number}]", layer.get("output")
+        if out is None:
+            continue
+        lines = layer.get("lines")
+        if not (isinstance(layer.get("index"), int) and isinstance(layer.get("name"), str)
+                and layer.get("file") in sources and isinstance(lines, list) and len(lines) == 2
+                and all(_count(v, 1) for v in lines) and lines[0] <= lines[1]):
+            raise ConfigError(f"{where} must give 'index' (an integer), 'name', 'file' (one of the sources) and "
+                              f"'lines' [first, last] (line numbers) beside its 'output'")
+        if not (isinstance(out, dict) and isinstance(out.get("tensor"), str)
+                and isinstance(out.get("symbol"), str) and _IDENTIFIER.match(out["symbol"])
+                and _count(out.get("offset"), 0) and _count(out.get("size"), 1)):
+            raise ConfigError(f"{where}.output must give 'tensor', 'symbol' (a C identifier), 'offset' (>= 0) and "
+                              f"'size' (> 0), not {str(out)[:80]!r}")
+        shape, layout = out.get("shape", [out["size"]]), out.get("layout", "C")
+        if not (isinstance(shape, list) and all(_count(v, 1) for v in shape) and math.prod(shape) == out["size"]
+                and isinstance(layout, str) and layout.isalpha() and len(layout) == len(shape)):
+            raise ConfigError(f"{where}.output: 'shape' must be positive integers whose product is its size, "
+                              f"'layout' one letter per axis")
+
+
+def _count(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def _read_json(path: Path) -> dict:

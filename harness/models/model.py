@@ -76,6 +76,9 @@ class Model:
     description: str = ""
     inputs: tuple[Tensor, ...] = ()
     outputs: tuple[Tensor, ...] = ()
+    # format -> why no file of it could be made (a converter's refusal, naming it): the model runs with the files
+    # it has, and whatever needs the missing one says this cause
+    refusals: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_packed(self) -> bool:
@@ -111,6 +114,8 @@ class Model:
         """The path of this model in format ``fmt``; a ModelError if it has none."""
         from harness.errors import ModelError
 
+        if fmt in self.refusals:
+            raise ModelError(f"{self.name}: no {fmt} file: {self.refusals[fmt]}")
         if fmt not in self.files:
             raise ModelError(f"{self.name}: no {fmt} file (has: {', '.join(sorted(self.files)) or 'none'})")
         return self.files[fmt]

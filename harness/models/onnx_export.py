@@ -668,10 +668,13 @@ _MERGE_OPS = {"Add": "Sum", "Average": "Mean", "Maximum": "Max", "Minimum": "Min
 
 @_handles("Add", "Average", "Maximum", "Minimum", "Multiply", "Subtract")
 def _merge(graph, layer, args):
-    args = _same_order(graph, args)
-    shapes = {arg.shape for arg in args}
-    if len(shapes) != 1:
-        raise _unsupported(layer, f"broadcasting between shapes {sorted(shapes)}")
+    """The element-wise merges, with numpy broadcasting between operands of one rank: a squeeze-and-excite gate
+    ``(1, 1, C)`` times a feature map ``(H, W, C)`` is ONNX's own broadcasting of ``[N, C, 1, 1]`` against
+    ``[N, C, H, W]``, since the NCHW layout keeps the size-1 axes where numpy expects them."""
+    shape = _broadcast_shape(layer, [arg.shape for arg in args])
+    full = iter(_same_order(graph, [arg for arg in args if arg.shape == shape]))
+    args = [next(full) if arg.shape == shape else arg for arg in args]  # a smaller one: an image or a size-1 vector
+    perm = next((arg.perm for arg in args if arg.shape == shape), None)  # a broadcast operand has no order
     class_name = type(layer).__name__
     if class_name == "Subtract":
         name = graph.node("Sub", [args[0].name, args[1].name], f"{layer.name}_sub")
@@ -684,7 +687,18 @@ def _merge(graph, layer, args):
     else:
         op = _MERGE_OPS[class_name]
         name = graph.node(op, [arg.name for arg in args], f"{layer.name}_{op.lower()}")
-    return _Tensor(name, args[0].shape, args[0].perm)
+    return _Tensor(name, shape, perm)
+
+
+def _broadcast_shape(layer, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """The numpy broadcast of operand shapes of one rank; a ModelError naming the layer for anything else (operands
+    of different ranks, whose alignment differs between Keras's HWC and ONNX's NCHW)."""
+    if len({len(shape) for shape in shapes}) != 1:
+        raise _unsupported(layer, f"broadcasting between shapes of different ranks {sorted(set(shapes))}")
+    try:
+        return tuple(int(dim) for dim in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise _unsupported(layer, f"broadcasting between shapes {sorted(set(shapes))}") from None
 
 
 @_handles("Concatenate")

@@ -2,7 +2,8 @@
 and NNEF folders (``graph.nnef`` and its ``.dat`` files).
 
 Each becomes a ``Model``. A Keras file keeps its own path and gains an ONNX
-export (the second reference); an ``.nnet`` or ACETONE ``.json`` file is
+export (the second reference), or, where the exporter refuses, runs alone with
+the exporter's refusal in ``Model.refusals``; an ``.nnet`` or ACETONE ``.json`` file is
 converted to both formats; an NNEF folder is copied into the cache and
 converted to ONNX (``harness.models.nnef``), the generator reading the NNEF.
 Conversions go to ``<cache_dir>/user/<stem>-<sha256[:12]>/`` and are reused
@@ -204,8 +205,9 @@ def _load_converted(path: Path, cache_dir: Path, suffix: str, settings: sidecar.
             raise
         except Exception as error:  # noqa: BLE001 - a hostile file may make TensorFlow/Keras raise anything
             raise ModelError(f"{path}: cannot convert the model ({cause(error)})") from None
-        cache.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest,
-                                                           "settings": settings.digest if settings else None})
+        if not model.refusals:  # a refusal is not cached: a later converter may make the file
+            cache.write_cached(directory, model, fingerprint, {"source": str(path), "sha256": digest,
+                                                               "settings": settings.digest if settings else None})
         return model
 
 
@@ -293,11 +295,16 @@ def _convert_keras(path: Path, directory: Path) -> Model:
     if not hasattr(keras_model, "inputs") or not getattr(keras_model, "inputs", None):
         raise ModelError(f"{path}: the Keras model has no defined input (build it with keras.Input)")
     _check_finite(path, ((w.path, w.numpy()) for w in keras_model.weights))
+    model = _keras_model_record(path.stem, path, directory / "model.onnx", keras_model, (-1.0, 1.0))
     try:
         onnx_export.export(keras_model, directory / "model.onnx")
     except ModelError as error:
-        raise ModelError(f"{path}: {error}") from None
-    return _keras_model_record(path.stem, path, directory / "model.onnx", keras_model, (-1.0, 1.0))
+        # The exporter's refusal costs the ONNX variant and ONNX Runtime, not the model: the Keras file still
+        # runs (``--references keras``), and whatever needs the ONNX file says this cause (``Model.refusals``).
+        return dataclasses.replace(model, files={"keras": path}, file_layouts={"keras": model.file_layouts["keras"]},
+                                   refusals={"onnx": f"the Keras->ONNX exporter ({onnx_export.__name__}) refuses "
+                                                     f"it: {error}"})
+    return model
 
 
 def _keras_model_record(name: str, keras_path: Path, onnx_path: Path, keras_model, domain) -> Model:

@@ -71,7 +71,10 @@ and none reaches the user as a warning.
 
 The graph is the model's ONNX file (its own, or Assay's export of its Keras file, which the semantic stage
 checks against Keras first). ``layer_tolerances`` gives the bound of named intermediate tensors (a priori, or
-narrowed where ``REFINED`` narrowed it), for the evidence stage's per-layer requirements.
+narrowed where ``REFINED`` narrowed it). ``local_bounds`` gives the layer-local figures (the semantic stage's
+layer-local verdict and the evidence stage's per-layer requirements): the same forward pass, each named tensor's
+value replaced, once computed, by the C's float32 value of it with error 0, so that each layer is evaluated from the
+C's own input to it and bounded for its own rounding alone, tight however deep the layer.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import threading
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -210,23 +214,10 @@ def derive(model: Model, inputs: np.ndarray, tensors: tuple[str, ...] = (), orde
     missing = missing_rules(model)
     if missing:
         return Derivation(None, None, None, missing, {t: None for t in tensors})
-    propagator = _Propagator.of(model)
-    in_layout, out_layout = model.layouts_of("onnx")
-    batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
-    one_at_a_time = propagator.rank == batch.ndim - 1  # no batch axis (docs/zoo.md)
-    # a graph whose batch is a literal (ShuffleNet's Reshape to (1, 4, 28, 56, 56)) runs in chunks of that size, the
-    # last one zero-padded, as the float32 references run it (``onnxruntime_ref.run_batched``)
-    step = 1 if one_at_a_time else propagator.fixed_batch or BATCH
     parts: dict[str, list] = {"value": [], "apriori": [], "bound": []}
     layers: dict[str, list] = {t: [] for t in tensors}
     broken = broken_input = None
-    for start in range(0, len(batch), step):
-        chunk = batch[start:start + step]
-        size = len(chunk)
-        if not one_at_a_time and propagator.fixed_batch and size < step:
-            chunk = np.concatenate([chunk, np.zeros((step - size, *chunk.shape[1:]), chunk.dtype)])
-        pass_ = propagator.run(chunk[0] if one_at_a_time else chunk, tensors, batched=not one_at_a_time,
-                               order=order)
+    for start, size, chunk, pass_ in _passes(model, inputs, tensors, order):
         for key in parts:
             parts[key].append(np.asarray(getattr(pass_, key)).reshape(len(chunk), -1)[:size])
         usable = (np.isfinite(parts["bound"][-1]) & (parts["bound"][-1] >= 0)).all(axis=1)
@@ -235,16 +226,66 @@ def derive(model: Model, inputs: np.ndarray, tensors: tuple[str, ...] = (), orde
         for name in tensors:
             value = pass_.named[name]
             layers[name].append(None if value is None else value.reshape(len(chunk), -1)[:size])
+    out_layout = model.layouts_of("onnx")[1]
     expected = shape_in(model.output_shape, model.output_layout, out_layout)
 
     def canonical(chunks: list[np.ndarray]) -> np.ndarray:
         whole = np.concatenate(chunks) if chunks else np.zeros((0, int(np.prod(expected))))
-        return convert(whole.reshape(len(batch), *expected), out_layout, model.output_layout)
+        return convert(whole.reshape(len(inputs), *expected), out_layout, model.output_layout)
 
     stacked = {name: (None if not chunks or chunks[0] is None else np.concatenate(chunks))
                for name, chunks in layers.items()}
     return Derivation(canonical(parts["bound"]), canonical(parts["apriori"]), canonical(parts["value"]), (),
                       stacked, broken, broken_input)
+
+
+def _passes(model: Model, inputs: np.ndarray, tensors: tuple[str, ...], order: Order | None,
+            seeds: dict[str, np.ndarray] | None = None):
+    """Both passes (``_Propagator.run``) over ``inputs`` (canonical layout) a chunk at a time: (the chunk's first
+    row, its number of inputs, the chunk as run, its ``_Pass``); ``seeds`` (graph tensor -> (N, size) values in the
+    graph's layout) cut to the same rows."""
+    propagator = _Propagator.of(model)
+    in_layout = model.layouts_of("onnx")[0]
+    batch = convert(check_inputs(model, inputs), model.layout, in_layout).astype(np.float64)
+    one_at_a_time = propagator.rank == batch.ndim - 1  # no batch axis (docs/zoo.md)
+    # a graph whose batch is a literal (ShuffleNet's Reshape to (1, 4, 28, 56, 56)) runs in chunks of that size, the
+    # last one zero-padded, as the float32 references run it (``onnxruntime_ref.run_batched``)
+    step = 1 if one_at_a_time else propagator.fixed_batch or BATCH
+
+    def padded(array: np.ndarray, start: int) -> np.ndarray:
+        chunk = array[start:start + step]
+        if not one_at_a_time and propagator.fixed_batch and len(chunk) < step:
+            chunk = np.concatenate([chunk, np.zeros((step - len(chunk), *chunk.shape[1:]), chunk.dtype)])
+        return chunk
+
+    for start in range(0, len(batch), step):
+        chunk = padded(batch, start)
+        cut = {name: padded(np.asarray(values, np.float64), start) for name, values in (seeds or {}).items()}
+        yield start, min(step, len(batch) - start), chunk, propagator.run(
+            chunk[0] if one_at_a_time else chunk, tensors, batched=not one_at_a_time, order=order, seeds=cut)
+
+
+def local_bounds(model: Model, inputs: np.ndarray, seeds: dict[str, np.ndarray], order: Order | None = None
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray] | None]:
+    """The layer-local figures (docs/semantic.md, "Layer-local verdict"): each tensor of ``seeds`` (a tensor of the
+    model's ONNX graph -> the C's float32 values of it for each of ``inputs``, (N, size) in the graph's layout)
+    evaluated in float64 from the seeded values of the tensors before it (the C's own input to its layer), and the
+    a-priori bound of the rounding of the ops between them alone: (value, bound), both (N, size) in the graph's
+    layout; None for a tensor the graph lacks or whose size is not the seed's. Every tensor's error restarts at 0
+    from its seed, so no layer's rounding is carried into the next: each layer's bound holds for any correct float32
+    implementation of that layer, given its input, in the order ``order`` declares (any order without one). A
+    ModelError names the ops without a rule."""
+    missing = missing_rules(model)
+    if missing:
+        raise ModelError(f"{model.name}: no derived bound for {', '.join(missing)}")
+    found: dict[str, list] = {name: [] for name in seeds}
+    for _start, size, chunk, pass_ in _passes(model, inputs, (), order, seeds):
+        for name in seeds:
+            pair = pass_.local.get(name)
+            found[name].append(None if pair is None else tuple(a.reshape(len(chunk), -1)[:size] for a in pair))
+    return {name: None if any(pair is None for pair in pairs) else
+            (np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs]))
+            for name, pairs in found.items()}
 
 
 def layer_tolerances(model: Model, inputs: np.ndarray, tensors: list[str], order: Order | None = None
@@ -296,6 +337,7 @@ class _Pass:
     bound: np.ndarray  # min(a priori, sensitivity)
     named: dict
     broken: str | None = None  # why some element of ``bound`` is not a finite number >= 0 (``_Watch.explain``)
+    local: dict = field(default_factory=dict)  # a seeded tensor -> (its value, its a-priori error) before the seed
 
 
 class _Output:
@@ -351,6 +393,7 @@ class _Propagator:
 
     def __init__(self, proto):
         self.evaluator = float64.Evaluator(proto)
+        self.lock = threading.Lock()  # one pass at a time (``run``)
         self.current = ""  # the op being propagated, for the rules several ops share
         self.proto = None  # the node being propagated forward (its producers: ``contraction_order``)
         self.order: Order | None = None  # the declared order of accumulation of this pass, if any
@@ -386,9 +429,23 @@ class _Propagator:
         path = Path(model.file("onnx")).resolve()
         return _propagator(str(path), path.stat().st_mtime_ns)
 
-    def run(self, batch: np.ndarray, tensors: tuple[str, ...], batched: bool = True, order: Order | None = None
-            ) -> _Pass:
-        """Both passes on ``batch``: inputs along its first axis when ``batched``, else one input."""
+    def run(self, batch: np.ndarray, tensors: tuple[str, ...], batched: bool = True, order: Order | None = None,
+            seeds: dict[str, np.ndarray] | None = None) -> _Pass:
+        """``_pass``, one at a time: the propagator is shared (``_propagator``'s cache) and keeps the pass's state
+        on itself (``order``, ``shapes``, ``watch``, the node being propagated), which two threads' passes would mix
+        (``assay mutate`` judges mutants layer by layer in threads beside the weight mutants' search: a KeyError,
+        or another pass's figures)."""
+        with self.lock:
+            return self._pass(batch, tensors, batched, order, seeds)
+
+    def _pass(self, batch: np.ndarray, tensors: tuple[str, ...], batched: bool, order: Order | None,
+              seeds: dict[str, np.ndarray] | None) -> _Pass:
+        """Both passes on ``batch``: inputs along its first axis when ``batched``, else one input. A tensor of
+        ``seeds`` (values of the same size), once computed, has its value and a-priori error kept in ``local`` and
+        is then replaced by the seed, exact (error 0): the layer-local figures (``local_bounds``), a priori alone
+        (the sensitivity pass would carry the rounding of the ops before a seed, which the seed has cut off)."""
+        seeds = seeds or {}
+        kept: dict[str, tuple | None] = {}
         from onnx import helper
 
         ev = self.evaluator
@@ -426,18 +483,27 @@ class _Propagator:
                     steps.append((step, args, errs, attrs, y))
                 convolved = convolved or node.op_type in ("Conv", "ConvTranspose")
                 name, y = node.output[0], ys[0]
-                if self.reversible and name in self.refined and self._cheap(y, batched, convolved):
+                if not seeds and self.reversible and name in self.refined and self._cheap(y, batched, convolved):
                     # narrowed before any later op reads it: every later box, and the forward errors, start from it
                     errors[name] = np.minimum(errors[name], self._sensitivity(steps, local, name, y, batched) * SAFETY)
+                for name in (name for name in node.output if name in seeds):
+                    seed = seeds[name]
+                    if seed.size != values[name].size:
+                        kept[name] = None
+                        continue
+                    kept[name] = (values[name], errors[name] * SAFETY)
+                    values[name] = seed.reshape(np.shape(values[name]))
+                    errors[name] = np.zeros(np.shape(values[name]))
             output = ev.graph.output[0].name
             apriori = errors[output] * SAFETY
             bound = apriori
-            if self.reversible:
+            if self.reversible and not seeds:
                 self.watch.unbounded = None  # the narrowing passes' own are not the output's
                 bound = np.minimum(apriori, self._sensitivity(steps, local, output, values[output], batched) * SAFETY)
             broken = None if (np.isfinite(bound) & (bound >= 0)).all() else self.watch.explain(output)
         return _Pass(values[output], apriori, bound,
-                     {name: None if errors.get(name) is None else errors[name] * SAFETY for name in tensors}, broken)
+                     {name: None if errors.get(name) is None else errors[name] * SAFETY for name in tensors}, broken,
+                     kept)
 
     def _cheap(self, value: np.ndarray, batched: bool, convolved: bool) -> bool:
         """Whether narrowing the tensor ``value`` is cheap: one reverse pass per element, through the steps before

@@ -16,6 +16,12 @@ from harness.generators.generated import GeneratedCode
 STAMP_SUFFIX = ".key"
 DRIVERS_DIR = Path(__file__).parent  # the drivers' C sources and headers, compiled into every build
 COMPILE_TIMEOUT_S = 3600.0  # a compiler running longer is stuck, however large the sources
+CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx"})
+CXX_STANDARD = "-std=c++17"  # what Aidge's export asks of its compiler (its CMakeLists.txt): the oldest that builds it
+# No exceptions and no run-time type information: generated inference code uses neither, and with them the unwinder
+# of libgcc comes into a bare-metal image (its tables, ``__exidx_start``); Aidge's own Cortex-M build says the same
+CXX_ONLY = ("-fno-exceptions", "-fno-rtti")
+OBJECTS = "objects"  # the build folder's subfolder for the C++ sources' objects
 _MIB = 1 << 20
 
 
@@ -33,6 +39,32 @@ class Build:
 def driver_defines(code: GeneratedCode) -> list[str]:
     """-D flags that tell a batch driver the entry symbol and the input and output widths."""
     return [f"-DASSAY_ENTRY={code.entry}", f"-DASSAY_IN={code.input_size}", f"-DASSAY_OUT={code.output_size}"]
+
+
+def link_inputs(code: GeneratedCode, profile: targets.TargetProfile, flags: Sequence[str], build_dir: Path,
+                drivers: Sequence[Path], failure: Callable[[str], Exception]) -> tuple[str, list[str]]:
+    """(the compiler that links, the inputs its command takes): for C, the profile's C compiler and the sources
+    and ``drivers`` as they are. For code with C++ sources (Aidge's export), each of those is first compiled to an
+    object by the profile's C++ compiler (``cxx_compiler``) under the same flags (the optimisation level,
+    ``-ffp-contract=off``, the target's ABI), with ``CXX_STANDARD`` for the C standard and ``CXX_ONLY``; then
+    the C compiler compiles the C sources and links the objects with libstdc++ (``-lstdc++``) for what the C++ may
+    need. Not the C++ driver for the link: ``g++`` compiles a ``.c`` file as C++ (even after ``-x c``, for all but
+    the first)."""
+    cxx = [source for source in code.sources if source.suffix in CXX_SUFFIXES]
+    c_inputs = [str(source) for source in code.sources if source.suffix not in CXX_SUFFIXES] + [*map(str, drivers)]
+    if not cxx:
+        return profile.compiler_path(), c_inputs
+    compiler = profile.cxx_compiler_path()
+    cxx_flags = [*(flag for flag in flags if not flag.startswith("-std=")), CXX_STANDARD, *CXX_ONLY]
+    (build_dir / OBJECTS).mkdir(parents=True, exist_ok=True)
+    objects = []
+    for source in cxx:
+        relative = source.relative_to(code.directory).with_suffix(".o").as_posix()
+        obj = build_dir / OBJECTS / relative.replace("/", "__")  # one folder: objects of two folders never meet
+        compile_once((compiler, *cxx_flags, f"-I{code.directory}", "-c", str(source), "-o", str(obj)), code, obj,
+                     failure)
+        objects.append(str(obj))
+    return profile.compiler_path(), [*c_inputs, *objects, "-lstdc++"]
 
 
 def compile_once(command: Sequence[str], code: GeneratedCode, output: Path,
@@ -112,6 +144,6 @@ def stamp_path(output: Path) -> Path:
 
 
 def forget_builds(build_dir: Path) -> None:
-    """Make the next build in ``build_dir`` run even if command and sources are unchanged."""
-    for stamp in build_dir.glob(f"*{STAMP_SUFFIX}"):
+    """Make the next build in ``build_dir`` run even if command and sources are unchanged (C++ objects too)."""
+    for stamp in [*build_dir.glob(f"*{STAMP_SUFFIX}"), *build_dir.glob(f"{OBJECTS}/*{STAMP_SUFFIX}")]:
         stamp.unlink()

@@ -25,7 +25,7 @@ import numpy as np
 from harness.generators.generated import GeneratedCode
 from harness import sandbox
 from harness.runners import NATIVE, THREADS, RunError, read_file, run_folder, write_file
-from harness.runners.compiling import Build, compile_once, driver_defines
+from harness.runners.compiling import Build, compile_once, driver_defines, link_inputs
 from harness.targets import TargetProfile, compiler_version
 from harness import targets
 
@@ -54,18 +54,23 @@ def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile | None = 
           opt: str | None = None) -> HostBuild:
     """Compile ``code`` into ``build_dir``; reuse an identical earlier build."""
     profile = profile or targets.get(targets.HOST)
-    compiler = profile.compiler_path()
     flags = profile.flags(opt)
     build_dir = build_dir.resolve()  # the compiler runs in the source directory
     build_dir.mkdir(parents=True, exist_ok=True)
     library = build_dir / "libassay.so"
-    command = (compiler, *flags, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources), str(DRIVER),
+    start = time.perf_counter()
+    compiler, inputs = link_inputs(code, profile, flags, build_dir, [DRIVER], compile_error)
+    command = (compiler, *flags, f"-I{code.directory}", *driver_defines(code), *inputs,
                *profile.ldflags, "-o", str(library), *profile.libs)
     version = compiler_version(compiler)
-    start = time.perf_counter()
-    compile_once(command, code, library, lambda stderr: RunError(f"compile error: {first_diagnostic(stderr)}"))
+    compile_once(command, code, library, compile_error)
     return HostBuild(library=library, code=code, command=command, compiler_version=version,
                      flags=tuple(flags), seconds=time.perf_counter() - start)
+
+
+def compile_error(stderr: str) -> RunError:
+    """A failed build as the verdict's cause: its first diagnostic, not the whole compiler output."""
+    return RunError(f"compile error: {first_diagnostic(stderr)}")
 
 
 def first_diagnostic(stderr: str) -> str:

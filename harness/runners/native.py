@@ -44,18 +44,21 @@ def failure_line(output: str, returncode: int) -> str:
 
 def run(executable: Path, code: GeneratedCode, inputs: np.ndarray, timeout: float, env: dict[str, str] | None = None,
         failure: Callable[[str, int], str] = failure_line, limit_memory: bool = True,
-        folder: Path | None = None) -> np.ndarray:
+        folder: Path | None = None, files: dict[str, bytes] | None = None) -> np.ndarray:
     """The outputs (N, output_size) of ``inputs`` (N, input_size) run by ``executable``, sandboxed in a fresh
     folder (``run_folder``; ``folder``: the caller's, to read more of what the run wrote; ``env``: the variables
     it needs besides the fixed environment; ``limit_memory``: its address space, which a sanitized build,
-    reserving terabytes of shadow memory, limits itself); a RunError with ``failure(output, status)`` when it
-    fails, or on a timeout. The executable is read where it was built, a folder the run cannot write."""
+    reserving terabytes of shadow memory, limits itself; ``files``: more files it reads, by name, written beside
+    the inputs); a RunError with ``failure(output, status)`` when it fails, or on a timeout. The executable is
+    read where it was built, a folder the run cannot write."""
     inputs = np.ascontiguousarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if inputs.shape[1] != code.input_size:
         raise RunError(f"inputs have {inputs.shape[1]} values, the code expects {code.input_size}")
     expected = len(inputs) * code.output_size * 4
     with run_folder(folder) as work:
         write_file(work / INPUTS_FILE, inputs.astype("<f4").tobytes())
+        for name, data in (files or {}).items():
+            write_file(work / name, data)
         try:
             done = sandbox.run([str(Path(executable).absolute()), INPUTS_FILE, OUTPUTS_FILE], work, timeout,
                                env=env, memory_mib=sandbox.settings().memory_mib if limit_memory else None,

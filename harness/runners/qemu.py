@@ -35,7 +35,7 @@ from harness.generators.generated import GeneratedCode
 from harness import sandbox
 from harness.runners import (COUNTS_INSTRUCTIONS, EMULATED, PAINTS_STACK, RunError, collect, read_file, run_folder,
                              write_file)
-from harness.runners.compiling import Build, compile_once, driver_defines
+from harness.runners.compiling import Build, compile_once, driver_defines, link_inputs
 from harness.runners.host import RunOutcome, first_diagnostic, signal_name
 from harness.targets import TargetProfile, compiler_version
 
@@ -93,18 +93,19 @@ class QemuBuild(Build):
 
 def build(code: GeneratedCode, build_dir: Path, profile: TargetProfile, opt: str | None = None) -> QemuBuild:
     """Cross-compile ``code`` with the driver into ``build_dir/assay.elf``; reuse an identical build."""
-    compiler = profile.compiler_path()
     profile.emulator_path()  # a missing emulator is a set-up problem: say so before compiling
     flags = profile.flags(opt)
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
     elf = build_dir / ELF_NAME
+    start = time.perf_counter()
+    compiler, inputs = link_inputs(code, profile, flags, build_dir, [DRIVER],
+                                   lambda stderr: _build_failure(profile, stderr))
     # The memory map's --defsym flags come before the profile's ldflags, so that a
     # linker script named there (-T) sees them as defined.
-    command = (compiler, *flags, f"-I{code.directory}", *driver_defines(code), *map(str, code.sources), str(DRIVER),
+    command = (compiler, *flags, f"-I{code.directory}", *driver_defines(code), *inputs,
                *memory_map_flags(profile), *profile.ldflags, "-o", str(elf), *profile.libs)
     version = compiler_version(compiler)
-    start = time.perf_counter()
     compile_once(command, code, elf, lambda stderr: _build_failure(profile, stderr))
     size = image_size(elf, profile)
     check_fits(profile, size)

@@ -42,8 +42,8 @@ from harness import targets
 from harness.generators.generated import GeneratedCode
 from harness import sandbox
 from harness.runners import RunError, arenacheck, native
-from harness.runners.compiling import compile_once, driver_defines
-from harness.runners.host import first_diagnostic
+from harness.runners.compiling import compile_once, driver_defines, link_inputs
+from harness.runners.host import compile_error
 from harness.targets import compiler_version
 
 FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
@@ -76,18 +76,18 @@ def build(code: GeneratedCode, build_dir: Path, opt: str = "-O0", arena: bool = 
     """Compile ``code`` with the driver into a sanitized executable in ``build_dir``; reuse an identical build.
     ``arena``: with the arena-region check around each layer, where the manifest allows it (module docstring)."""
     profile = targets.get(targets.HOST)
-    compiler = profile.compiler_path()
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
     executable = build_dir / "assay-sanitized"
     flags = [flag for flag in profile.flags(opt) if flag != "-fPIC"]
-    sources = [str(source) for source in code.sources]
+    # C++ sources (Aidge) are sanitized objects of their own (runners.compiling.link_inputs)
+    compiler, inputs = link_inputs(code, profile, [*flags, *FLAGS], build_dir, [native.DRIVER], compile_error)
     checked = _arena_checked(code, build_dir) if arena else None
     if checked is not None:
-        sources[sources.index(str(checked[0]))] = str(checked[1])
-    command = (compiler, *flags, *FLAGS, f"-I{code.directory}", *driver_defines(code), *sources,
-               str(native.DRIVER), "-o", str(executable), *profile.libs)
-    compile_once(command, code, executable, lambda stderr: RunError(f"compile error: {first_diagnostic(stderr)}"))
+        inputs[inputs.index(str(checked[0]))] = str(checked[1])
+    command = (compiler, *flags, *FLAGS, f"-I{code.directory}", *driver_defines(code), *inputs,
+               "-o", str(executable), *profile.libs)
+    compile_once(command, code, executable, compile_error)
     return SanitizedBuild(executable=executable, code=code, command=command,
                           compiler_version=compiler_version(compiler), arena_checked=checked is not None)
 

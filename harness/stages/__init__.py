@@ -5,5 +5,5 @@
 Adding a stage is adding a package with a ``command`` module and its line in the
 entry-point group ``assay.commands`` of ``pyproject.toml``: the CLI finds it
 there (``harness.cli``), with no edit to the CLI. A stage imports the core and the
-registries, never another stage (tests/test_architecture.py checks it).
+registries, never another stage (tests/architecture/test_architecture.py checks it).
 """

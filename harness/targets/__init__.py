@@ -36,6 +36,9 @@ HOST = "host"
 _REQUIRED = {"name": str, "description": str, "kind": str, "compiler": str, "package": str,
              "cflags": list, "opt_levels": list, "default_opt": str, "ldflags": list, "libs": list,
              "timing": str}
+# Keys any profile may have: the C++ compiler of the same toolchain, for generators that write C++ (Aidge), and its
+# Debian package. A profile without them builds C only: C++ sources are then refused by name (runners.compiling).
+_OPTIONAL = {"cxx_compiler": str, "cxx_package": str}
 
 # Keys that only some runner kinds use: their types, and per kind which are
 # required and which are optional. A key not listed for a profile's kind is refused; a kind
@@ -92,6 +95,8 @@ class TargetProfile:
     linker_script: Path | None = None
     # why no emulator can run this profile's images (None: runnable); such a profile is for static analysis only
     not_runnable: str | None = None
+    cxx_compiler: str | None = None  # the toolchain's C++ compiler (None: this profile builds C only)
+    cxx_package: str | None = None
 
     def accepts_timing(self, name: str) -> bool:
         """Whether timing model ``name`` describes this target: its own model, or a generic one (trivial)."""
@@ -131,6 +136,17 @@ class TargetProfile:
         if found is None:
             raise ConfigError(f"target {self.name}: compiler '{self.compiler}' not found; "
                               f"install the Debian package '{self.package}'")
+        return found
+
+    def cxx_compiler_path(self) -> str:
+        """The C++ compiler executable; a ConfigError naming the profile or the package if there is none."""
+        if self.cxx_compiler is None:
+            raise ConfigError(f"target {self.name}: the code has C++ sources and the profile names no "
+                              "'cxx_compiler' (it builds C only)")
+        found = shutil.which(self.cxx_compiler)
+        if found is None:
+            raise ConfigError(f"target {self.name}: C++ compiler '{self.cxx_compiler}' not found; "
+                              f"install the Debian package '{self.cxx_package}'")
         return found
 
     def compiler_version(self) -> str:
@@ -203,12 +219,15 @@ def load_profile(path: Path) -> TargetProfile:
     for key in sorted(kind_keys["required"]):
         if key not in data:
             raise ConfigError(f"{path}: missing key '{key}' (required for kind '{data['kind']}')")
-    unknown = set(data) - set(_REQUIRED) - kind_keys["required"] - kind_keys["optional"]
+    unknown = set(data) - set(_REQUIRED) - set(_OPTIONAL) - kind_keys["required"] - kind_keys["optional"]
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} for kind '{data['kind']}'")
-    for key in sorted(set(data) & set(_KIND_KEY_TYPES)):
-        if not isinstance(data[key], _KIND_KEY_TYPES[key]):
-            raise ConfigError(f"{path}: key '{key}' must be a {_KIND_KEY_TYPES[key].__name__}")
+    types = {**_KIND_KEY_TYPES, **_OPTIONAL}
+    for key in sorted(set(data) & set(types)):
+        if not isinstance(data[key], types[key]):
+            raise ConfigError(f"{path}: key '{key}' must be a {types[key].__name__}")
+    if ("cxx_compiler" in data) != ("cxx_package" in data):
+        raise ConfigError(f"{path}: 'cxx_compiler' and 'cxx_package' go together")
     if data["name"] != path.stem:
         raise ConfigError(f"{path}: name '{data['name']}' differs from the file name")
     if data["timing"] not in timing.names():

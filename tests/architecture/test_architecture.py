@@ -13,6 +13,11 @@
 - no two modules import each other either, not even through an import inside a function;
 - every import of one package by another is one the table of docs/architecture.md allows (the table is read
   here, so it describes the code).
+
+Why a folder of its own: pytest puts a test module's folder on ``sys.path``; had it been ``tests/``, a later
+``import codegen`` in the same process found the test folder ``tests/codegen`` (a namespace package, ahead of the
+editable install's finder) and tests of the mutation stage failed with "module 'codegen' has no attribute
+'__version__'" whenever this module ran before them on the same worker.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:

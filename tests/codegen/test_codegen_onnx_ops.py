@@ -132,6 +132,19 @@ def test_variadic_elementwise_ops_and_reductions(check_onnx):
     literal_bounds(generated.manifest)
 
 
+def test_a_per_channel_gate_broadcast_against_the_map(check_onnx):
+    """Squeeze-and-excite as the Keras export writes it (issue 43): a [N, C, 1, 1] gate (GlobalAveragePool, 1 x 1
+    convolutions, HardSigmoid or Sigmoid) times, plus and minus the [N, C, H, W] map, in both operand orders."""
+    net = Net((4, 5, 6))
+    x = net.op("HardSwish", [conv(net, "input", 4, 4, (3, 3), pads=[1, 1, 1, 1])])
+    gate = conv(net, net.op("Relu", [conv(net, net.op("GlobalAveragePool", [x]), 4, 2, (1, 1))]), 2, 4, (1, 1))
+    x = net.op("Mul", [x, net.op("HardSigmoid", [gate], alpha=1.0 / 6.0, beta=0.5)])
+    gate = net.op("Sigmoid", [conv(net, net.op("GlobalAveragePool", [x]), 4, 4, (1, 1))])
+    x = net.op("Concat", [net.op("Mul", [gate, x]), net.op("Add", [gate, x]), net.op("Sub", [gate, x]),
+                          net.op("Sub", [x, gate])], axis=1)
+    literal_bounds(check_onnx(net.model(x)).manifest)
+
+
 def test_slice_split_and_concat_on_any_axis(check_onnx):
     net = Net((6, 4, 5))
     x = net.op("Slice", ["input", net.param(None, values=ints(-1, 1)), net.param(None, values=ints(-6, 4)),

@@ -49,3 +49,21 @@ def test_conv2d_transpose_with_stride_above_kernel_is_refused(tmp_path):
     with pytest.raises(codegen.UnsupportedModel, match=r"layer 'conv2d_transpose\w*' \(Conv2DTranspose\) has an "
                                                         "output"):
         codegen.generate(tmp_path / "wide.keras", tmp_path / "out", frontend="keras")
+
+
+def test_squeeze_and_excite_blocks(check_keras):
+    """MobileNetV3's and EfficientNet's squeeze-and-excite (issue 43): a (1, 1, C) gate broadcast against the
+    (H, W, C) map by Multiply, Add and Subtract in both operand orders; hard_silu, hard_sigmoid (as Keras 3 ops,
+    ``relu6(x + 3) * (1/6)``), silu and sigmoid; the Rescaling and Normalization input layers."""
+    x = keras.Input((5, 6, 3))
+    y = layers.Normalization(mean=[0.4, 0.5, 0.6], variance=[0.05, 0.06, 0.07])(layers.Rescaling(1.0 / 255.0)(x))
+    y = layers.Conv2D(4, 3, padding="same", activation="hard_silu")(y)
+    gate = layers.Conv2D(4, 1)(layers.Conv2D(2, 1, activation="relu")(layers.GlobalAveragePooling2D(keepdims=True)(y)))
+    y = layers.Multiply()([y, layers.ReLU(6.0)(gate + 3.0) * (1.0 / 6.0)])
+    y = layers.DepthwiseConv2D(3, padding="same", activation="silu")(y)
+    gate = layers.Reshape((1, 1, 4))(layers.GlobalAveragePooling2D()(y))
+    gate = layers.Conv2D(4, 1, activation="sigmoid")(layers.Conv2D(2, 1, activation="swish")(gate))
+    y = layers.Concatenate()([layers.Multiply()([gate, y]), layers.Add()([gate, y]), layers.Subtract()([gate, y]),
+                              layers.Subtract()([y, gate])])
+    y = layers.Activation("hard_sigmoid")(layers.Conv2D(3, 1)(y))
+    check_keras(keras.Model(x, layers.Flatten()(y), name="squeeze_excite"), low=0.0, high=255.0)

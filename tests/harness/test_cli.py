@@ -76,6 +76,36 @@ def test_generate_writes_c_and_manifest(tmp_path):
     assert list((tmp_path / "c").glob("*.c"))
 
 
+def test_the_v3_size_refusal_names_an_option_that_exists_and_it_works(tmp_path):
+    """assay-v3's refusal of a model above its multiply-accumulate limit tells the user to raise ``--max-macs`` of
+    ``assay generate`` and to check that C with ``--generators dir:``: both work (a Gemm of 4 x 3 = 12)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.random.default_rng(0).uniform(-1, 1, (3, 4)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+                              [numpy_helper.from_array(weights, "w")])
+    model = tmp_path / "gemm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    common = ("--model", str(model), "--generator", "assay-v3", "--work", str(tmp_path / "w"))
+    refused = assay("generate", *common, "--out", str(tmp_path / "refused"), "--max-macs", "11")
+    (line,) = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and "12 multiply-accumulate statements, above its limit of 11; generate it " \
+        "anyway with `assay generate --generator assay-v3 --max-macs N --out DIR`, then check that C with " \
+        "`--generators dir:DIR`" in line, refused.stderr
+    done = assay("generate", *common, "--out", str(tmp_path / "c"), "--max-macs", "12")
+    assert done.returncode == 0, done.stderr
+    checked = assay("semantic", "--models", str(model), "--generators", f"dir:{tmp_path / 'c'}", "--inputs", "20",
+                    "--sanitize", "0", "--quiet", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"))
+    assert checked.returncode == 0, checked.stderr
+    other = assay("generate", "--model", str(model), "--max-macs", "12", "--out", str(tmp_path / "v2"),
+                  "--work", str(tmp_path / "w"))
+    assert other.returncode == 2 and "assay-v2 takes no --max-macs; assay-v3 does" in other.stderr, other.stderr
+
+
 def test_semantic_on_one_model_writes_results_and_reports(tmp_path):
     out = tmp_path / "out"
     result = assay("semantic", "--models", "acas-reg50", "--generators", "assay-v2:all", "--inputs", "50", "--quiet",

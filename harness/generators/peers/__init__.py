@@ -68,6 +68,14 @@ class PeerEnv:
     """One peer's environment: its pins, its directory, its driver."""
 
     name: str
+    # the PyPI package whose pinned release is the peer's version: the peer's name unless it ships as several
+    # packages (Aidge: aidge-core, aidge-onnx, aidge-backend-cpu and aidge-export-cpp, the last its generator)
+    package: str | None = None
+
+    @property
+    def release(self) -> str:
+        """The pinned version of the peer's own package."""
+        return self.pins()[self.package or self.name]
 
     @property
     def requirements(self) -> Path:
@@ -152,7 +160,7 @@ class PeerGenerator(Adapter):
     depends_on = (HERE,)  # the wrapper and manifest it writes, the Keras graph it hands over, the drivers
 
     def version(self) -> str:
-        return self.peer.pins()[self.peer.name]
+        return self.peer.release
 
     def identity(self, model, variant: str) -> dict:
         """The environment's identity and the adapter's own code (``Adapter.identity``: its module and this

@@ -19,14 +19,17 @@ WRAPPER = "assay_entry.c"
 
 
 def finish(out_dir: Path, *, generator: dict, model: Model, fmt: str, prefix: str, call: str, includes: list[str],
-           sources: list[str], headers: list[str], layers: list[dict] | None, peer: dict) -> GeneratedCode:
-    """Write the wrapper and the manifest; ``call`` is the C statement calling the peer with ``input``/``output``."""
+           sources: list[str], headers: list[str], layers: list[dict] | None, peer: dict,
+           layouts: tuple[str, str] | None = None) -> GeneratedCode:
+    """Write the wrapper and the manifest; ``call`` is the C statement calling the peer with ``input``/``output``;
+    ``layouts``: the (input, output) layouts of the peer's entry when they are not those of the ``fmt`` file (Aidge
+    makes some outputs channels-last)."""
     entry = f"{prefix}assay_entry"
     lines = [f'#include "{name}"' for name in includes]
     (out_dir / WRAPPER).write_text(
         "/* Written by Assay: the peer's entry point under Assay's signature (docs/peers.md). */\n"
         + "\n".join(lines) + f"\n\nvoid {entry}(const float *input, float *output)\n{{\n    {call}\n}}\n")
-    in_layout, out_layout = model.layouts_of(fmt)
+    in_layout, out_layout = layouts or model.layouts_of(fmt)
     manifest = {
         "schema": "assay-manifest/1",
         "generator": generator,

@@ -11,9 +11,10 @@ every layer over the domain. The neuron coverage then shows, per layer, what the
 
 The ids are per generated code (``LLR-003`` of ``acas-reg50/assay-v2-keras`` is its layer 2): two codes of one model
 may have different layers. The tolerance of a layer requirement is derived for that layer (``LAYER_TOLERANCE``): for
-every input and element, |C - float64 value of the layer| <= the a-priori bound of the layer's tensor
-(``harness.references.bounds.layer_tolerances``: any correct float32 evaluation of the layers up to it, in the
-order of accumulation the code's manifest declares, is within it), the figure ``layererror`` judges each layer by;
+every input and element, |C - float64 value of the layer| <= the bound of the layer's own rounding, the layer
+evaluated from the C's own input to it (``harness.references.bounds.local_bounds``: any correct float32 evaluation
+of the layer, in the order of accumulation the code's manifest declares, is within it given that input), the figure
+``layererror`` judges each layer by;
 the largest bound over the uniform inputs is stated with it.
 For a model with ops without a bound rule the requirement says so and keeps the model's fixed tolerance. The network
 requirement keeps the model's output tolerance (the oracle's).
@@ -46,11 +47,12 @@ def layer_id(index: int) -> str:
 
 
 LAYER_TOLERANCE = ("|C - f64| <= bound for every input of the domain and every element of the layer's output, where "
-                   "f64 is the layer's value in float64 (the model's ONNX graph evaluated in double) and bound the "
-                   "a-priori rounding-error bound of any correct float32 evaluation of the layers up to this one "
+                   "f64 is the layer's value in float64 from the C's own float32 input to the layer (the model's "
+                   "ONNX graph evaluated in double from the C's outputs of the layers before it) and bound the "
+                   "rounding-error bound of any correct float32 evaluation of this layer alone, given that input, "
                    "in the order of accumulation the code declares (dot products: the running error of that order, "
-                   "else gamma_n |W| |x|, plus the error carried in through |W|; activations by their Lipschitz "
-                   "constant and libm ulp; docs/semantic.md), derived per input")
+                   "else gamma_n |W| |x|; activations by their libm ulp; docs/semantic.md, layer-local verdict), "
+                   "derived per input")
 
 
 def derive(model: Model, manifest: dict, layer_errors: dict | None = None) -> list[dict]:
@@ -84,8 +86,9 @@ def derive(model: Model, manifest: dict, layer_errors: dict | None = None) -> li
                       "c_file": layer.get("file"), "c_lines": layer.get("lines"),
                       "text": f"Layer {layer['name']} computes {layer.get('op')} of {source} "
                               f"{layer.get('input_shapes')} into {layer.get('output_shape')} as the model does, "
-                              f"within " + ("its derived tolerance (|C - float64| <= the a-priori rounding bound of "
-                                            "the layer's tensor)" if layer_tolerance["derived_per_layer"] else
+                              f"within " + ("its derived tolerance (|C - float64| <= the rounding bound of the "
+                                            "layer alone, from the C's own input to it)"
+                                            if layer_tolerance["derived_per_layer"] else
                                             f"the model's tolerance ({layer_tolerance['rule']})")
                               + ", for every input of the domain.",
                       "input_domain": model.domain_json() if position == 0 else "outputs of the previous layers",

@@ -2,10 +2,10 @@
 
 For one generated code, each selected set is drawn with the build's seed (the uniform one is the test
 inputs every stage ran), archived as ``inputs/<code>/<set>.npy``, checked layer by layer against the
-reference (``layererror``: the last layer is the network's output, so a set whose outputs leave the
-tolerance fails), and measured: the statement, branch and MC/DC coverage of the generated code it reaches
-(``coverage``, files in ``coverage/<code>/sets/<set>/``) and the activation states of the reference it
-reaches. The package's main coverage part is that of all sets together.
+reference (``layererror.measure_sets``, every set in one pass: the last layer is the network's output, so a
+set whose outputs leave the tolerance fails), and measured: the statement, branch and MC/DC coverage of the
+generated code it reaches (``coverage``, files in ``coverage/<code>/sets/<set>/``) and the activation states
+of the reference it reaches. The package's main coverage part is that of all sets together.
 """
 
 from __future__ import annotations
@@ -44,16 +44,16 @@ def evaluate(code: GeneratedCode, model: Model, sets: dict[str, np.ndarray], see
     """Archive, check and measure every set; return the record of each (``inputs/input-sets.json``) and the
     per-layer errors of each (``layererror.measure``; the trace matrix shows the uniform set's)."""
     states = intermediate.activation_states(code, model)
-    records, layer_errors = {}, {}
+    records = {}
+    # every set's per-layer error in one pass (one instrumented build, every figure batched over all the sets)
+    layer_errors = layererror.measure_sets(code, model, sets, work / "layers", model.tolerance, model.rtol, timeout)
     for kind, inputs in sets.items():
         path = root / "inputs" / key / f"{kind}.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
         np.save(buffer, inputs, allow_pickle=False)
         path.write_bytes(buffer.getvalue())
-        errors = layererror.measure(code, model, inputs, work / "layers" / kind, model.tolerance, model.rtol,
-                                    timeout)
-        layer_errors[kind] = errors
+        errors = layer_errors[kind]
         code_inputs = to_code_layout(inputs, model, code)
         out = root / "coverage" / key / "sets" / kind
         covered = coverage.measure(code, code_inputs, work / "coverage", out, timeout)  # one build, counts reset

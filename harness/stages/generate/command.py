@@ -31,8 +31,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif variant not in variants:
         raise AssayError(f"{args.generator} has no variant '{variant}' for {model.name}; "
                          f"choose from {', '.join(variants)}")
+    options = {}
+    if args.max_macs is not None:
+        if not getattr(generator, "takes_max_macs", False):
+            raise AssayError(f"{args.generator} takes no --max-macs; assay-v3 does")
+        options["max_macs"] = args.max_macs
     try:
-        code = generator.generate(model, variant, args.out)
+        code = generator.generate(model, variant, args.out, **options)
     except USER_ERRORS:
         raise
     except Exception as exc:  # a generator crash: one line naming the model, never a traceback
@@ -57,5 +62,19 @@ def add_command(subparsers) -> None:
     gen.add_argument("--transform", help="comma-separated semantics-preserving transformations to apply, exactly: "
                                          "fold-bn, relu-after-pool, fuse-activation, or none (default: the "
                                          "generator's, fuse-activation)")
+    gen.add_argument("--max-macs", type=_positive, metavar="N",
+                     help="assay-v3 only: generate up to N multiply-accumulate statements (default: codegen's "
+                          "own limit, docs/codegen.md); a campaign checks that C with --generators dir:OUT")
     add_common_options(gen)
     gen.set_defaults(func=cmd_generate)
+
+
+def _positive(text: str) -> int:
+    """A whole number of at least 1, for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

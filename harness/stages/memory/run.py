@@ -199,7 +199,7 @@ def inference_sizes(image: elf.ElfImage, code: GeneratedCode, bound: stack.Stack
     """Sizes of the manifest's symbols, and of the library functions the entry reaches."""
     symbols = code.manifest.get("symbols")
     if not symbols:  # another tool's code: what the generated files define, read from the DWARF
-        files = {path.name for path in code.sources} | set(code.manifest.get("headers", []))
+        files = {path.name for path in code.sources} | {Path(name).name for name in code.manifest.get("headers", [])}
         names = elf.symbols_defined_in(image.path, files)
         if not names:
             return {"text": None, "rodata": None, "data": None, "bss": None, "symbols": [], "missing": [],

@@ -164,14 +164,19 @@ def blank(text: str) -> str:
     return _COMMENT_OR_DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
-def _load(path: Path) -> tuple[_Source, c_ast.FileAST]:
-    text = path.read_text()
+def load(path: Path) -> tuple[_Source, c_ast.FileAST]:
+    """The C file ``path``'s text and tokens, with pycparser's tree of it (``code_mutants``, ``schema``)."""
+    return parse(path.read_text(), path.name)
+
+
+def parse(text: str, name: str) -> tuple[_Source, c_ast.FileAST]:
+    """The C ``text`` (of the file ``name``) and its tokens, with pycparser's tree of it."""
     plain = blank(text)
     try:
-        tree = c_parser.CParser().parse(plain, filename=path.name)
+        tree = c_parser.CParser().parse(plain, filename=name)
     except c_parser.ParseError as exc:
-        raise AssayError(f"{path.name}: cannot parse for mutation: {exc}") from None
-    source = _Source(path.name, text)
+        raise AssayError(f"{name}: cannot parse for mutation: {exc}") from None
+    source = _Source(name, text)
     lexer = c_lexer.CLexer(lambda msg, line, column: None)
     lexer.input(plain)
     line_starts = [0] + [m.end() for m in re.finditer("\n", plain)]
@@ -191,7 +196,7 @@ def _load(path: Path) -> tuple[_Source, c_ast.FileAST]:
 
 def code_mutants(path: Path) -> list[Mutant]:
     """Every mutant of the function bodies in the C file ``path``, in source order."""
-    source, tree = _load(Path(path))
+    source, tree = load(Path(path))
     finder = _Finder(source)
     for definition in tree.ext:
         if isinstance(definition, c_ast.FuncDef):

@@ -9,7 +9,9 @@ from harness.stages.mutate.run import KILL_TARGET, open_store
 CLASSES = {"not_reached": "no output bit differs from the clean code's on any input (not reached by the "
                           "input domain, or equivalent without a rule)",
            "below_precision": "outputs differ, the error is no larger than the clean code's own",
-           "tolerance": "farther from the reference than the clean code, within the tolerance"}
+           "tolerance": "farther from the reference than the clean code, within the tolerance",
+           "probably_equivalent": "its first layer output after the mutation is the clean code's, bit for bit, on "
+                                  "every input (weak mutation; the whole network not run)"}
 
 
 def _error(value: float | None) -> str:
@@ -33,9 +35,22 @@ def _rule(record: dict) -> str:
     rule = record.get("tolerance_rule") or {"rule": "fixed"}
     if rule["rule"] == "derived":
         return (f"the derived rule |C - float64| <= bound (largest bound {_error(rule['bound'])}; the clean code "
-                f"{_error(rule['c_distance'])} from float64, tightness {rule['tightness']:.3g})")
+                f"{_error(rule['c_distance'])} from float64, tightness {rule['tightness']:.3g})" + _layers(rule))
     return (f"tolerance atol {record['tolerance']:g} + rtol {record['rtol']:g}"
             + (f" (derived asked for; {rule['fallback']})" if rule.get("fallback") else ""))
+
+
+def _layers(rule: dict) -> str:
+    """The layer-local verdict's part of the rule (``run._LayerCheck``; a record made before it: none)."""
+    local = rule.get("layer_local")
+    if not local:
+        return ""
+    if not local.get("judged"):
+        return f"; not judged layer by layer: {local.get('reason')}"
+    margin = local.get("margin")
+    return (f"; and every layer within its local bound ({local['accumulation']} order; the clean code's smallest "
+            f"margin {'-' if margin is None else f'{margin:.3g}'} on {local['inputs']} inputs), checked on the "
+            f"mutants this rule leaves alive")
 
 
 def _detectability(record: dict) -> list[str]:
@@ -121,7 +136,7 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
                   "| operator | killed | survived | stillborn | equivalent |", "|---|---|---|---|---|"]
         lines += [f"| {op} | {c['killed']} | {c['survived']} | {c['stillborn']} | {c['equivalent']} |"
                   for op, c in s["by_operator"].items()]
-        lines += ["", "Survivors by class: " + ", ".join(f"{name} {s['survivor_classes'][name]} ({text})"
+        lines += ["", "Survivors by class: " + ", ".join(f"{name} {s['survivor_classes'].get(name, 0)} ({text})"
                                                          for name, text in CLASSES.items()) + ".", ""]
         lines += _detectability(r)
         survivors = [m for m in r["mutants"] if m["status"] == "survived"]

@@ -3,15 +3,21 @@
 For one (model, generator, variant) item: the code is generated, every source
 is compiled once to an object, and the clean code runs on the inputs of each
 of ``seeds`` input seeds (a verdict other than pass is a false alarm). Then
-each mutant (``operators``) is one text edit of one file: only that file is
-compiled again (gcc -O0 in the sandbox, as every build of generated C:
-``harness.runners.compiling.run_compiler``) and linked with the clean objects and the
-driver into an executable (``harness.runners.native``, run in the sandbox as all generated code:
-``harness.sandbox``), which runs on the first ``FIRST_BATCH`` inputs
-and, unless that already kills it, on all of them; the verdict is the oracle's rule (``Rule``, ``--tolerance``):
+each mutant (``operators``) is one text edit of one file, made into a program
+(``programs``): every code mutant of a file in one schema build that picks the
+mutant at run time (``schema``, gcc -O0 in the sandbox as every build of generated C:
+``harness.runners.compiling.run_compiler``), a weight mutant's element written into the clean
+executable, or, as the checked fallback (``--builds per-mutant``), its file compiled again and linked with the
+clean objects and the driver into an executable (``harness.runners.native``, run in the sandbox as all
+generated code: ``harness.sandbox``). A mutant runs the judged inputs in batches (``FIRST_BATCH``, then
+``GROWTH`` times more each time), the inputs that killed the most mutants so far first (``_Order``), and stops
+at the first batch with a failing input; a survivor has run every input. The verdict is the oracle's rule
+(``Rule``, ``--tolerance``):
 fixed, ``harness.core.oracle.compare`` against the reference outputs computed once; derived,
 ``|C - float64| <= bound`` per output (the semantic stage's rule, figures shared through
-``harness.core.refcache``). A
+``harness.core.refcache``), and where the manifest names the layers' output buffers, for a mutant that rule
+leaves alive, every layer within its local bound from the C's own input to it (``_LayerCheck``,
+``harness.core.layerlocal``: the semantic stage's layer-local verdict); a layer outside it kills the mutant. A
 crash, a hang, a damaged guard word or NaN is a kill too. A code-mutant survivor
 that is not judged equivalent also runs under AddressSanitizer and UBSan
 (``harness.runners.sanitized``); a report kills it. Last, its file goes through the static subscript
@@ -27,21 +33,21 @@ larger than the clean code's; otherwise it is judged like any other mutant. Surv
   no larger than the clean code's own;
 - ``tolerance``: the mutant is farther from the reference than the clean code, within the tolerance.
 
-Why the stage builds its own objects instead of calling ``host.build`` per
-mutant: that compiles every source each time, and the weights file of LeNet-5
-takes ~0.5 s of the ~0.6 s; hundreds of mutants would spend minutes compiling
-the same unchanged file. The flags and defines are the host profile's, the
-driver and its guard words the targets' (``target_driver.c``). Why an executable
-rather than the host runner's library in its Python worker: the worker's start
-(~0.2 s of interpreter and cffi) was most of a small network's mutant.
+Why programs made once rather than ``host.build`` per mutant: that compiles every source each time, and the
+weights file of LeNet-5 takes ~0.5 s of the ~0.6 s; hundreds of mutants would spend minutes compiling the
+same unchanged file, and even the mutated file alone took most of a mutant that the first inputs kill. The
+flags and defines are the host profile's, the driver and its guard words the targets' (``target_driver.c``).
+Why an executable rather than the host runner's library in its Python worker: the worker's start (~0.2 s of
+interpreter and cffi) was most of a small network's mutant.
 """
 
 from __future__ import annotations
 
 import difflib
 import queue
-import shutil
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,8 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import references, targets
-from harness.core import inputsets, intermediate, oracle, refcache
+from harness import references
+from harness.core import inputsets, intermediate, layerlocal, oracle, refcache
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.inputs import make_inputs
@@ -63,21 +69,29 @@ from harness.digests import digest, tree_digest
 from harness.errors import USER_ERRORS, AssayError, ConfigError
 from harness.generators.generated import GeneratedCode
 from harness.models.model import Model
-from harness.runners import RunError, arenacheck, host, native, sanitized
-from harness.runners.compiling import DRIVERS_DIR, driver_defines, run_compiler
+from harness.binary import elf
+from harness.runners import RunError, arenacheck, native, probed
 from harness.targets import HOST
 from harness.references import bounds as derived_bounds
 from harness.references import float64
-from harness.stages.mutate import bounds, detect, operators
+from harness.stages.mutate import bounds, detect, operators, programs, split
 from harness.stages.mutate.spec import SPEC
 
 SCHEMA = SPEC.schema
 KEY_FIELDS = SPEC.key_fields
-FIRST_BATCH = 20  # inputs tried first: most mutants die on them, and the rest need not run
+FIRST_BATCH = 16  # inputs a mutant runs first, those that killed the most mutants so far: most die on them
+GROWTH = 4  # each later batch is this many times the one before, until every input has run
+WINDOW = 16  # a mutant's order of the inputs counts the kills of the mutants judged this many or more before it
+# the clean code's state at each layer costs an instrumented build, a run of every judged input and a check per
+# layer, the weight mutants' FAST_OPT build a compile of every source: worth it for an item's mutants, not for a
+# sample of a few (``--max-mutants``)
+SPLIT_FROM = 32
 RELATIVES = (1e-3, 1e-5, 1e-7)
 KILL_TARGET = 0.99  # of the non-equivalent code mutants (issue 9)
 UP_TO_ROUNDING = ("softmax shift invariance",)  # rules equal in real arithmetic only: the error must not grow
 DETECTORS = ("oracle", "runner", "sanitizer", "bounds")
+PROBABLY_EQUIVALENT = "probably_equivalent"  # a survivor whose first layer output after the mutation is the clean one
+CLASSES = ("not_reached", "below_precision", "tolerance", PROBABLY_EQUIVALENT)  # of the survivors
 STAGE_DIR = Path(__file__).resolve().parent
 PREFERRED_REFERENCES = ("keras", "onnxruntime")
 FIXED, DERIVED = "fixed", "derived"  # the oracle's rules (``--tolerance``, ``Rule``)
@@ -99,6 +113,7 @@ class Settings(core_plan.Settings):
     max_mutants: int | None = SPEC.default("max_mutants")  # a seeded sample of the mutants, for quick runs
     sanitize: int = SPEC.default("sanitize")  # inputs each survivor and the clean code run under the sanitizers
     jobs: int = SPEC.default("jobs")  # mutants judged at a time (the results do not depend on it)
+    builds: str = SPEC.default("builds")  # schemata, or per-mutant (programs.BUILDS)
     input_sets: tuple[str, ...] = SPEC.default("input_sets")  # judged on: the uniform inputs, then the other sets
     set_inputs: int = SPEC.default("set_inputs")  # inputs of each set but the uniform one
 
@@ -128,11 +143,13 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
         model = load_model(item.model, settings)
         fingerprint = item_fingerprint(item, model, settings, seeds=settings.seeds, reference=settings.reference,
                                        tolerances=settings.tolerances(model), weights=settings.weights_per_array,
-                                       **({"tolerance_rule": DERIVED, "bounds": refcache.bounds_identity()}
+                                       **({"tolerance_rule": DERIVED, "bounds": refcache.bounds_identity(),
+                                           "layer_local": layerlocal.identity()}
                                           if settings.tolerance == DERIVED else {}),
                                        max_mutants=settings.max_mutants, sanitize=settings.sanitize,
                                        input_sets=list(settings.input_sets), set_inputs=settings.set_inputs,
-                                       stage=tree_digest(STAGE_DIR), checks=_checks_digest())
+                                       builds=settings.builds, stage=tree_digest(STAGE_DIR),
+                                       checks=_checks_digest())
         previous = None if settings.redo else store.find_all([record], fingerprint)
         if previous is not None:
             return previous[0]
@@ -149,9 +166,10 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
 def _checks_digest() -> str:
     """The bytes of the code outside the stage that decides verdicts here: the arena-region check, the input sets,
     the reference's intermediate outputs, the float64 evaluation and the derived bound the weight mutants'
-    detectability search uses (a change there must not reuse old records)."""
+    detectability search uses, the layer outputs a split run starts from and the reading of the executable a weight
+    mutant is written into (a change there must not reuse old records)."""
     return digest([Path(module.__file__).read_bytes().hex()
-                   for module in (arenacheck, inputsets, intermediate, float64, derived_bounds)])
+                   for module in (arenacheck, inputsets, intermediate, float64, derived_bounds, probed, elf)])
 
 
 def reference_for(model: Model, settings: Settings) -> str:
@@ -182,13 +200,30 @@ class Rule:
     bound: np.ndarray | None = None  # derived: the bound of every output of the batch
     fallback: str | None = None
 
-    def judge(self, outputs: np.ndarray, expected: np.ndarray) -> tuple[str, str | None, float | None]:
-        """The verdict on the batch's first ``len(outputs)`` inputs, its cause, and the largest |C - reference|."""
-        fixed = oracle.compare(outputs, expected[:len(outputs)], self.atol, self.rtol)
+    def judge(self, outputs: np.ndarray, expected: np.ndarray, rows: np.ndarray | None = None
+              ) -> tuple[str, str | None, float | None]:
+        """The verdict on the batch's inputs ``rows`` (default its first ``len(outputs)``), its cause (naming an
+        input by its row in the batch), and the largest |C - reference|."""
+        rows = np.arange(len(outputs)) if rows is None else rows
+        fixed = oracle.compare(outputs, expected[rows], self.atol, self.rtol)
         if self.bound is None:
-            return fixed.verdict, fixed.cause, fixed.max_abs_error
-        derived = oracle.compare_to_bound(outputs, self.exact[:len(outputs)], self.bound[:len(outputs)])
-        return derived.verdict, derived.cause, fixed.max_abs_error
+            return fixed.verdict, _rows_named(fixed.cause, rows), fixed.max_abs_error
+        derived = oracle.compare_to_bound(outputs, self.exact[rows], self.bound[rows])
+        return derived.verdict, _rows_named(derived.cause, rows), fixed.max_abs_error
+
+    def failing(self, outputs: np.ndarray, expected: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per input of ``rows``, whether it fails the rule (an output outside the tolerance, NaN or Inf): the
+        inputs that killed a mutant, which later mutants run first (``_Order``)."""
+        c = outputs.astype(np.float64).reshape(len(outputs), -1)
+        if self.bound is None:
+            r = expected[rows].astype(np.float64).reshape(len(outputs), -1)
+            with np.errstate(invalid="ignore"):
+                outside = np.abs(c - r) > self.atol + self.rtol * np.abs(r)
+            return outside.any(axis=1) | ~np.isfinite(c).all(axis=1) | ~np.isfinite(r).all(axis=1)
+        exact, bound = (a[rows].reshape(len(outputs), -1) for a in (self.exact, self.bound))
+        with np.errstate(invalid="ignore"):
+            outside = np.abs(c - exact) > bound
+        return outside.any(axis=1) | ~np.isfinite(c).all(axis=1)
 
     def above(self, outputs: np.ndarray, clean: np.ndarray) -> bool:
         """Whether a mutant's outputs leave the tolerance somewhere: fixed, farther from the clean code's than
@@ -210,6 +245,11 @@ class Rule:
                 "tightness": check.tightness}
 
 
+def _rows_named(cause: str | None, rows: np.ndarray) -> str | None:
+    """``cause`` with each "input #k" (the k-th of a batch) named by its row ``rows[k]`` of the judged inputs."""
+    return None if cause is None else re.sub(r"input #(\d+)", lambda m: f"input #{rows[int(m.group(1))]}", cause)
+
+
 def rule_for(model: Model, settings: Settings, inputs: np.ndarray, timings: dict, code: GeneratedCode) -> Rule:
     """The rule ``settings.tolerance`` names on ``inputs``; derived takes the float64 outputs and the bound (for the
     order of accumulation ``code``'s manifest declares) from the cache the semantic stage fills
@@ -228,51 +268,6 @@ def rule_for(model: Model, settings: Settings, inputs: np.ndarray, timings: dict
     return Rule(DERIVED, atol, rtol, np.asarray(exact, np.float64), bound)
 
 
-class _Builder:
-    """The clean objects of an item's code, and libraries that swap one of them for a mutated file."""
-
-    def __init__(self, code: GeneratedCode, work: Path, opt: str):
-        self.code, self.work = code, work
-        self.profile = targets.get(HOST)
-        self.flags = [*self.profile.flags(opt), f"-I{code.directory}", *driver_defines(code)]
-        entry = code.manifest.get("entry")
-        self.entry_file = entry.get("file") if isinstance(entry, dict) else None
-        self.arena_checked = arenacheck.applies(code.manifest) and self.entry_file is not None
-        self.entry_lines = (code.directory / self.entry_file).read_text().count("\n") if self.arena_checked else 0
-        self.objects = {}
-        for source in (*code.sources, native.DRIVER):
-            self.objects[source.name] = self._compile(source, work / "clean" / f"{source.name}.o")
-
-    def _compile(self, source: Path, obj: Path) -> Path:
-        """Compile ``source`` to ``obj``; the entry's file with the arena-region check around every layer
-        (``harness.runners.arenacheck``) when the manifest allows it and the lines are where it says."""
-        obj.parent.mkdir(parents=True, exist_ok=True)
-        text = source.read_text() if self.arena_checked and source.name == self.entry_file else None
-        if text is not None and text.count("\n") == self.entry_lines:
-            source = obj.with_name(f"checked-{source.name}")
-            source.write_text(arenacheck.instrument(text, self.code.manifest, self.entry_file))
-        done = run_compiler([self.profile.compiler_path(), *self.flags, "-c", str(source), "-o", str(obj)],
-                            obj.parent, (self.code.directory, DRIVERS_DIR), self.code.directory)
-        if done.returncode != 0:
-            raise RunError(f"compile error: {host.first_diagnostic(done.stderr)}")
-        return obj
-
-    def executable(self, directory: Path, replaced: dict[str, Path] | None = None) -> Path:
-        """The code linked with the driver into ``directory/assay-mutant``, with ``replaced`` sources compiled
-        instead of the clean (``harness.runners.native``: a process start costs milliseconds)."""
-        directory.mkdir(parents=True, exist_ok=True)
-        objects = dict(self.objects)
-        for file, source in (replaced or {}).items():
-            objects[file] = self._compile(source, directory / f"{file}.o")
-        executable = directory / "assay-mutant"
-        command = [self.profile.compiler_path(), *map(str, objects.values()), "-o", str(executable),
-                   *self.profile.libs]
-        done = run_compiler(command, directory, (self.work / "clean",), directory)
-        if done.returncode != 0:
-            raise RunError(f"link error: {host.first_diagnostic(done.stderr)}")
-        return executable
-
-
 def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     timings: dict[str, float] = {}
     provenance: dict = record_provenance()
@@ -281,60 +276,96 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
     reference = reference_for(model, settings)
     atol, rtol = settings.tolerances(model)
     start = time.perf_counter()
-    builder = _Builder(code, work, settings.opt)
+    builder = programs.Builder(code, work, settings.opt)
     clean_build = builder.executable(work / "clean")
     timings["clean_build_s"] = time.perf_counter() - start
 
-    def run_outputs(executable: Path, inputs: np.ndarray) -> np.ndarray:
-        return from_code_layout(native.run(executable, code, to_code_layout(inputs, model, code), settings.timeout),
-                                model, code)
+    def run_outputs(executable: Path, inputs: np.ndarray, env: dict[str, str] | None = None,
+                    files: dict[str, bytes] | None = None, raw: bool = False) -> np.ndarray:
+        """The outputs of ``executable`` on ``inputs`` (canonical layout), in the canonical layout (``raw``: the
+        code's, as it wrote them); ``env`` and ``files``: the run's variables and files beside the inputs."""
+        outputs = native.run(executable, code, to_code_layout(inputs, model, code), settings.timeout, env,
+                             files=files)
+        return outputs if raw else from_code_layout(outputs, model, code)
 
     start = time.perf_counter()
-    false_alarms, inputs, expected, clean, skipped, rule = [], None, None, None, {}, None
+    false_alarms, skipped = [], {}
     states = intermediate.activation_states(code, model) \
         if {"thresholds", "coverage"} & set(settings.input_sets) else None
-    for seed in range(settings.seed, settings.seed + settings.seeds):
-        seed_inputs = make_inputs(model, settings.n_inputs, seed)
-        if seed == settings.seed:  # the judged inputs: the uniform ones, then the other sets (core.inputsets)
-            others, skipped = _other_sets(model, code, settings, states)
-            seed_inputs = np.concatenate([seed_inputs, *others])
-        seed_expected = references.get(reference).run(model, seed_inputs)
-        outputs = run_outputs(clean_build, seed_inputs)
-        seed_rule = rule_for(model, settings, seed_inputs, timings, code)  # the judged seed's first: its fallback shows
-        verdict, cause, max_abs_error = seed_rule.judge(outputs, seed_expected)
+    seeds = range(settings.seed, settings.seed + settings.seeds)
+    batches = {seed: make_inputs(model, settings.n_inputs, seed) for seed in seeds}
+    others, skipped = _other_sets(model, code, settings, states)  # judged: the uniform inputs, then these sets
+    batches[settings.seed] = np.concatenate([batches[settings.seed], *others])
+    with ThreadPoolExecutor(max_workers=max(1, settings.jobs)) as pool:  # the seeds' runs, beside the references
+        runs = {seed: pool.submit(run_outputs, clean_build, batches[seed]) for seed in seeds}
+        checked = {seed: references.get(reference).run(model, batches[seed]) for seed in seeds}
+        outputs = {seed: run.result() for seed, run in runs.items()}
+    for seed in seeds:
+        seed_rule = rule_for(model, settings, batches[seed], timings, code)  # the judged seed's first: its fallback
+        verdict, cause, max_abs_error = seed_rule.judge(outputs[seed], checked[seed])
         false_alarms.append({"seed": seed, "verdict": verdict, "max_abs_error": max_abs_error, "cause": cause,
                              "rule": seed_rule.name})
         if seed == settings.seed:
-            inputs, expected, clean, rule = seed_inputs, seed_expected, outputs, seed_rule
+            rule = seed_rule
             if rule.fallback:
                 print(f"{item.id}: {rule.fallback}", file=sys.stderr)
+    inputs, expected, clean = batches[settings.seed], checked[settings.seed], outputs[settings.seed]
+    clean_layers, layer_check = _layer_check(code, model, rule, inputs, work, settings.timeout, timings)
+    if layer_check is not None:
+        first = false_alarms[0]  # the judged seed's: the clean code must pass every layer's bound too
+        first["verdict"], first["cause"] = oracle.with_layers(first["verdict"], first["cause"], clean_layers)
+        first["layer_local"] = clean_layers.get("verdict")
     timings["clean_runs_s"] = time.perf_counter() - start
     if false_alarms[0]["verdict"] != oracle.PASS:
         raise AssayError(f"the unmutated code does not pass the {rule.name} tolerance on seed {settings.seed}: "
                          f"{false_alarms[0]['cause']}")
     clean_errors = oracle.infinity_norm_errors(clean, expected)
-    sample = np.sort(np.random.default_rng(settings.seed).choice(
-        len(inputs), size=min(settings.sanitize, len(inputs)), replace=False))
-    sampled = to_code_layout(inputs, model, code)[sample]
-    clean_sanitizer = _sanitizer_report(code, None, work / "sanitized-clean", sampled, settings) \
-        if settings.sanitize else None
-
-    clean_bounds = _bounds(code, None)
     mutants = _mutants(code, settings)
-    judge = _Judge(builder, run_outputs, inputs, expected, clean, clean_errors, rule, work, settings, code, model,
-                   sample, {file: _bounds(code, file) for file in {m.file for m in mutants if m.relative is None}})
+    # the weight mutants' detectability search needs no run of theirs: it goes on beside everything below (``detect``)
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        searched = beside.submit(_detectability, mutants, code, model, rule, settings.seed, float(clean_errors.max()),
+                                 timings, time.perf_counter())
+        sample = np.sort(np.random.default_rng(settings.seed).choice(
+            len(inputs), size=min(settings.sanitize, len(inputs)), replace=False))
+        sampled = to_code_layout(inputs, model, code)[sample]
+        clean_sanitizer = programs.sanitizer_report(
+            lambda: programs.sanitized_build(code, {}, work / "sanitized-clean", settings.opt), sampled,
+            settings.timeout) if settings.sanitize else None
+        clean_bounds = _bounds(code, None)
+        start = time.perf_counter()
+        schemata = settings.builds == programs.BUILDS[0]
+        fast = programs.Builder(code, work / "fast", programs.FAST_OPT) if schemata and len(mutants) >= SPLIT_FROM \
+            and settings.opt != programs.FAST_OPT and any(m.element is not None for m in mutants) else None
+        made = programs.Programs(builder, mutants, clean_build, schemata, fast)
+        if made.fast is not None:  # weight mutants at FAST_OPT only where the clean code gives the same bits there
+            made.weights_on_fast(clean_sanitizer is None and _same_bits(run_outputs(made.fast, inputs), clean))
+        timings["schemata_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        splitting = _split(made, code, model, inputs, clean, run_outputs, work) \
+            if made.layers and len(mutants) >= SPLIT_FROM else None
+        timings["split_s"] = time.perf_counter() - start
+        judge = _Judge(made, run_outputs, inputs, expected, clean, clean_errors, rule, work, settings, code, sampled,
+                       {file: _bounds(code, file) for file in {m.file for m in mutants if m.relative is None}},
+                       _Order(len(inputs)), splitting, layer_check)
+        start = time.perf_counter()
+        results = judge.all(mutants, settings.jobs)
+        timings["mutants_s"] = time.perf_counter() - start
+        found, witnesses = searched.result()
     start = time.perf_counter()
-    results = judge.all(mutants, settings.jobs)
-    timings["mutants_s"] = time.perf_counter() - start
-    start = time.perf_counter()  # the oracle's tolerance: atol + rtol |f|, or the derived bound alone (its margin)
-    witnesses = detect.annotate(results, code, model, *((rule.atol, rule.rtol) if rule.bound is None else (0.0, 0.0)),
-                                settings.seed, float(clean_errors.max()))
-    _confirm(results, mutants, witnesses, builder, run_outputs, reference, rule, model, settings, work, timings)
-    timings["detectability_s"] = time.perf_counter() - start
+    for result in results:
+        if result["id"] in found and result["status"] != "stillborn":
+            result["detectability"] = found[result["id"]]
+    _confirm(results, mutants, witnesses, made, run_outputs, reference, rule, model, settings, work, timings)
+    timings["confirmations_s"] = time.perf_counter() - start
     summary = summarise(results, false_alarms)
-    return {"reference": reference, "tolerance": atol, "rtol": rtol, "tolerance_rule": rule.figures(clean),
+    return {"reference": reference, "tolerance": atol, "rtol": rtol,
+            "tolerance_rule": {**rule.figures(clean), **({"layer_local": clean_layers} if clean_layers else {})},
             "input_domain": model.domain_json(),
-            "opt": settings.opt, "first_batch": FIRST_BATCH,
+            "opt": settings.opt, "first_batch": FIRST_BATCH, "builds": settings.builds,
+            "weights_opt": programs.FAST_OPT if made.base == made.fast else settings.opt,
+            "schemata": {"mutants": len(made.selection), "programs": len(made.schema_texts),
+                         "left_out": {f"M{n:04d}": why for n, why in sorted(made.left_out.items())},
+                         "layers": sorted(splitting.layers) if splitting else []},
             "input_sets": [k for k in settings.input_sets if k not in skipped], "input_sets_left_out": skipped,
             "set_inputs": settings.set_inputs, "inputs_judged": len(inputs),
             "sanitized_inputs": len(sample) if settings.sanitize else 0,
@@ -344,26 +375,137 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
             "provenance": provenance, **verdict_of(summary, clean_sanitizer, clean_bounds)}
 
 
+def _layer_check(code: GeneratedCode, model: Model, rule: Rule, inputs: np.ndarray, work: Path, timeout: float,
+                 timings: dict) -> tuple[dict | None, _LayerCheck | None]:
+    """Under the derived rule, the clean code's layer-local verdict on the judged inputs (``harness.core.layerlocal``;
+    not judged, saying why, when the manifest names no layer buffers or a layer has no bound rule) and the check
+    the mutants then get (None when the clean code was not judged so: the end-to-end rule alone decides).
+
+    Only the judged seed's inputs: the clean code's layer-local false alarms over many seeds are the semantic
+    stage's to count (the same function); here the clean code must pass on the inputs that judge the mutants, or
+    a layer's kill would be the clean code's own."""
+    if rule.name != DERIVED:
+        return None, None
+    order = derived_bounds.Order.from_manifest(code.manifest)
+    start = time.perf_counter()
+    try:
+        found = layerlocal.judge(code, model, inputs, work / "layer-local-clean", timeout, order)
+    except USER_ERRORS as exc:  # the instrumented build or its run: the end-to-end rule stands, visibly alone
+        found = {"rule": layerlocal.RULE, "judged": False, "reason": f"the probed build did not run: {exc}"}
+    timings["layer_local_clean_s"] = time.perf_counter() - start
+    return found, (_LayerCheck(model, order, timeout) if found.get("judged") else None)
+
+
+@dataclass(frozen=True)
+class _LayerCheck:
+    """The layer-local verdict (``harness.core.layerlocal.judge``, the semantic stage's) of a mutant that the
+    end-to-end derived rule leaves alive: each layer's output read from the mutant's own instrumented build
+    (``harness.runners.probed``) and judged from the mutant's own input to that layer.
+
+    Why survivors only: it costs an instrumented build of the mutant's code (every source compiled again, the
+    schemata and the patched executables do not carry the probes) and a float64 evaluation of every layer per
+    input (7 ms on acas-reg50 to 2.5 s on cifarnet), where the end-to-end rule costs a comparison; most mutants
+    die on the first end-to-end batch, and a mutant killed there needs no second look. Why in two batches, the
+    first ``FIRST_BATCH`` inputs of the mutant's order then the rest: a mutant that a layer's bound detects is
+    outside it on most inputs (the cifarnet conv3 bias mutants on all of them), so the early exit keeps its cost
+    to one small batch; a true survivor pays one more build."""
+
+    model: Model
+    order: derived_bounds.Order | None  # the order of accumulation the manifest declares, None: any order
+    timeout: float
+
+    def __call__(self, code: GeneratedCode, inputs: np.ndarray, order: np.ndarray, work: Path) -> dict:
+        """The verdict of ``code`` on the judged ``inputs`` taken in ``order``: the first batch's that is not a
+        pass (its cause naming the input by its row of the judged inputs), else the last batch's figures with the
+        inputs run and the smallest margin over the batches."""
+        found: dict = {}
+        ran, margins = 0, []
+        for rows in (order[:FIRST_BATCH], order[FIRST_BATCH:]):
+            if len(rows) == 0:
+                continue
+            found = layerlocal.judge(code, self.model, inputs[rows], work, self.timeout, self.order)
+            ran += len(rows)
+            if not found.get("judged") or found["verdict"] != oracle.PASS:
+                return {**found, "inputs": ran, "cause": _rows_named(found.get("cause"), rows)}
+            margins += [found["margin"]] if found["margin"] is not None else []
+        return {**found, "inputs": ran, "margin": min(margins, default=None)}
+
+
+def _weight(mutant: operators.Mutant) -> dict:
+    """A weight mutant's element: its array, index, value and mutated value."""
+    return {"symbol": mutant.element[0], "index": mutant.element[1],
+            "value": float(np.float32(mutant.original.rstrip("fF"))), "mutated": float(np.float32(mutant.replacement))}
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return np.array_equal(np.ascontiguousarray(a, np.float32).view(np.uint32),
+                          np.ascontiguousarray(b, np.float32).view(np.uint32))
+
+
+def _detectability(mutants: list[operators.Mutant], code: GeneratedCode, model: Model, rule: Rule, seed: int,
+                   clean_error: float, timings: dict, started: float) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
+    """Every weight mutant's detectability (``detect.annotate``, decided on the domain apart from the test inputs),
+    by id, and each searched one's witness; its seconds in ``timings``."""
+    weights = [{"id": f"M{n:04d}", "file": m.file, "status": None, "weight": _weight(m)}
+               for n, m in enumerate(mutants) if m.element is not None]
+    # the oracle's tolerance: atol + rtol |f|, or the derived bound alone (its margin)
+    witnesses = detect.annotate(weights, code, model, *((rule.atol, rule.rtol) if rule.bound is None else (0.0, 0.0)),
+                                seed, clean_error)
+    timings["detectability_s"] = time.perf_counter() - started
+    return {w["id"]: w["detectability"] for w in weights if "detectability" in w}, witnesses
+
+
+def _split(made: programs.Programs, code: GeneratedCode, model: Model, inputs: np.ndarray, clean: np.ndarray,
+           run_outputs: Callable[..., np.ndarray], work: Path) -> split.Split | None:
+    """The clean code's state at each layer a run can start at (``split``), from its layer outputs on the judged
+    inputs (``harness.runners.probed``), keeping only the layers the clean code passes through: resumed there on
+    the first inputs, its outputs are its own bit for bit, and stopped there, its layer output is the probed one.
+    None when no layer passes (every run then starts at the beginning)."""
+    try:
+        built = probed.build(code, work / "probed")
+        parts: dict[int, list[np.ndarray]] = {probe.index: [] for probe in built.probes}
+        for _, chunk in probed.run(built, to_code_layout(inputs, model, code)):
+            for probe, values in zip(built.probes, chunk):
+                parts[probe.index].append(values)
+    except RunError:  # no layer outputs, no split: every run starts at the beginning
+        return None
+    state = split.Split(made.layers, {k: np.concatenate(values) for k, values in parts.items()})
+    rows = np.arange(min(FIRST_BATCH, len(inputs)))
+    checked = {made.base, *(executable for executable, (file, _) in made.schema_texts.items()
+                            if file == made.builder.entry_file)}
+    for k in list(state.layers):
+        for executable in checked:  # the weight mutants' program, and the code mutants' (no mutant selected)
+            try:
+                resumed = run_outputs(executable, inputs[rows], state.env(k, False), state.files(k, rows, False))
+                stopped = run_outputs(executable, inputs[rows], state.env(k, True), state.files(k, rows, True),
+                                      raw=True)
+            except RunError:
+                resumed = stopped = None
+            if resumed is None or not _same_bits(resumed, clean[rows]) or stopped[:, 0].any():
+                del state.layers[k]
+                break
+    return state if state.layers else None
+
+
 def _confirm(results: list[dict], mutants: list[operators.Mutant], witnesses: dict[str, np.ndarray],
-             builder: _Builder, run_outputs: Callable[[Path, np.ndarray], np.ndarray], reference: str, rule: Rule,
+             made: programs.Programs, run_outputs: Callable[..., np.ndarray], reference: str, rule: Rule,
              model: Model, settings: Settings, work: Path, timings: dict) -> None:
-    """A weight mutant beyond the tolerance at its witness but within the rounding margin (``detect``): build its C
-    again and run it on the witness alone against the reference, by the oracle's rule; a fail there makes it
-    detectable (``confirmed_by``). The witness comes from the search, never from the test inputs."""
+    """A weight mutant beyond the tolerance at its witness but within the rounding margin (``detect``): run its
+    program (``programs``) on the witness alone against the reference, by the oracle's rule; a fail there makes
+    it detectable (``confirmed_by``). The witness comes from the search, never from the test inputs."""
     for result in results:
         found = result.get("detectability") or {}
         if found.get("detectable") is not False or not found.get("beyond_tolerance"):
             continue
-        mutant, witness = mutants[int(result["id"][1:])], witnesses[result["id"]]
-        source = work / "witness" / mutant.file
-        source.parent.mkdir(parents=True, exist_ok=True)
-        source.write_text(mutant.apply((builder.code.directory / mutant.file).read_text()))
+        number = int(result["id"][1:])
+        mutant, witness = mutants[number], witnesses[result["id"]]
         try:
-            outputs = run_outputs(builder.executable(work / "witness", {mutant.file: source}), witness)
+            program = made.program(number, mutant, work / "witness")
+            outputs = run_outputs(program.executable, witness, program.env)
         except RunError as exc:
             found.update(detectable=True, confirmed_by=f"the mutant's C at the witness: {exc}")
             continue
-        judged = rule if rule.bound is None else rule_for(model, settings, witness, timings, builder.code)
+        judged = rule if rule.bound is None else rule_for(model, settings, witness, timings, made.builder.code)
         verdict, cause, _ = judged.judge(outputs, references.get(reference).run(model, witness))
         if verdict != oracle.PASS:
             found.update(detectable=True, confirmed_by=f"the mutant's C at the witness, {judged.name} rule: {cause}")
@@ -411,29 +553,57 @@ def _bounds(code: GeneratedCode, file: str | None, text: str | None = None) -> d
             "unchecked": report.unchecked}
 
 
-def _sanitizer_report(code: GeneratedCode, mutant: operators.Mutant | None, directory: Path, inputs: np.ndarray,
-                      settings: Settings) -> str | None:
-    """The sanitizers' one-line report on ``code`` (with ``mutant`` applied), or None when they report nothing."""
-    if directory.exists():
-        shutil.rmtree(directory)
-    shutil.copytree(code.directory, directory / "src")
-    if mutant is not None:
-        path = directory / "src" / mutant.file
-        path.write_text(mutant.apply(path.read_text()))
-    copy = GeneratedCode.from_directory(directory / "src")
-    try:
-        sanitized.run(sanitized.build(copy, directory / "build", settings.opt), inputs, settings.timeout)
-    except RunError as exc:
-        return str(exc)
-    return None
+class _Order:
+    """The order a mutant runs the judged inputs in: those that killed the most mutants so far first, the others in
+    their own order (split-stream testing's early exit: most mutants fail on the few inputs that failed others).
+
+    "So far" is the mutants ``WINDOW`` or more places before it, every one judged by the time it starts whatever
+    ``--jobs`` is (it waits for them), so that a mutant's order, and with it its record (the inputs it ran, the
+    input its cause names), does not depend on which thread finished first."""
+
+    def __init__(self, inputs: int):
+        self.kills: dict[int, np.ndarray] = {}  # mutant number -> the rows of the inputs that failed it
+        self.done = 0  # every mutant numbered below is judged
+        self.total = np.zeros(inputs, np.int64)  # per input, the mutants numbered below ``done`` it failed
+        self.condition = threading.Condition()
+
+    def before(self, number: int) -> np.ndarray:
+        """The rows of the judged inputs in the order mutant ``number`` runs them."""
+        horizon = number - WINDOW
+        with self.condition:
+            self.condition.wait_for(lambda: self.done >= horizon)
+            counts = self.total.copy()
+            for later in range(max(horizon, 0), self.done):
+                counts[self.kills[later]] -= 1
+        return np.argsort(-counts, kind="stable")
+
+    def judged(self, number: int, rows: np.ndarray) -> None:
+        """Mutant ``number`` is judged; the inputs of ``rows`` failed it."""
+        with self.condition:
+            self.kills[number] = rows
+            while self.done in self.kills:
+                self.total[self.kills[self.done]] += 1
+                self.done += 1
+            self.condition.notify_all()
+
+
+def _batches(order: np.ndarray):
+    """``order`` in batches of ``FIRST_BATCH`` rows, then ``GROWTH`` times more each time."""
+    start, size = 0, FIRST_BATCH
+    while start < len(order):
+        yield order[start:start + size]
+        start, size = start + size, size * GROWTH
+
+
+NO_ROWS = np.zeros(0, np.int64)
 
 
 @dataclass
 class _Judge:
-    """Builds, runs and classifies one mutant at a time against the clean code's figures."""
+    """Runs and classifies one mutant at a time against the clean code's figures."""
 
-    builder: _Builder
-    run_outputs: Callable[[Path, np.ndarray], np.ndarray]  # executable, canonical inputs -> canonical outputs
+    programs: programs.Programs
+    run_outputs: Callable[..., np.ndarray]  # executable, canonical inputs, environment -> canonical outputs
     inputs: np.ndarray
     expected: np.ndarray  # the reference's outputs
     clean: np.ndarray  # the unmutated code's outputs
@@ -442,9 +612,11 @@ class _Judge:
     work: Path
     settings: Settings
     code: GeneratedCode
-    model: Model
-    sample: np.ndarray  # the inputs run under the sanitizers
+    sampled: np.ndarray  # the inputs run under the sanitizers, in the code's layout
     clean_bounds: dict[str, dict]  # per file with code mutants, the clean file's bounds check (``_bounds``)
+    order: _Order
+    split: split.Split | None  # the clean code's state at the layers a run can start at, if any
+    layers: _LayerCheck | None  # the layer-local verdict of the end-to-end rule's survivors, if any
     slots: queue.Queue = field(default_factory=queue.Queue)  # work folder numbers free for a mutant
 
     def __call__(self, number: int, mutant: operators.Mutant) -> dict:
@@ -454,65 +626,104 @@ class _Judge:
         result = {"id": f"M{number:04d}", "operator": mutant.operator, "file": mutant.file, "line": mutant.line,
                   "description": mutant.description, "diff": _diff(mutant.file, original, mutated),
                   "equivalent_rule": mutant.equivalent, "max_abs_error": None, "effect": None, "inputs_run": 0,
-                  "detected_by": None, "cause": None, "class": None, "rule": self.rule.name}
+                  "detected_by": None, "cause": None, "class": None, "rule": self.rule.name, "build": None}
         if mutant.element is not None:  # what the detectability search changes in the model (``detect``)
-            result["weight"] = {"symbol": mutant.element[0], "index": mutant.element[1],
-                                "value": float(np.float32(mutant.original.rstrip("fF"))),
-                                "mutated": float(np.float32(mutant.replacement))}
+            result["weight"] = _weight(mutant)
         slot = self.slots.get()  # a folder of its own per mutant judged at the same time
+        failed = NO_ROWS
         try:
-            return self._judge(number, mutant, result, mutated, slot)
+            result, failed = self._judge(number, mutant, result, mutated, slot)
+            return result
         finally:
             self.slots.put(slot)
+            self.order.judged(number, failed)
 
     def all(self, mutants: list[operators.Mutant], jobs: int) -> list[dict]:
-        """Every mutant's result, in order, ``jobs`` judged at a time (each builds and runs in subprocesses)."""
+        """Every mutant's result, in order, ``jobs`` judged at a time (each runs in subprocesses)."""
         for slot in range(max(1, jobs)):
             self.slots.put(slot)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             return list(pool.map(self, range(len(mutants)), mutants))
 
-    def _judge(self, number: int, mutant: operators.Mutant, result: dict, mutated: str, slot: int) -> dict:
-        directory = self.work / f"mutant-{slot}"
-        directory.mkdir(parents=True, exist_ok=True)
-        source = directory / mutant.file
-        source.write_text(mutated)
+    def _judge(self, number: int, mutant: operators.Mutant, result: dict, mutated: str,
+               slot: int) -> tuple[dict, np.ndarray]:
+        """The mutant's result, and the rows of the inputs that failed it."""
         try:
-            built = self.builder.executable(directory, {mutant.file: source})
+            program = self.programs.program(number, mutant, self.work / f"mutant-{slot}")
         except RunError as exc:
-            return {**result, "status": "stillborn", "cause": str(exc)}
-        outputs = None
-        for count in (min(FIRST_BATCH, len(self.inputs)), len(self.inputs)):
+            return {**result, "status": "stillborn", "cause": str(exc)}, NO_ROWS
+        result["build"] = program.build
+        layer = program.layer if self.split is not None and program.layer in self.split.layers else None
+        order = self.order.before(number)
+        outputs, ran, weak = np.empty_like(self.clean), 0, False
+        for rows in _batches(order):
             try:
-                outputs = self.run_outputs(built, self.inputs[:count])
-            except RunError as exc:
-                return {**result, "status": "killed", "detected_by": "runner", "cause": str(exc), "inputs_run": count}
-            verdict, cause, max_abs_error = self.rule.judge(outputs, self.expected)
-            result.update(inputs_run=count, max_abs_error=max_abs_error, effect=_largest(outputs, self.clean[:count]))
+                outputs[rows] = self._run(program, layer, rows)
+            except RunError as exc:  # which input of the batch is not known: its first is counted
+                return {**result, "status": "killed", "detected_by": "runner", "cause": str(exc),
+                        "inputs_run": ran + len(rows)}, rows[:1]
+            ran += len(rows)
+            seen = order[:ran]
+            verdict, cause, max_abs_error = self.rule.judge(outputs[seen], self.expected, seen)
+            result.update(inputs_run=ran, max_abs_error=max_abs_error, effect=_largest(outputs[seen], self.clean[seen]))
             if verdict != oracle.PASS:
                 return {**result, "status": "killed", "detected_by": "oracle", "cause": cause,
-                        "rule_refuted": mutant.equivalent is not None}
-            if count == len(self.inputs):
-                break
-        result["above_tolerance"] = self.rule.above(outputs, self.clean)
+                        "rule_refuted": mutant.equivalent is not None}, \
+                    rows[self.rule.failing(outputs[rows], self.expected, rows)]
+            # weak mutation, before the other inputs: for a code mutant, or a weight one that a rule judges equivalent
+            # (a weight mutant's layer output changes on some input: its weak run would be spent for nothing)
+            if layer is not None and ran == len(rows) < len(order) and \
+                    (mutant.element is None or mutant.equivalent is not None):
+                try:
+                    weak = not self._run(program, layer, order, weak=True)[:, 0].any()
+                except RunError as exc:
+                    return {**result, "status": "killed", "detected_by": "runner", "cause": str(exc),
+                            "inputs_run": ran}, NO_ROWS
+                if weak:
+                    result["weak"] = {"layer": layer, "inputs": len(order), "identical": True}
+                    break
+        result["above_tolerance"] = False if weak else self.rule.above(outputs, self.clean)
         if mutant.equivalent is not None:
+            if weak:  # the layer's output is the clean one on every input: the network's outputs are too
+                return {**result, "status": "equivalent"}, NO_ROWS
             if any(mutant.equivalent.startswith(rule) for rule in UP_TO_ROUNDING) and \
                     oracle.infinity_norm_errors(outputs, self.expected).max() > self.clean_errors.max():
                 result["cause"] = "equal only up to rounding by its rule, and its error exceeds the clean code's"
             else:
-                return {**result, "status": "equivalent"}
+                return {**result, "status": "equivalent"}, NO_ROWS
+        if self.layers is not None and not weak:  # weak: every layer's output is the clean code's
+            folder = self.work / f"layer-local-{slot}"
+            try:
+                found = self.layers(programs.mutated_code(self.code, {mutant.file: mutated}, folder / "code"),
+                                    self.inputs, order, folder / "build")
+            except RunError as exc:
+                return {**result, "status": "killed", "detected_by": "runner",
+                        "cause": f"the layer-local verdict's probed build: {exc}"}, NO_ROWS
+            result["layer_local"] = found
+            if found.get("judged") and found["verdict"] != oracle.PASS:
+                return {**result, "status": "killed", "detected_by": "oracle", "cause": found["cause"]}, NO_ROWS
         if self.settings.sanitize and mutant.relative is None:  # a changed constant cannot change memory accesses
-            report = _sanitizer_report(self.code, mutant, self.work / f"sanitized-mutant-{slot}",
-                                       to_code_layout(self.inputs, self.model, self.code)[self.sample], self.settings)
+            report = self.programs.sanitizer_report(number, mutant, self.work / f"sanitized-mutant-{slot}",
+                                                    self.sampled, self.settings.timeout, self.settings.opt)
             if report is not None:
-                return {**result, "status": "killed", "detected_by": "sanitizer", "cause": report}
+                return {**result, "status": "killed", "detected_by": "sanitizer", "cause": report}, NO_ROWS
         if mutant.relative is None:  # last: what no run saw, an access only some data would drive out of bounds
             found = _bounds(self.code, mutant.file, mutated)["violations"]
             new = [line for line in found if line not in self.clean_bounds[mutant.file]["violations"]]
             if new:
                 return {**result, "status": "killed", "detected_by": "bounds",
-                        "cause": f"static bounds check: {new[0]}"}
-        return {**result, "status": "survived", "class": self._classify(outputs)}
+                        "cause": f"static bounds check: {new[0]}"}, NO_ROWS
+        return {**result, "status": "survived", "class": PROBABLY_EQUIVALENT if weak else self._classify(outputs)}, \
+            NO_ROWS
+
+    def _run(self, program: programs.Program, layer: int | None, rows: np.ndarray, weak: bool = False) -> np.ndarray:
+        """``program``'s outputs on the judged inputs ``rows``, started at ``layer`` when it is not None (``split``);
+        ``weak``: stopped after that layer, the first output (in the code's layout) 0 where its output is the
+        clean code's."""
+        if layer is None:
+            return self.run_outputs(program.executable, self.inputs[rows], program.env)
+        return self.run_outputs(program.executable, self.inputs[rows], {**(program.env or {}),
+                                **self.split.env(layer, weak)}, self.split.files(layer, rows, weak), raw=weak)
 
     def _classify(self, outputs: np.ndarray) -> str:
         bits = [np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) for a in (outputs, self.clean)]
@@ -554,8 +765,7 @@ def summarise(results: list[dict], false_alarms: list[dict]) -> dict:
             "by_operator": {op: counts([r for r in results if r["operator"] == op]) for op in operators_seen},
             "detected_by": {way: sum(r["detected_by"] == way for r in results) for way in DETECTORS},
             "equivalent_by_rule": _by_rule([r for r in results if r["status"] == "equivalent"]),
-            "survivor_classes": {c: sum(r["class"] == c for r in results)
-                                 for c in ("not_reached", "below_precision", "tolerance")},
+            "survivor_classes": {c: sum(r["class"] == c for r in results) for c in CLASSES},
             "weights": weight_detectability(results),
             "rules_refuted": sum(bool(r.get("rule_refuted")) for r in results),
             "false_alarms": sum(a["verdict"] != oracle.PASS for a in false_alarms)}

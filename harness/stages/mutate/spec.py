@@ -40,6 +40,10 @@ SPEC = StageSpec(
         Option("--input-sets", ",".join(SETS), "inputs the mutants are judged on (docs/mutation.md): uniform "
                "(--inputs), corners, thresholds, coverage (--set-inputs each); default all four", to_setting=names),
         Option("--set-inputs", 100, "inputs of each input set but the uniform one (default {default})", type=int),
+        Option("--builds", "schemata", "how mutants are built: schemata, every code mutant of a file compiled into "
+               "one program that picks the mutant at run time, a weight mutant's element written into the clean "
+               "executable; per-mutant, one build per mutant (the checked fallback: the same kills). Default {default}",
+               choices=("schemata", "per-mutant")),
         Option("--jobs", 2, "mutants built and run at a time (default {default}; the results do not depend on it)",
                type=int),
         Option("--timeout", 600.0, "seconds allowed for one batch (default {default})", type=float),

@@ -30,7 +30,10 @@ def cmd_semantic(args: argparse.Namespace) -> int:
                         parallel=parallel_options(args))
     selection = distributed.Selection(selected_models(args), csv_list(args.generators), csv_list(args.references),
                                       csv_list(args.targets))
+    check_inputs(args, settings, selection.models)
     campaign = plan(selection.models, selection.generators, selection.references, selection.targets, settings)
+    for note in campaign.skipped:
+        print(note, file=sys.stderr)
     if args.shard_size is not None:
         sharded.check_settings(settings, args.shard_size)
     if not settings.sanitize and any(item.target == HOST for item in campaign.items):
@@ -82,6 +85,31 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     if status == 0 and records and all(r["verdict"] == NOT_SUPPORTED for r in records):
         return 2  # no selected generator supports any selected model: each refusal's line above names why
     return status
+
+
+def check_inputs(args: argparse.Namespace, settings, models: list[str]) -> None:
+    """Refuse, in one line (exit 2), an input count below 1 (0 only beside --inputs-from) and a --inputs-from file
+    that does not fit a selected model (``harness.core.inputs.user_inputs``: missing, shape, dtype, NaN, domain,
+    labels), or that is combined with a way of running the uniform draw alone (shards, parallel code, workers)."""
+    from harness.core import budget
+    from harness.core.inputs import user_inputs
+    from harness.core.plan import load_model
+    from harness.errors import ModelError
+
+    if settings.n_inputs < (0 if settings.inputs_from else 1):
+        raise AssayError(f"--inputs must be at least 1 (0 only with --inputs-from: the file's inputs alone; got "
+                         f"{settings.n_inputs})")
+    if settings.inputs_from is None:
+        return
+    if args.shard_size is not None or args.workers or args.tx or args.cores > 1:
+        raise AssayError("--inputs-from runs in this process, unsharded, on sequential code: not with --shard-size, "
+                         "--workers, --tx or --cores")
+    for name in models:
+        try:
+            model = load_model(name, settings)
+        except ModelError:  # the plan records it as the model's error
+            continue
+        budget.check(model, settings.n_inputs + len(user_inputs(settings.inputs_from, model).x), source=name)
 
 
 def superseded_note(entries: list[dict]) -> str:

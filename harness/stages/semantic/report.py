@@ -38,8 +38,12 @@ def judgement(record: dict) -> dict:
     record's own figure); a figure the record does not have (an error before any comparison) is None."""
     derived = record.get("derived") or {}
     if derived and "fallback" not in derived:
-        return {"rule": f"derived ({record.get('accumulation') or 'any'} order)", "bound": derived.get("bound"),
-                "observed": derived.get("c_distance"), "margin": derived.get("tightness")}
+        layers = record.get("layer_local") or {}
+        margins = [m for m in (derived.get("tightness"), layers.get("margin") if layers.get("judged") else None)
+                   if m is not None]
+        return {"rule": f"derived ({record.get('accumulation') or 'any'} order)"
+                        + (", layer-local" if layers.get("judged") else ""), "bound": derived.get("bound"),
+                "observed": derived.get("c_distance"), "margin": min(margins, default=None)}
     largest, atol = record.get("max_abs_reference"), record.get("tolerance")
     bound = None if largest is None or atol is None else atol + (record.get("rtol") or 0.0) * largest
     return {"rule": "fixed (derived fell back)" if derived else "fixed", "bound": bound,
@@ -91,11 +95,15 @@ def table1(records: list[dict]) -> tuple[list[str], list[tuple[tuple, list[str]]
 
 def _provenance_lines(records: list[dict]) -> list[str]:
     lines = []
-    runs = sorted({(r["n_inputs"], r["seed"]) for r in records})
+    runs = sorted({(r["n_inputs"], r["seed"]) for r in records if r["n_inputs"] or not r.get("inputs_from")})
     domains = {r["model"]: describe_domain(r["input_domain"]) for r in records if r.get("input_domain") is not None}
-    lines.append("Inputs: " + "; ".join(f"{n} inputs, seed {s}" for n, s in runs)
-                 + ", drawn uniformly from each model's input domain (docs/zoo.md)"
+    lines.append("Inputs: " + ("; ".join(f"{n} inputs, seed {s}" for n, s in runs)
+                               + ", drawn uniformly from each model's input domain (docs/zoo.md)" if runs
+                               else "the user's test set alone (--inputs 0), within each model's input domain")
                  + (": " + "; ".join(f"{m} {d}" for m, d in sorted(domains.items())) if domains else "") + ".")
+    lines += [f"User's test set (--inputs-from) for {', '.join(models)}: {file} (SHA-256 {sha[:16]}...), {count} "
+              f"inputs{' with labels' if labelled else ''}, the first rows of the run's inputs (section \"Decisions on "
+              f"the user's data\")." for (file, sha, count, labelled), models in _user_sets(records).items()]
     tolerances = sorted({(r["model"], (r["tolerance"], r.get("rtol") or 0.0))
                          for r in records if r.get("tolerance") is not None})
     distinct = sorted({t for _, t in tolerances})
@@ -120,6 +128,77 @@ def _provenance_lines(records: list[dict]) -> list[str]:
     if tools:
         lines.append("Tools: " + ", ".join(f"{k} {v}" for k, v in sorted(tools.items())) + ".")
     return lines + configuration_lines(records)
+
+
+def _user_sets(records: list[dict]) -> dict[tuple, list[str]]:
+    """(file, SHA-256, inputs, labels?) of each user's test set the records ran -> the models it ran on."""
+    sets: dict[tuple, list[str]] = defaultdict(list)
+    for r in records:
+        given = r.get("inputs_from")
+        if given:
+            models = sets[(given["file"], given["sha256"], given["inputs"], given["labels"])]
+            models += [] if r["model"] in models else [r["model"]]
+    return sets
+
+
+DECISION_COLUMNS = ("Model", "Generator (variant)", "Target", "Reference", "Inputs", "Top-1 agreement", "Flips",
+                    "Accuracy of C", "Accuracy of reference", "Guaranteed decisions")
+_LISTED = 20  # inputs named per list in table1.md; the record keeps them all
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.2f} %"
+
+
+def decision_rows(records: list[dict]) -> list[list[str]]:
+    """One row per record with decisions (``DECISION_COLUMNS``): on the user's test set, the top-1 agreement of C
+    and reference, the number of flips, both accuracies (with labels) and how many decisions are guaranteed."""
+    order = model_order(records)
+    rows = []
+    for r in sorted((r for r in records if r.get("decisions")),
+                    key=lambda r: (order.index(r["model"]), *(str(r[f]) for f in ROW_FIELDS))):
+        d, accuracy = r["decisions"], r["decisions"]["accuracy"] or {}
+        guaranteed = "–" if d["guaranteed"] is None else f"{d['guaranteed']} of {d['inputs']}"
+        rows.append([r["model"], f"{r['generator']} ({r['variant']})", f"{r['target']} {r['opt']}", r["reference"],
+                     str(d["inputs"]), _share(d["agreement"]), str(len(d["flips"])), _share(accuracy.get("c")),
+                     _share(accuracy.get("reference")), guaranteed])
+    return rows
+
+
+def decision_lines(records: list[dict]) -> list[str]:
+    """The "Decisions on the user's data" section of table1.md (``decision_rows``), then per record its flips and
+    the inputs whose decision the derived bound does not guarantee (the first ``_LISTED`` of each)."""
+    rows = decision_rows(records)
+    if not rows:
+        return []
+    lines = ["## Decisions on the user's data", "",
+             "The classifier's decision (arg-max) on each input of the user's test set (--inputs-from): top-1 "
+             "agreement of C and reference, the flips (inputs where they decide differently), with labels the "
+             "accuracy of the implemented model beside the trained model's, and the guaranteed decisions: the "
+             "exact (float64) top class k beats every other class j by more than the derived bound allows, "
+             "y_k - y_j > b_k + b_j, so every correct float32 implementation decides k (docs/semantic.md).", "",
+             "| " + " | ".join(DECISION_COLUMNS) + " |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+             *("| " + " | ".join(row) + " |" for row in rows), ""]
+    for r in records:
+        d = r.get("decisions")
+        if not d:
+            continue
+        where = f"{r['model']} / {r['generator']} ({r['variant']}) / {r['target']} {r['opt']} / {r['reference']}"
+        if d["flips"]:
+            lines.append(f"- {where}: flips at inputs " + _listed(
+                [f"#{f['input']} (C {f['c']}, reference {f['reference']})" for f in d["flips"]]))
+        if d["not_guaranteed"]:
+            lines.append(f"- {where}: decision not guaranteed at inputs " + _listed(
+                [f"#{n['input']} (class {n['class']} against {n['runner_up']}: margin {n['margin']:.3e} <= bound "
+                 f"{n['bound']:.3e})" for n in d["not_guaranteed"]]))
+        if d["guarantee_note"]:
+            lines.append(f"- {where}: no guaranteed decisions: {d['guarantee_note']}")
+    return lines
+
+
+def _listed(items: list[str]) -> str:
+    return ", ".join(items[:_LISTED]) + (f" and {len(items) - _LISTED} more (results.json)"
+                                         if len(items) > _LISTED else "")
 
 
 def memory_line(records: list[dict]) -> str | None:
@@ -196,7 +275,40 @@ def derived_lines(records: list[dict]) -> list[str]:
                   f"{r['derived']['reference_distance']:.4e} (ill-conditioned: every float32 implementation is "
                   f"that far from the exact result)"
                   for r in judged if r["derived"]["verdict"] == "pass" and r["derived"].get("fixed_verdict") == "fail"]
-    return lines + [f"- Fixed tolerance used for {line}" for line in fallbacks]
+    return lines + [f"- Fixed tolerance used for {line}" for line in fallbacks] + layer_lines(judged)
+
+
+def layer_lines(records: list[dict]) -> list[str]:
+    """Per record judged under the derived rule, its layer-local verdict (``harness.core.layerlocal``): each layer
+    of the C judged from the C's own input to it, the largest local bound and distance, the smallest margin, the
+    first layer outside its bound; or why the C was not judged layer by layer (the end-to-end bound then decides)."""
+    if not records:
+        return []
+    lines = ["", "### Layer-local verdict", "",
+             "Each layer's output of the C, read at the layer's end, against the layer evaluated in float64 from the "
+             "C's own input to it, within the bound of that layer's rounding alone (docs/semantic.md). Order: the "
+             "order of accumulation the bounds assume (declared by the code's manifest or assay.json, else any).", "",
+             "| Model | Generator (variant) | Target | Order | layers judged | largest local bound | "
+             "largest distance | margin | verdict |", "|---|---|---|---|---:|---:|---:|---:|---|"]
+    seen = set()
+    for r in sorted(records, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"])):
+        key = (r["model"], r["generator"], r["variant"], r["target"], r["opt"])
+        layers = r.get("layer_local") or {}
+        if key in seen or not layers:
+            continue
+        seen.add(key)
+        head = f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | " \
+               f"{layers.get('accumulation') or 'any'} |"
+        if not layers.get("judged"):
+            lines.append(f"{head} 0 | – | – | – | not judged: {layers.get('reason')} |")
+            continue
+        rows = [row for row in layers["layers"] if row["judged"]]
+        verdict = layers["verdict"] if layers["verdict"] == "pass" else f"{layers['verdict']}: {layers['cause']}"
+        lines.append(f"{head} {len(rows)} of {len(layers['layers'])} | "
+                     f"{_figure(max(row['bound'] for row in rows), '.4e')} | "
+                     f"{_figure(max(row['c_distance'] for row in rows), '.4e')} | {_figure(layers['margin'], '.3g')} | "
+                     f"{verdict} |")
+    return lines
 
 
 def arbiter_lines(records: list[dict]) -> list[str]:
@@ -247,6 +359,9 @@ def markdown(records: list[dict], superseded: Sequence[dict] = ()) -> str:
     bounded = derived_lines(records)
     if bounded:
         out += ["", *bounded]
+    decided = decision_lines(records)
+    if decided:
+        out += ["", *decided]
     if superseded:
         out += ["", "## Superseded records", "", *(f"- {line}" for line in superseded_lines(superseded))]
     return "\n".join(out) + "\n"
@@ -328,6 +443,13 @@ def html_page(records: list[dict], png: Path, superseded: Sequence[dict] = ()) -
                                         f"</td>" for k, cell in enumerate(row)) + "</tr>"
                        for row in verdict_rows(records))
     verdict_head = "".join(f"<th>{html.escape(name)}</th>" for name in VERDICT_COLUMNS)
+    decided = decision_rows(records)
+    decisions = "" if not decided else (
+        "<h2>Decisions on the user's data</h2><p>On the user's test set (--inputs-from): top-1 agreement of C and "
+        "reference, flips, accuracies with labels, and the decisions the derived bound guarantees (table1.md lists "
+        "the inputs).</p><table><tr>" + "".join(f"<th>{html.escape(name)}</th>" for name in DECISION_COLUMNS)
+        + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+                            for row in decided) + "</table>")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Assay semantic preservation</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
 padding:4px 8px;text-align:right}}td.fail,td.error{{background:#fdd}}td.review{{background:#ffd}}
@@ -336,7 +458,7 @@ td.pass{{background:#dfd}}</style></head><body>
 <table><tr><th>Generator (variant)</th><th>Target</th><th>Reference</th>{head}</tr>{''.join(body)}</table>
 <h2>Verdicts</h2><p>The rule that judged each record, its largest bound, the largest distance it measured and the
 margin: the smallest bound / distance over the outputs (at least 1 for a pass).</p>
-<table><tr>{verdict_head}</tr>{verdicts}</table>
+<table><tr>{verdict_head}</tr>{verdicts}</table>{decisions}
 <p><img alt="error and bound per model" src="data:image/png;base64,{image}"></p><ul>{notes}</ul></body></html>
 """
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from harness import references, runners, targets
 from harness.targets import HOST
-from harness.core.inputs import make_inputs
+from harness.core.inputs import campaign_inputs, campaign_sha256, make_inputs, user_inputs
 from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build,
                                    to_code_layout)
-from harness.core import arbiter, oracle
+from harness.core import arbiter, layerlocal, oracle
 from harness.core.refcache import ARBITER, BrokenBound, bounds_identity, derived_bound, reference_outputs
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
@@ -37,7 +37,7 @@ from harness.generators.generated import GeneratedCode
 from harness.models import user_files, zoo
 from harness.models.model import Model
 from harness.references import bounds
-from harness.stages.semantic import bitcompare, exportcheck, parallel, sanitize
+from harness.stages.semantic import bitcompare, decisions, exportcheck, parallel, sanitize
 from harness.stages.semantic.settings import Settings
 
 DERIVED = "derived"  # --tolerance derived: |C - float64| <= the bound of a correct float32 implementation
@@ -65,8 +65,8 @@ def base_record(item: Item, model: Model | None, reference: str, settings: Setti
 def content_key(item: Item, model: Model, settings: Settings) -> str:
     return item_fingerprint(item, model, settings, references=sorted(item.checks),
                             tolerances=settings.tolerances(model), arbiter=settings.arbiter,
-                            **({"tolerance_rule": DERIVED, "bounds": bounds_identity()}
-                               if settings.tolerance == DERIVED else {}),
+                            **({"tolerance_rule": DERIVED, "bounds": bounds_identity(),
+                                "layer_local": layerlocal.identity()} if settings.tolerance == DERIVED else {}),
                             sanitize=settings.sanitize,
                             parallel=settings.parallel.__dict__ if settings.parallel else None)
 
@@ -84,6 +84,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     warnings: list[str] = []
     failure = oracle.ERROR  # the verdict when no outputs exist
     order: bounds.Order | None = None
+    layers: dict | None = None  # the layer-local verdict (--tolerance derived)
     checked: dict = {}  # what the parallel run checked (parallel.py), filled as far as it got
     try:
         model = load_model(item.model, settings)
@@ -102,6 +103,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         else:
             outputs = build_and_run(item, item.target, code, model, settings, timings, provenance)
             sanitize.check(item, code, model, settings, provenance, timings)
+            layers = layer_local(item, code, model, settings, timings, order)
         cause = None
         bits = keep_outputs(item, model, code, outputs, settings, compare_bits=settings.parallel is None)
     except NotSupported as exc:  # the generator's own refusal: not supported, not an error
@@ -110,7 +112,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         outputs, cause = None, str(exc)
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {user_files.cause(exc)}"
-    return store_records(item, model, settings, store, Outcome(outputs, cause, failure, bits, warnings, order),
+    return store_records(item, model, settings, store,
+                         Outcome(outputs, cause, failure, bits, warnings, order, layers),
                          fingerprint, timings, provenance, checked)
 
 
@@ -124,6 +127,27 @@ class Outcome:
     bits: dict | None = None  # the bit-for-bit comparison with the host (non-host targets)
     warnings: list[str] = field(default_factory=list)
     order: bounds.Order | None = None  # the order of accumulation the code's manifest declares (derived bound)
+    layer_local: dict | None = None  # the layer-local verdict's figures (``layer_local``), None when not judged
+
+
+def layer_local(item: Item, code: GeneratedCode, model: Model, settings: Settings, timings: dict,
+                order: bounds.Order | None) -> dict | None:
+    """With ``--tolerance derived``, the layer-local verdict of the item's C (``harness.core.layerlocal``): every
+    layer's output read on the host and judged from the C's own input to the layer; None under the fixed rule.
+    Layers are read from an instrumented host build, so an item of another target is not judged so (its record says
+    why); the host item of the same code is."""
+    if settings.tolerance != DERIVED:
+        return None
+    if item.target != HOST:
+        return {"rule": layerlocal.RULE, "judged": False, "reason": f"layers are read on the {HOST} build alone"}
+    start = time.perf_counter()
+    try:
+        result = layerlocal.judge(code, model, campaign_inputs(model, settings),
+                                  item_dir(item, settings) / "layer-local", settings.timeout, order)
+    except USER_ERRORS as exc:  # the instrumented build or its run: the end-to-end verdict stands, visibly alone
+        result = {"rule": layerlocal.RULE, "judged": False, "reason": f"the probed build did not run: {exc}"}
+    timings["layer_local_s"] = time.perf_counter() - start
+    return result
 
 
 def store_records(item: Item, model: Model | None, settings: Settings, store: ResultStore, outcome: Outcome,
@@ -147,14 +171,18 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
     any_order = derived_bound(model, settings, timings) if outcome.order and isinstance(bound, np.ndarray) else bound
     export = export_check(model, settings, exact, any_order) if outputs is not None and \
         exportcheck.applies(model, item.checks) else None
+    user = user_inputs(settings.inputs_from, model) if model is not None and settings.inputs_from else None
+    guarantee = decisions.guarantee_inputs(model, settings, exact, bound, outcome.order, timings) \
+        if outputs is not None and decisions.applies(model, settings) else None
     records = []
     source = zoo.source_sha256(item.model)  # which content of the model file the records judge (results.SOURCE)
     for ref_name in item.checks:
         record = base_record(item, model, ref_name, settings)
         record.update({SOURCE: source}, timings=dict(timings), provenance=provenance, bits_vs_host=outcome.bits,
                       fingerprint=fingerprint, warnings=outcome.warnings, arbiter=None, parallel=checked or None,
-                      tolerance_rule=settings.tolerance,
-                      accumulation=(outcome.order.key() if outcome.order else "any") if derived else None)
+                      tolerance_rule=settings.tolerance, inputs_from=user.summary() if user else None, decisions=None,
+                      accumulation=(outcome.order.key() if outcome.order else "any") if derived else None,
+                      layer_local=outcome.layer_local)
         if outputs is None:
             record.update(verdict=outcome.failure, cause=cause, max_abs_error=None,
                           median_abs_error=None, index_of_worst_input=None)
@@ -165,6 +193,12 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
         else:
             record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound,
                                        reference_bound=any_order))
+            if "fallback" not in (record.get("derived") or {"fallback": True}):  # the derived rule decided
+                record["verdict"], record["cause"] = oracle.with_layers(record["verdict"], record["cause"],
+                                                                        outcome.layer_local)
+        if guarantee is not None and record.get("max_abs_error") is not None:  # the reference's outputs exist
+            record["decisions"] = decisions.decide(user, outputs, reference_outputs(ref_name, model, settings),
+                                                   guarantee)
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         store.put(record)
         records.append(record)
@@ -181,14 +215,15 @@ def model_mismatch(code: GeneratedCode, model: Model) -> list[str]:
     return []
 
 
-def _outputs_path(item: Item, target: str, code: GeneratedCode, settings: Settings) -> Path:
+def _outputs_path(item: Item, target: str, code: GeneratedCode, model: Model, settings: Settings) -> Path:
     """Where a target's outputs are kept, so other targets can be compared with them bit for bit.
 
     Keyed by the code's content and the inputs, so outputs of other code are never compared.
     """
     directory = item_dir(item, settings)
     directory.mkdir(parents=True, exist_ok=True)
-    key = digest([code.source_hashes(), settings.n_inputs, settings.seed])[:16]
+    key = digest([code.source_hashes(), settings.n_inputs, settings.seed,
+                  *([campaign_sha256(model, settings)] if settings.inputs_from else [])])[:16]
     return directory / f"outputs-{target}{settings.opt}-{key}.npy"
 
 
@@ -196,7 +231,7 @@ def keep_outputs(item: Item, model: Model, code: GeneratedCode, outputs: np.ndar
                  compare_bits: bool = True) -> dict | None:
     """Keep this target's outputs for the other targets' bit comparison; return this target's comparison
     with the host's (None on the host itself or when ``compare_bits`` is off)."""
-    np.save(_outputs_path(item, item.target, code, settings), outputs)
+    np.save(_outputs_path(item, item.target, code, model, settings), outputs)
     return _bits_vs_host(item, model, code, outputs, settings) if item.target != HOST and compare_bits else None
 
 
@@ -206,8 +241,7 @@ def build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, se
     built = build_once(item, target, code, settings, timings, provenance)
     runner = runners.for_kind(targets.get(target).kind)
     if shard is None:
-        outcome = runner.run(built, to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code),
-                             settings.timeout)
+        outcome = runner.run(built, to_code_layout(campaign_inputs(model, settings), model, code), settings.timeout)
     else:
         inputs = to_code_layout(make_inputs(model, shard.size, settings.seed, start=shard.start), model, code)
         scratch = item_dir(item, settings) / f"run-{target}{settings.opt}-{shard.start}-{shard.stop}"
@@ -221,7 +255,7 @@ def build_and_run(item: Item, target: str, code: GeneratedCode, model: Model, se
 
 def _bits_vs_host(item: Item, model: Model, code: GeneratedCode, outputs: np.ndarray, settings: Settings) -> dict:
     """Bit-for-bit comparison of this target's outputs with the host's, for the same generated code."""
-    host_path = _outputs_path(item, HOST, code, settings)
+    host_path = _outputs_path(item, HOST, code, model, settings)
     if host_path.is_file():
         host_outputs = np.load(host_path)
     else:
@@ -275,7 +309,7 @@ def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | No
         margin = 2 * np.abs(keras_outputs.astype(np.float64) - exact)
     else:
         margin = 0.0
-    return exportcheck.export_fault(model, make_inputs(model, settings.n_inputs, settings.seed), keras_outputs,
+    return exportcheck.export_fault(model, campaign_inputs(model, settings), keras_outputs,
                                     onnx_outputs, model.tolerance, model.rtol, margin=margin)
 
 

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from harness.core.inputs import make_inputs
+from harness.core.inputs import campaign_inputs, campaign_size
 from harness.core.pipeline import item_dir, to_code_layout
 from harness.core.plan import Item
 from harness.generators.generated import GeneratedCode
@@ -52,8 +52,8 @@ def check(item: Item, code: GeneratedCode, model: Model, settings: Settings, pro
         provenance["sanitizer"] = OFF
         return
     start = time.perf_counter()
-    chosen = sample(settings.n_inputs, settings.sanitize, settings.seed)
-    inputs = to_code_layout(make_inputs(model, settings.n_inputs, settings.seed), model, code)[chosen]
+    chosen = sample(campaign_size(model, settings), settings.sanitize, settings.seed)
+    inputs = to_code_layout(campaign_inputs(model, settings), model, code)[chosen]
     built = sanitized.build(code, item_dir(item, settings) / f"build-sanitized{settings.opt}", settings.opt,
                             arena=True)
     provenance["sanitizer"] = {"inputs": len(chosen), "flags": list(sanitized.FLAGS),

@@ -9,6 +9,7 @@ are made from them.
 from __future__ import annotations
 
 import operator
+from pathlib import Path
 
 from harness.contract import ERROR, FAIL, NOT_SUPPORTED, PASS, Option, StageSpec
 from harness.core import results
@@ -22,7 +23,9 @@ OPTIONS = (
            "when |C - reference| <= atol + rtol x |reference|", type=float, pytest=True),
     Option("--tolerance", "fixed", "fixed: |C - reference| <= atol + rtol x |reference| (--atol, --rtol); derived: "
            "|C - float64| <= the bound of a correct float32 implementation, derived per output and input from the "
-           "model's weights (docs/semantic.md; a model with an op that has no bound falls back to fixed, visibly). "
+           "model's weights, and, where the code's manifest names its layer output buffers, every layer of the C "
+           "within the bound of its own rounding from the C's own input to it (layer-local; docs/semantic.md; a "
+           "model with an op that has no bound falls back to fixed, visibly). "
            "Default {default}", choices=("fixed", "derived"), pytest=True),
     Option("--no-arbiter", False, "do not evaluate the model in float64 to tell which of C and reference is closer",
            action="store_true", field="arbiter", to_setting=operator.not_, pytest=True),
@@ -30,8 +33,12 @@ OPTIONS = (
            "UndefinedBehaviorSanitizer, with guard words in the arena and each layer's writes checked against its "
            "output's place; a report is an error verdict (default {default}; 0 turns the memory checks off, which "
            "the run and table1.md say)", type=int, metavar="N", pytest=True),
-    Option("--inputs", 1000, "number of test inputs per model (default {default})", type=int, field="n_inputs",
+    Option("--inputs", 1000, "number of test inputs per model (default {default}), drawn uniformly from its input "
+           "domain; with --inputs-from, drawn beside the file's (0: the file's alone)", type=int, field="n_inputs",
            pytest=True),
+    Option("--inputs-from", None, "also run the user's own test set: a .npy of inputs (N, *input shape), or an .npz "
+           "with 'x' and optional class labels 'y'; classifiers get top-1 agreement, flips, accuracy with labels and "
+           "the decisions the derived bound guarantees (docs/semantic.md)", type=Path, metavar="FILE"),
     Option("--timeout", 600.0, "seconds allowed for one batch run before it counts as a hang (default {default})",
            type=float, pytest=True),
     Option("--cores", 1, "N > 1: run parallel code, one function per core (docs/parallel.md; default {default})",

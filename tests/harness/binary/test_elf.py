@@ -3,6 +3,7 @@ cross-compiled for the ARM targets (and the host's shared library)."""
 
 import json
 import shutil
+import struct
 
 import pytest
 
@@ -125,6 +126,18 @@ def test_host_shared_library(tmp_path):
     assert (sizes["rodata"], sizes["bss"], sizes["data"]) == (428, 200, 12)
     whole = elf.image_sizes(image)
     assert whole["text"] > 0 and whole["rodata"] >= 428
+
+
+def test_the_bytes_that_initialise_an_object_are_found_in_the_file(tmp_path):
+    built = host.build(prebuilt(tmp_path), tmp_path / "build")
+    data = built.library.read_bytes()
+    offset, size = elf.object_bytes(built.library, "initialised")
+    assert size == 12 and data[offset:offset + size] == struct.pack("<3f", 1.0, 2.0, 3.0)
+    offset, size = elf.object_bytes(built.library, "w")
+    assert size == 400 and data[offset:offset + 8] == struct.pack("<2f", 1.0, 2.0)
+    # zeroed at start-up, not held in the file; a function; a name no symbol has
+    assert elf.object_bytes(built.library, "buf") is None and elf.object_bytes(built.library, "net") is None
+    assert elf.object_bytes(built.library, "missing") is None
 
 
 def test_not_an_elf(tmp_path):

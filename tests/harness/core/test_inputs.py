@@ -79,3 +79,38 @@ def test_the_inputs_digest_is_remembered_per_draw_not_per_model_object():
         expected = hashlib.sha256(make_inputs(model(domain), count, seed).tobytes()).hexdigest()
         assert inputs_sha256(model(domain), count, seed) == expected
         assert inputs_sha256(model(domain), count, seed) == expected  # the remembered one
+
+
+def test_a_users_set_runs_first_and_counts_in_the_key_by_its_bytes(tmp_path):
+    """``--inputs-from``: the file's rows, then the draw a run without it makes; its bytes, a label included, key
+    every cache (the refcache's entries and the kept outputs take ``campaign_sha256``)."""
+    from dataclasses import replace
+
+    from harness.core.inputs import campaign_inputs, campaign_sha256, campaign_size, user_inputs
+    from harness.core.plan import Settings
+
+    x = make_inputs(model(), 3, seed=11)
+    np.savez(tmp_path / "a.npz", x=x, y=np.array([0, 4, 2]))
+    np.savez(tmp_path / "b.npz", x=x, y=np.array([0, 4, 3]))
+    beside = Settings(n_inputs=5, seed=2, inputs_from=tmp_path / "a.npz")
+    inputs = campaign_inputs(model(), beside)
+    assert inputs.shape == (8, 4, 3, 2) and inputs.dtype == np.float32 and campaign_size(model(), beside) == 8
+    np.testing.assert_array_equal(inputs[:3], x)
+    np.testing.assert_array_equal(inputs[3:], make_inputs(model(), 5, seed=2))
+    np.testing.assert_array_equal(campaign_inputs(model(), replace(beside, n_inputs=0)), x)
+    assert list(user_inputs(tmp_path / "a.npz", model()).labels) == [0, 4, 2]
+    keys = {campaign_sha256(model(), s) for s in (beside, replace(beside, inputs_from=tmp_path / "b.npz"),
+                                                   replace(beside, inputs_from=None), replace(beside, n_inputs=0))}
+    assert len(keys) == 4
+    assert campaign_sha256(model(), replace(beside, inputs_from=None)) == inputs_sha256(model(), 5, 2)
+
+
+def test_integer_inputs_are_taken_as_float32_and_a_classifier_is_one_score_vector(tmp_path):
+    from harness.core.inputs import classes, user_inputs
+
+    np.save(tmp_path / "ints.npy", np.zeros((2, 4, 3, 2), np.int16))
+    loaded = user_inputs(tmp_path / "ints.npy", model())
+    assert loaded.x.dtype == np.float32 and loaded.labels is None and loaded.summary()["inputs"] == 2
+    assert classes(model()) == 5
+    image = Model(name="ae", files={}, input_shape=(4,), output_shape=(2, 2), layout="C", output_layout="HW")
+    assert classes(image) is None

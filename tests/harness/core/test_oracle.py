@@ -102,3 +102,33 @@ def test_recheck_finds_a_verdict_its_own_figures_do_not_give():
     assert recheck({**derived, "verdict": FAIL}) == "verdict fail, its derived figures give pass"
     assert recheck({"verdict": "error", "cause": "generated code produced NaN"}) is None
     assert recheck({"verdict": "error", "cause": None}) == "verdict error with no cause"
+
+
+def _layers(verdict: str, distance: float, bound: float = 1e-7) -> dict:
+    return {"rule": "layer-local", "judged": True, "verdict": verdict, "cause": f"layer d2 {verdict}",
+            "layers": [{"layer": "d1", "judged": True, "c_distance": 5e-8, "bound": 1e-7},
+                       {"layer": "d2", "judged": True, "c_distance": distance, "bound": bound},
+                       {"layer": "flatten", "judged": False, "reason": "flattened in another order"}]}
+
+
+def test_the_layer_local_verdict_fails_a_record_the_end_to_end_bound_passes():
+    """Issue 40, item 1: a layer outside its local bound fails the record; an end-to-end fail or error stands; a
+    layer-local bound that is no number makes a pass an error; figures that do not give their verdict are found."""
+    assert oracle.with_layers(PASS, None, _layers(FAIL, 3e-6)) == (FAIL, "layer d2 fail")
+    assert oracle.with_layers(FAIL, "end", _layers(FAIL, 3e-6)) == (FAIL, "end; layer d2 fail")
+    assert oracle.with_layers("error", "NaN", _layers(FAIL, 3e-6)) == ("error", "NaN")
+    assert oracle.with_layers(PASS, None, {**_layers(PASS, 0), "verdict": "error", "cause": "no bound"}) == \
+        ("error", "no bound")
+    assert oracle.with_layers(FAIL, "end", _layers(PASS, 5e-8)) == (FAIL, "end")
+    assert oracle.with_layers(PASS, None, {"judged": False, "reason": "no layer buffers"}) == (PASS, None)
+    end_to_end = {"max_abs_error": 2.4e-7, "tolerance": 1e-5, "rtol": 5e-6, "max_abs_reference": 1.0,
+                  "derived": {"verdict": PASS, "c_distance": 1e-6, "bound": 2e-6}}
+    failed = {**end_to_end, "verdict": FAIL, "layer_local": _layers(FAIL, 3e-6)}
+    assert recheck(failed) is None
+    assert recheck({**failed, "verdict": PASS}) == "verdict pass, its derived figures give fail"
+    assert recheck({**failed, "layer_local": _layers(FAIL, 5e-8)}) == \
+        "layer-local fail with every layer within its bound"
+    assert recheck({**end_to_end, "verdict": PASS, "layer_local": _layers(PASS, 3e-6)}) == \
+        "layer-local pass with layer d2 outside its bound"
+    assert "finite bound" in recheck({**failed, "layer_local": _layers(FAIL, 3e-6, float("nan"))})
+    assert recheck({**failed, "layer_local": _layers(FAIL, float("inf"))}) is None  # the C's NaN: outside any bound

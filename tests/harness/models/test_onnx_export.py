@@ -170,6 +170,30 @@ def _functional_cases(k):
         y = k.ops.maximum(y / np.arange(1, 37, dtype="float32"), -0.05)
         return _randomize(k.Model(x, L.Dense(3)(k.ops.minimum(y, 0.1))))
 
+    def squeeze_excite():  # MobileNetV3's block: a (1, 1, C) gate against the (H, W, C) map, in both operand orders
+        x = k.Input((6, 6, 3))
+        y = L.Conv2D(4, 3, padding="same", activation="hard_silu")(x)
+        gate = L.GlobalAveragePooling2D(keepdims=True)(y)
+        gate = L.Conv2D(4, 1)(L.Conv2D(2, 1, activation="relu")(gate))
+        gate = L.ReLU(6.0)(gate + 3.0) * (1.0 / 6.0)
+        scaled = L.Multiply()([y, gate])
+        y = L.Concatenate()([L.Add()([gate, scaled]), L.Subtract()([gate, scaled]), L.Subtract()([scaled, gate]),
+                             L.Maximum()([scaled, gate])])
+        return _randomize(k.Model(x, L.Flatten()(y)))
+
+    def squeeze_excite_reshape():  # EfficientNet's: pooled to a vector, reshaped to (1, 1, C), silu and sigmoid
+        x = k.Input((5, 5, 3))
+        y = L.DepthwiseConv2D(3, padding="same", activation="silu")(L.Rescaling(1.0 / 255.0)(x))
+        gate = L.Reshape((1, 1, 3))(L.GlobalAveragePooling2D()(y))
+        gate = L.Conv2D(3, 1, activation="sigmoid")(L.Conv2D(2, 1, activation="swish")(gate))
+        return _randomize(k.Model(x, L.Dense(3)(L.Flatten()(L.Multiply()([gate, y])))))
+
+    def vector_gate():  # a (1,) gate on a vector in permuted (CHW) order: the order stays the map's
+        x = k.Input((3, 3, 2))
+        flat = L.Flatten()(L.Conv2D(2, 1)(x))
+        gate = L.Dense(1, activation="sigmoid")(flat)
+        return _randomize(k.Model(x, L.Dense(2)(L.Multiply()([flat, gate]))))
+
     def functions():
         x = k.Input((6,))
         y = x
@@ -183,7 +207,8 @@ def _functional_cases(k):
     return {"hard-sigmoid-ops": hard_sigmoid_ops, "constants-in-layout": constants_in_layout,
             "ops-functions": functions, "residual-add": residual, "merge-layers": merges, "concat-channels": concat_channels,
             "concat-height": concat_height, "concat-flattened": concat_flattened, "add-flattened": add_flattened,
-            "nested-sequential": nested}
+            "nested-sequential": nested, "squeeze-excite": squeeze_excite,
+            "squeeze-excite-reshape": squeeze_excite_reshape, "vector-gate": vector_gate}
 
 
 CASE_NAMES = [
@@ -194,7 +219,8 @@ CASE_NAMES = [
     "flatten-output", "dropout", "reshape-to-vector", "reshape-to-image", "depthwise-separable", "global-pooling",
     "global-max-keepdims", "image-output", "residual-add", "merge-layers", "concat-channels", "concat-height",
     "concat-flattened", "add-flattened", "nested-sequential", "cropping", "upsampling", "rescaling-normalization",
-    "hard-silu", "conv-transpose", "hard-sigmoid-ops", "constants-in-layout", "ops-functions",
+    "hard-silu", "conv-transpose", "hard-sigmoid-ops", "constants-in-layout", "ops-functions", "squeeze-excite",
+    "squeeze-excite-reshape", "vector-gate",
 ]
 
 
@@ -258,6 +284,17 @@ def test_unsupported_option_names_the_option():
     k = keras()
     model = k.Sequential([k.Input((4,)), k.layers.Dense(3), k.layers.ReLU(threshold=0.5)])
     with pytest.raises(ModelError, match=r"unsupported option threshold=0.5 of layer type ReLU"):
+        onnx_export.to_onnx(model)
+
+
+def test_broadcasting_between_ranks_is_refused_by_name():
+    """A vector against an image: Keras aligns the vector with the channels of HWC, ONNX would align it with the
+    width of NCHW; refused, naming the layer, never translated by a guess."""
+    k = keras()
+    x = k.Input((4, 4, 3))
+    model = k.Model(x, k.layers.Multiply(name="gate")([x, k.layers.GlobalAveragePooling2D()(x)]))
+    with pytest.raises(ModelError, match=r"unsupported option broadcasting between shapes of different ranks "
+                                         r"\[\(3,\), \(4, 4, 3\)\] of layer type Multiply \(layer 'gate'\)"):
         onnx_export.to_onnx(model)
 
 

@@ -355,8 +355,6 @@ def _bad_files(directory: Path, built) -> dict[str, tuple[Path | str, str]]:
     }
     for name, content in files.items():
         (directory / name).write_bytes(content)
-    k = keras()
-    save_keras(k.Sequential([k.Input((4, 3)), k.layers.LSTM(2), k.layers.Dense(1)]), directory / "lstm.keras")
     return {
         "missing": (directory / "missing.keras", "no such file"),
         "truncated keras": (directory / "truncated.keras", "truncated or corrupt .keras file"),
@@ -366,7 +364,6 @@ def _bad_files(directory: Path, built) -> dict[str, tuple[Path | str, str]]:
         "text as h5": (directory / "text.h5", "truncated or corrupt HDF5 file"),
         "empty onnx": (directory / "empty.onnx", "empty file"),
         "unknown suffix": (directory / "weights.txt", "unsupported file type '.txt'"),
-        "unsupported layer": (directory / "lstm.keras", "unsupported layer type LSTM"),
         "directory": (directory, "is a directory, not a model file"),
         "unknown name": ("lenet6", "unknown zoo model 'lenet6' (known: acas-reg50,"),
     }
@@ -382,12 +379,23 @@ def test_bad_inputs_raise_one_line_model_errors(built, tmp_path):
         assert (target.name if isinstance(target, Path) else target) in message, (case, message)
 
 
-def test_keras_model_that_cannot_be_exported_names_the_option(tmp_path):
+@pytest.mark.parametrize("shape, layer, cause", [
+    ((4,), lambda k: k.layers.ReLU(threshold=0.5), "unsupported option threshold=0.5 of layer type ReLU"),
+    ((4, 3), lambda k: k.layers.LSTM(2), "unsupported layer type LSTM"),
+])
+def test_a_keras_model_the_exporter_refuses_loads_without_its_onnx_file(shape, layer, cause, tmp_path):
+    """The exporter's refusal names the exporter and the layer, and costs the ONNX file alone: the Keras file
+    still loads (the Keras-only path, ``--references keras``); asking for the ONNX file gives the refusal."""
     k = keras()
-    path = tmp_path / "thresh.keras"
-    save_keras(k.Sequential([k.Input((4,)), k.layers.Dense(3), k.layers.ReLU(threshold=0.5)]), path)
-    with pytest.raises(ModelError, match=r"thresh\.keras: unsupported option threshold=0.5 of layer type ReLU"):
-        zoo.load(path, cache_dir=tmp_path / "cache")
+    path = tmp_path / "refused.keras"
+    save_keras(k.Sequential([k.Input(shape), layer(k), k.layers.Dense(1)]), path)
+    model = zoo.load(path, cache_dir=tmp_path / "cache")
+    assert set(model.files) == {"keras"} and model.file("keras") == path
+    assert model.refusals["onnx"].startswith("the Keras->ONNX exporter (harness.models.onnx_export) refuses it: ")
+    assert cause in model.refusals["onnx"]
+    with pytest.raises(ModelError, match=r"no onnx file: the Keras->ONNX exporter .*" + cause.replace(".", r"\.")):
+        model.file("onnx")
+    assert not references.get("onnxruntime").supports(model) and references.get("keras").supports(model)
 
 
 # --- full tier (on request) -------------------------------------------------------------

@@ -20,6 +20,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import applications_support
 from harness.models import zoo
 from harness.references import bounds, float64
 
@@ -354,6 +355,40 @@ def test_a_transposed_convolution_after_a_convolution(seed, tmp_path):
     _check(f"ConvTranspose seed {seed}", derivation, _implementations(proto, x), exact)
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_squeeze_and_excite_gate_broadcast_against_the_map(seed, tmp_path):
+    """Squeeze-and-excite (issue 43): Conv -> HardSwish -> GlobalAveragePool -> Conv 1 x 1 -> HardSigmoid gives a
+    [N, C, 1, 1] gate that Mul, Sub and Add broadcast against the [N, C, H, W] map, the gate first and second: the
+    forward rules carry both operands' errors, the reverse rules sum the broadcast gradient back onto the gate.
+    Exact: the float64 evaluator's own semantics on Fractions (every op here is rational); the evaluator in float32
+    and ONNX Runtime within the bound of every output."""
+    rng = np.random.default_rng([seed, 43])
+    arrays = {"w1": (rng.standard_normal((4, 2, 3, 3)) * 0.7).astype(np.float32),
+              "b1": (rng.standard_normal(4) * 0.3).astype(np.float32),
+              "w2": rng.standard_normal((4, 4, 1, 1)).astype(np.float32),
+              "b2": rng.standard_normal(4).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c"], ["m"]),
+             helper.make_node("GlobalAveragePool", ["m"], ["p"]),
+             helper.make_node("Conv", ["p", "w2", "b2"], ["q"], kernel_shape=[1, 1]),
+             helper.make_node("HardSigmoid", ["q"], ["g"], alpha=float(np.float32(1 / 6)), beta=0.5),
+             helper.make_node("Mul", ["m", "g"], ["s"]),
+             helper.make_node("Sub", ["g", "s"], ["d"]),
+             helper.make_node("Add", ["d", "g"], ["y"])]
+    graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in arrays.items()])
+    proto = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    onnx.save(proto, str(tmp_path / "se.onnx"))
+    x = (rng.standard_normal((8, 2, 4, 5)) * 2).astype(np.float32)
+    derivation = bounds.derive(zoo.load(tmp_path / "se.onnx", cache_dir=tmp_path / "cache"), x)
+    assert derivation.missing == () and derivation.broken is None
+    exact = _decimals(float64.Evaluator(float64.to_float64(proto)).run(
+        {"x": np.vectorize(Fraction, otypes=[object])(x.astype(np.float64))})[0])
+    assert exact.shape == (8, 4, 4, 5)
+    _check(f"squeeze-and-excite seed {seed}", derivation, _implementations(proto, x), exact)
+
+
 @pytest.mark.parametrize("op, attrs, constants", [
     ("Slice", {}, [np.array([5], np.int64), np.array([0], np.int64), np.array([1], np.int64),
                    np.array([-2], np.int64)]),
@@ -415,16 +450,7 @@ def _application(name: str, size: int, folder, alpha: float = 0.35):
     build = {"mobilenetv2": lambda: k.applications.MobileNetV2(alpha=alpha, **options),
              "resnet50": lambda: k.applications.ResNet50(**options),
              "densenet121": lambda: k.applications.DenseNet121(**options)}[name]
-    network = build()
-    rng = np.random.default_rng(40)
-    for layer in network.layers:
-        weights = layer.get_weights()
-        if isinstance(layer, k.layers.BatchNormalization):
-            g, b, m, v = weights
-            layer.set_weights([g * rng.uniform(0.5, 1.5, g.shape), b + rng.normal(0, 0.1, b.shape),
-                               rng.normal(0, 0.5, m.shape), rng.uniform(0.5, 2.0, v.shape)])
-        elif getattr(layer, "use_bias", False) and weights:
-            layer.set_weights([*weights[:-1], weights[-1] + rng.normal(0, 0.1, weights[-1].shape)])
+    network = applications_support.perturbed(build(), 40)
     path = folder / f"{name}-{size}.keras"
     network.save(path)
     return zoo.load(path, cache_dir=folder / "cache")

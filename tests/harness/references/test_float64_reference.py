@@ -385,3 +385,25 @@ def test_keras_operation_nodes_are_evaluated_in_float64(tmp_path):
     got = references.get("float64").run(model, x)
     assert got.dtype == np.float64 and float64.engine(model) == float64.KERAS
     _assert_close(got, expected)
+
+
+def test_a_squeeze_and_excite_gate_is_broadcast_in_float64_by_both_engines(tmp_path):
+    """Issue 43: a (1, 1, C) gate against the (H, W, C) map (Multiply, then Subtract with the gate first), after
+    silu and sigmoid; the arbiter of the Keras file (Keras in float64) and of its export (the ONNX graph in
+    float64) both equal numpy's float64 formula."""
+    k = keras()
+    inp = k.Input((4, 5, 2))
+    features = k.layers.Conv2D(3, 1, activation="silu")(inp)
+    gate = k.layers.Conv2D(3, 1, activation="sigmoid")(k.layers.GlobalAveragePooling2D(keepdims=True)(features))
+    out = k.layers.Subtract()([gate, k.layers.Multiply()([features, gate])])
+    keras_model = _randomize(k.Model(inp, k.layers.Flatten()(out)), seed=43)
+    model = _user_model(keras_model, tmp_path, "squeeze_excite")
+    x = _inputs(model, 12) * 3
+    (w1, b1), (w2, b2) = [w for w in _weights(keras_model) if w]
+    h = x.astype(np.float64) @ w1[0, 0] + b1
+    f = h / (1 + np.exp(-h))
+    g = 1 / (1 + np.exp(-(f.mean(axis=(1, 2), keepdims=True) @ w2[0, 0] + b2)))
+    expected = (g - f * g).reshape(len(x), -1)
+    _assert_close(references.get("float64").run(model, x), expected)
+    assert float64.engine(model) == float64.KERAS
+    _assert_close(float64.graph_outputs(model, x), expected)

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from harness import targets
@@ -35,6 +37,17 @@ def test_invalid_profiles_are_refused_with_the_key(tmp_path):
     bad.write_text(good.replace('default_opt = "-O0"', 'default_opt = "-Ofast"'))
     with pytest.raises(ConfigError, match="default_opt"):
         targets.load_profile(bad)
+
+
+def test_cxx_compiler_comes_with_its_package_and_a_missing_one_names_it(tmp_path):
+    assert (targets.get("host").cxx_compiler, targets.get("cortex-m4f-ext").cxx_compiler) == \
+        ("g++", "arm-none-eabi-g++")  # cortex-m4f-ext extends cortex-m4f
+    with pytest.raises(ConfigError, match="'cxx_compiler' and 'cxx_package' go together"):
+        targets.load_profile(_edited(tmp_path, "host", 'cxx_package = "g++"\n', ""))
+    profile = targets.load_profile(_edited(tmp_path, "host", 'cxx_compiler = "g++"', 'cxx_compiler = "no-such-c++"'))
+    with pytest.raises(ConfigError, match=re.escape("C++ compiler 'no-such-c++' not found; install the Debian "
+                                                    "package 'g++'")):
+        profile.cxx_compiler_path()
 
 
 def test_missing_compiler_names_the_package(tmp_path):

@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 
+from _onnx import tensors
 from _protocol import main, says
 
 VERIFY_TIMEOUT_S = 600
@@ -53,7 +54,7 @@ def generate(request):
     return {"files": [os.path.basename(out_c)], "command": shlex.join(["emx-onnx-cgen", *argv]),
             "signature": found.group(0) if found else None,
             "operators": sorted({node.op_type for node in model.graph.node}),
-            "inputs": _tensors(model.graph.input, model), "outputs": _tensors(model.graph.output, model),
+            "inputs": tensors(model.graph.input, model), "outputs": tensors(model.graph.output, model),
             "nodes": [{"index": i, "op": node.op_type, "name": node.name}
                       for i, node in enumerate(model.graph.node)]}
 
@@ -86,12 +87,6 @@ def _pin_batch(model):
             pins += ["--input-dim", f"{value.name}:0=1"]
     return pins
 
-
-def _tensors(values, model):
-    initializers = {init.name for init in model.graph.initializer}
-    return [{"name": value.name, "shape": [dim.dim_value if dim.HasField("dim_value") else dim.dim_param
-                                           for dim in value.type.tensor_type.shape.dim]}
-            for value in values if value.name not in initializers]
 
 
 if __name__ == "__main__":

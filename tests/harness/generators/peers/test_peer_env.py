@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 
 from harness.digests import digest
+from harness import generators
 from harness.generators import peers
 
 
 def test_every_peer_pins_its_own_package_exactly():
-    assert peers.names() == ["acetone-nnet", "emlearn", "emx-onnx-cgen", "keras2c"]
+    assert peers.names() == ["acetone-nnet", "aidge", "emlearn", "emx-onnx-cgen", "keras2c"]
     for name in peers.names():
-        pins = peers.PeerEnv(name).pins()
-        assert pins[name] and all(version for version in pins.values())
+        peer = generators.get(name).peer  # the adapter's environment names the package of its release
+        assert peer.name == name and (peer.package or name) in peer.pins()
+        assert all(version for version in peer.pins().values())
+    assert generators.get("aidge").version() == "0.10.1"
 
 
 def test_cache_root_follows_xdg_and_override(monkeypatch, tmp_path):
