@@ -26,12 +26,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from harness.core import budget
 from harness.core.plan import Settings
 from harness.errors import ConfigError
 from harness.models.model import Model, describe_domain
@@ -107,8 +110,14 @@ def user_inputs(path: Path, model: Model) -> UserInputs:
     (missing, unreadable, another format, wrong arrays, shape, dtype, NaN or infinity, a value outside the model's
     input domain, labels of the wrong length, dtype or range)."""
     path = Path(path)
+    limit = budget.limit_from_environment()
     try:
-        raw = path.read_bytes()
+        with open(path, "rb", opener=_nonblocking) as stream:
+            info = os.fstat(stream.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError(f"{path}: not a regular file (--inputs-from)")
+            _within(path, info.st_size, limit, "is")
+            raw = stream.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file (--inputs-from)") from None
     except OSError as error:
@@ -116,14 +125,28 @@ def user_inputs(path: Path, model: Model) -> UserInputs:
     sha = hashlib.sha256(raw).hexdigest()
     key = (str(path), sha, tuple(model.input_shape), json.dumps(model.domain_json()), classes(model))
     if key not in _USER:
-        x, labels = _arrays(path, raw)
+        x, labels = _arrays(path, raw, limit)
         _USER[key] = UserInputs(path, sha, _checked_inputs(path, x, model),
                                 _checked_labels(path, labels, len(x), model))
     return _USER[key]
 
 
-def _arrays(path: Path, raw: bytes) -> tuple[np.ndarray, np.ndarray | None]:
-    """(inputs, labels or None) of a .npy or .npz file's bytes, read without pickles."""
+def _nonblocking(name: str, flags: int) -> int:
+    """Open without waiting on a FIFO or a device: ``user_inputs`` refuses what is not a regular file."""
+    return os.open(name, flags | os.O_NONBLOCK)
+
+
+def _within(path: Path, size: int, limit: int | None, how: str) -> None:
+    """A ConfigError when ``size`` bytes of the user's test set exceed the memory limit an item may take
+    (``budget``): the inputs alone could not be held, and reading them would take the machine's memory first."""
+    if limit is not None and size > limit:
+        raise ConfigError(f"{path}: {how} {budget.format_size(size)}, above the memory limit of "
+                          f"{budget.format_size(limit)} (set {budget.ENVIRONMENT} to change it)")
+
+
+def _arrays(path: Path, raw: bytes, limit: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(inputs, labels or None) of a .npy or .npz file's bytes, read without pickles; an .npz whose arrays
+    would unpack beyond ``limit`` bytes is refused before any is unpacked (a few KiB of zeros can declare GiBs)."""
     suffix = path.suffix.lower()
     if suffix not in (".npy", ".npz"):
         raise ConfigError(f"{path}: not a .npy or .npz file (an array of inputs, or an .npz with arrays "
@@ -139,6 +162,7 @@ def _arrays(path: Path, raw: bytes) -> tuple[np.ndarray, np.ndarray | None]:
     if isinstance(loaded, np.ndarray):
         raise ConfigError(f"{path}: one array, not an .npz archive (rename it .npy)")
     with loaded:
+        _within(path, sum(member.file_size for member in loaded.zip.infolist()), limit, "unpacks to")
         names = sorted(loaded.files)
         unknown = [name for name in names if name not in (INPUTS_KEY, LABELS_KEY)]
         if INPUTS_KEY not in names or unknown:

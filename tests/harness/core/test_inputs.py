@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from harness.core.inputs import inputs_sha256, make_inputs
+from harness.errors import ConfigError
 from harness.models.model import Model
 
 
@@ -114,3 +115,27 @@ def test_integer_inputs_are_taken_as_float32_and_a_classifier_is_one_score_vecto
     assert classes(model()) == 5
     image = Model(name="ae", files={}, input_shape=(4,), output_shape=(2, 2), layout="C", output_layout="HW")
     assert classes(image) is None
+
+
+def test_a_test_set_beyond_the_memory_limit_or_not_a_regular_file_is_refused_before_it_is_read(tmp_path,
+                                                                                               monkeypatch):
+    """``--inputs-from`` is the user's file, but a huge one, an .npz that unpacks to gigabytes, or a FIFO must give
+    one line, not take the machine's memory or wait forever: the file's size and the .npz's declared sizes are
+    held against the memory limit an item may take (``harness.core.budget``) before anything is unpacked."""
+    import os
+
+    from harness.core.inputs import user_inputs
+
+    monkeypatch.setenv("ASSAY_MEMORY_LIMIT", "64K")
+    np.save(tmp_path / "big.npy", np.zeros((700, 4, 3, 2), np.float32))  # 67 200 bytes of data
+    with pytest.raises(ConfigError, match=r"big.npy: is 65\.\d KiB, above the memory limit of 64\.0 KiB"):
+        user_inputs(tmp_path / "big.npy", model())
+    np.savez_compressed(tmp_path / "bomb.npz", x=np.zeros((4000, 4, 3, 2), np.float32))
+    assert (tmp_path / "bomb.npz").stat().st_size < 64 << 10  # small on disk: only the declared size tells
+    with pytest.raises(ConfigError, match=r"bomb.npz: unpacks to 375\.\d KiB, above the memory limit"):
+        user_inputs(tmp_path / "bomb.npz", model())
+    monkeypatch.delenv("ASSAY_MEMORY_LIMIT")
+    assert user_inputs(tmp_path / "bomb.npz", model()).x.shape == (4000, 4, 3, 2)  # within the default limit
+    os.mkfifo(tmp_path / "fifo.npy")  # no writer: reading it would block
+    with pytest.raises(ConfigError, match="fifo.npy: not a regular file"):
+        user_inputs(tmp_path / "fifo.npy", model())
