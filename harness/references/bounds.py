@@ -1014,14 +1014,23 @@ def _matrix_product_back(p, args, errs, attrs, y, centre, radius):
     return grads
 
 
+def _bilinear(op: str, p, args, errs, attrs) -> tuple[np.ndarray, np.ndarray]:
+    """For an op linear in its input x and its weights w (Conv, ConvTranspose), computed by the op itself on
+    magnitudes: the error carried from x's and w's errors, |e_x| |w| + |x| |e_w| + |e_x| |e_w|, and the magnitude
+    (|x| + e_x)(|w| + e_w) that the op's own rounding scales."""
+    x, w = args[0], args[1]
+    ex, ew = _zero(errs[0], x), _zero(errs[1], w)
+    apply = float64._OPS[op]
+    carried = apply(p.evaluator, [ex, np.abs(w)], attrs) + apply(p.evaluator, [np.abs(x), ew], attrs) \
+        + apply(p.evaluator, [ex, ew], attrs)
+    return carried, apply(p.evaluator, [np.abs(x) + ex, np.abs(w) + ew], attrs)
+
+
 @_forward("Conv")
 def _conv(p, args, errs, attrs, y):
     x, w = args[0], args[1]
-    ex, ew = _zero(errs[0], x), _zero(errs[1], w)
-    conv = float64._OPS["Conv"]
-    carried = conv(p.evaluator, [ex, np.abs(w)], attrs) + conv(p.evaluator, [np.abs(x), ew], attrs) \
-        + conv(p.evaluator, [ex, ew], attrs)
-    magnitude = conv(p.evaluator, [np.abs(x) + ex, np.abs(w) + ew], attrs)
+    carried, magnitude = _bilinear("Conv", p, args, errs, attrs)
+    ex = _zero(errs[0], x)  # the input's error, for the running-sum rule of a declared order
     n = int(np.prod(w.shape[1:])) + _folded(p)  # input channels per group x kernel taps
     shape = (1, -1) + (1,) * (x.ndim - 2)
     bias = args[2].reshape(shape) if len(args) > 2 and args[2] is not None else None
@@ -1817,11 +1826,7 @@ def _deconv(p, args, errs, attrs, y):
     """A scatter of products: each output a sum of at most (input channels per group) x (kernel taps) products and
     the bias: the rule of Conv with the op's own arithmetic on magnitudes."""
     x, w = args[0], args[1]
-    ex, ew = _zero(errs[0], x), _zero(errs[1], w)
-    deconv = float64._OPS["ConvTranspose"]
-    carried = deconv(p.evaluator, [ex, np.abs(w)], attrs) + deconv(p.evaluator, [np.abs(x), ew], attrs) \
-        + deconv(p.evaluator, [ex, ew], attrs)
-    magnitude = deconv(p.evaluator, [np.abs(x) + ex, np.abs(w) + ew], attrs)
+    carried, magnitude = _bilinear("ConvTranspose", p, args, errs, attrs)
     n = (x.shape[1] // attrs.get("group", 1)) * int(np.prod(w.shape[2:]))
     shape = (1, -1) + (1,) * (x.ndim - 2)
     if len(args) > 2 and args[2] is not None:

@@ -21,12 +21,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import applications_support
+from bound_check_support import assert_within_and_tight
 from harness.models import zoo
 from harness.references import bounds, float64
 
 decimal.getcontext().prec = 50
 D = decimal.Decimal
-LOOSEST = 1e3
 SEEDS = (0, 1, 2)
 _LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
 for _name in ("expf", "expm1f", "logf", "log1pf"):
@@ -244,17 +244,7 @@ def test_every_rule_holds_on_random_parameters(op, seed, tmp_path, record_proper
             opset_imports=[helper.make_opsetid("", 18)]).SerializeToString(),
             providers=["CPUExecutionProvider"]).run(None, {"x": x})
         implementations["C formula, glibc"] = glibc(h32, attrs)
-    worst = 0.0
-    for name, got in implementations.items():
-        distance = _distance(np.asarray(got, np.float64).reshape(bound.shape), np.asarray(exact).reshape(bound.shape))
-        outside = distance > bound
-        assert not outside.any(), (f"{op} seed {seed}, {name}: |{name} - exact| = {distance[outside].max():.3e} "
-                                   f"above the bound {bound[outside][np.argmax(distance[outside])]:.3e}")
-        worst = max(worst, float((distance / np.where(bound > 0, bound, np.inf)).max()))
-    ratio = 1 / worst if worst else np.inf
-    record_property("bound_over_worst_observed", ratio)
-    print(f"{op} seed {seed}: bound / worst observed error = {ratio:.3g}")
-    assert ratio <= LOOSEST, f"{op} seed {seed}: the bound is {ratio:.3g} times the worst observed error"
+    assert_within_and_tight(f"{op} seed {seed}", implementations, exact, bound, _distance, record_property)
 
 
 def _implementations(proto, x) -> dict:
@@ -265,17 +255,8 @@ def _implementations(proto, x) -> dict:
 
 def _check(name: str, derivation, implementations: dict, exact: np.ndarray) -> float:
     """Every implementation within the bound of every output; bound / worst observed, at most ``LOOSEST``."""
-    bound = derivation.bound.reshape(derivation.exact.shape)
-    worst = 0.0
-    for who, got in implementations.items():
-        distance = _distance(got.reshape(bound.shape), np.asarray(exact, dtype=object).reshape(bound.shape))
-        outside = distance > bound
-        assert not outside.any(), f"{name}, {who}: {distance[outside].max():.3e} above the bound"
-        worst = max(worst, float((distance / np.where(bound > 0, bound, np.inf)).max()))
-    ratio = 1 / worst if worst else np.inf
-    print(f"{name}: bound / worst observed error = {ratio:.3g}")
-    assert ratio <= LOOSEST
-    return ratio
+    return assert_within_and_tight(name, implementations, exact, derivation.bound.reshape(derivation.exact.shape),
+                                   _distance)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -24,6 +24,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from bound_check_support import LOOSEST, assert_within_and_tight
 from harness.models import zoo
 from harness.references import bounds, float64
 
@@ -33,7 +34,6 @@ _LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
 for _name in ("expf", "tanhf", "erff", "logf", "log1pf", "expm1f"):
     getattr(_LIBM, _name).restype = ctypes.c_float
     getattr(_LIBM, _name).argtypes = [ctypes.c_float]
-LOOSEST = 1e3  # bound / worst observed error above this is absurdly loose
 
 
 def _f32(*shape, scale=1.0, rng=None):
@@ -201,17 +201,7 @@ def test_bound_holds_against_exact_arithmetic_and_is_not_absurdly_loose(case, tm
         exact = np.asarray(exact, dtype=object)
     else:
         exact = _decimal_exact(op, attrs, constants, x)
-    worst = 0.0
-    for name, got in implementations.items():
-        distance = _distance(got.reshape(bound.shape), exact.reshape(bound.shape))
-        outside = distance > bound
-        assert not outside.any(), (f"{name}: |{name} - exact| = {distance[outside].max():.3e} above the bound "
-                                   f"{bound[outside][np.argmax(distance[outside])]:.3e}")
-        worst = max(worst, float((distance / np.where(bound > 0, bound, np.inf)).max()))
-    ratio = 1 / worst if worst else np.inf
-    record_property("bound_over_worst_observed", ratio)
-    print(f"{case}: bound / worst observed error = {ratio:.3g}")
-    assert ratio <= LOOSEST, f"{case}: the bound is {ratio:.3g} times the worst observed error"
+    assert_within_and_tight(case, implementations, exact, bound, _distance, record_property)
 
 
 @pytest.mark.parametrize("case", sorted(_EXACT))
