@@ -903,16 +903,10 @@ def _line_states(program: elfread.LineProgram) -> list[tuple[int, int, int, bool
     at, size = 0, len(code)
 
     def leb128(signed: bool = False) -> int:
-        """The LEB128 number at ``at`` (unsigned, or signed: sign bit 0x40 of its last byte)."""
+        """The LEB128 number at ``at`` (unsigned, or signed), ``at`` moved past it."""
         nonlocal at
-        value = shift = 0
-        while True:
-            byte = code[at]
-            at += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                return value - (1 << shift) if signed and byte & 0x40 else value
+        value, at = (elfread.sleb if signed else elfread.uleb)(code, at)
+        return value
 
     while at < size:
         opcode = code[at]

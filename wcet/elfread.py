@@ -130,7 +130,7 @@ class ElfFile:
             end, at = at + length, data.index(b"\0", at + 4) + 1  # the vendor name
             while at < end:
                 start = at
-                tag, at = _uleb(data, at)
+                tag, at = uleb(data, at)
                 (size,) = struct.unpack_from(self.order + "I", data, at)
                 if size < 4:
                     return False
@@ -147,11 +147,11 @@ def _file_attribute(data: bytes, at: int, stop: int, wanted: int) -> int | None:
     """The integer value of attribute ``wanted`` in one Tag_File sub-subsection, None if absent. Tags 4, 5, 67
     and odd tags above 32 are strings; Tag_compatibility (32) is an integer then a string; others integers."""
     while at < stop:
-        tag, at = _uleb(data, at)
+        tag, at = uleb(data, at)
         if tag in (4, 5, 67) or (tag > 32 and tag % 2):
             at = data.index(b"\0", at) + 1
             continue
-        value, at = _uleb(data, at)
+        value, at = uleb(data, at)
         if tag == 32:
             at = data.index(b"\0", at) + 1
         if tag == wanted:
@@ -164,7 +164,8 @@ def _string(table: bytes, at: int) -> str:
     return table[at:end if end >= 0 else len(table)].decode(errors="replace")
 
 
-def _uleb(data: bytes, at: int) -> tuple[int, int]:
+def uleb(data: bytes, at: int) -> tuple[int, int]:
+    """The unsigned LEB128 number at ``at`` of ``data`` and the offset after it (DWARF 5, 7.6)."""
     value = shift = 0
     while True:
         byte = data[at]
@@ -175,8 +176,9 @@ def _uleb(data: bytes, at: int) -> tuple[int, int]:
             return value, at
 
 
-def _sleb(data: bytes, at: int) -> tuple[int, int]:
-    value, end = _uleb(data, at)
+def sleb(data: bytes, at: int) -> tuple[int, int]:
+    """The signed LEB128 number at ``at`` of ``data`` (sign: the top bit of its last group) and the offset after it."""
+    value, end = uleb(data, at)
     bits = 7 * (end - at)
     return (value - (1 << bits) if value >> (bits - 1) & 1 else value), end
 
@@ -233,11 +235,11 @@ def _skip_form(data: bytes, at: int, form: int, sizes: dict[int, int], order: st
     if form in sizes:
         return at + sizes[form]
     if form in _LEB_FORMS:
-        return _uleb(data, at)[1]
+        return uleb(data, at)[1]
     if form == 0x08:  # string
         return data.index(b"\0", at) + 1
     if form in (0x09, 0x18):  # block, exprloc
-        length, at = _uleb(data, at)
+        length, at = uleb(data, at)
         return at + length
     if form in _BLOCK_FORMS:
         width = _BLOCK_FORMS[form]
@@ -248,7 +250,7 @@ def _skip_form(data: bytes, at: int, form: int, sizes: dict[int, int], order: st
 def _form_value(data: bytes, at: int, form: int, sizes: dict[int, int], order: str) -> int:
     """The unsigned value of a constant or section-offset form at ``at``."""
     if form in (0x0f, 0x15):
-        return _uleb(data, at)[0]
+        return uleb(data, at)[0]
     if form in (0x05, 0x06, 0x07, 0x0b, 0x17):
         return int.from_bytes(data[at:at + sizes[form]], "little" if order == "<" else "big")
     raise Unsupported(f"DW_AT_stmt_list in form {form:#x}")
@@ -282,12 +284,12 @@ def stmt_list(elf: ElfFile, unit: Unit) -> int | None:
     none)."""
     info, order = elf.kept(".debug_info"), elf.order
     sizes = _fixed_form_sizes(unit.address_size, unit.offset_size, unit.version)
-    code, at = _uleb(info, unit.die)
+    code, at = uleb(info, unit.die)
     if code == 0:
         return None
     for attribute, form in _abbreviation(elf.kept(".debug_abbrev"), unit.abbrev_offset, code):
         while form == _DW_FORM_INDIRECT:
-            form, at = _uleb(info, at)
+            form, at = uleb(info, at)
         if attribute == _DW_AT_STMT_LIST:
             return _form_value(info, at, form, sizes, order)
         at = _skip_form(info, at, form, sizes, order)
@@ -297,19 +299,19 @@ def stmt_list(elf: ElfFile, unit: Unit) -> int | None:
 def _abbreviation(abbrevs: bytes, at: int, wanted: int) -> list[tuple[int, int]]:
     """The (attribute, form) pairs of abbreviation ``wanted`` of the table at ``at``."""
     while True:
-        code, at = _uleb(abbrevs, at)
+        code, at = uleb(abbrevs, at)
         if code == 0:
             raise Unsupported(f"no abbreviation {wanted}")
-        _, at = _uleb(abbrevs, at)  # the tag
+        _, at = uleb(abbrevs, at)  # the tag
         at += 1  # has children
         pairs = []
         while True:
-            attribute, at = _uleb(abbrevs, at)
-            form, at = _uleb(abbrevs, at)
+            attribute, at = uleb(abbrevs, at)
+            form, at = uleb(abbrevs, at)
             if attribute == 0 and form == 0:
                 break
             if form == _DW_FORM_IMPLICIT_CONST:
-                _, at = _sleb(abbrevs, at)
+                _, at = sleb(abbrevs, at)
             pairs.append((attribute, form))
         if code == wanted:
             return pairs
@@ -381,7 +383,7 @@ def line_program(elf: ElfFile, unit: Unit, at: int) -> LineProgram:
             names.append(line_data[at:end_of_name])
             at = end_of_name + 1
             for _ in range(3):  # directory index, modification time, length
-                _, at = _uleb(line_data, at)
+                _, at = uleb(line_data, at)
     return LineProgram(version, names, minimum, maximum, line_base, line_range, opcode_base,
                        line_data[program_start:end], address_size, elf.little_endian)
 
@@ -391,10 +393,10 @@ def _entries(elf: ElfFile, data: bytes, at: int, sizes: dict[int, int]) -> tuple
     count, at = data[at], at + 1
     formats = []
     for _ in range(count):
-        content, at = _uleb(data, at)
-        form, at = _uleb(data, at)
+        content, at = uleb(data, at)
+        form, at = uleb(data, at)
         formats.append((content, form))
-    entries, at = _uleb(data, at)
+    entries, at = uleb(data, at)
     paths = []
     for _ in range(entries):
         path = b""
