@@ -55,12 +55,13 @@ def identity() -> str:
 
 
 def judge(code: GeneratedCode, model: Model, inputs: np.ndarray, work: Path, timeout: float,
-          order: bounds.Order | None) -> dict:
-    """The layer-local verdict of ``code`` on ``inputs`` (canonical layout): ``verdict`` (pass, fail, or error when
-    some layer's bound is not a finite number), ``cause`` naming the first layer outside its bound, ``layers`` (per
-    probed layer: whether it was judged, the largest |C - float64| and bound, and the margin bound / distance),
-    ``margin`` (the smallest over the layers), the ``accumulation`` rule the bounds used; ``judged: False`` and
-    ``reason`` when the C cannot be judged so."""
+          order: bounds.Order | None, index: np.ndarray | None = None) -> dict:
+    """The layer-local verdict of ``code`` on ``inputs`` (canonical layout; ``index``: their numbers in the
+    campaign, for the cause): ``verdict`` (pass, fail, or error when some layer's bound is not a finite number),
+    ``cause`` naming the first layer outside its bound, ``layers`` (per probed layer: whether it was judged, the
+    largest |C - float64| and bound, and the margin bound / distance), ``margin`` (the smallest over the layers),
+    ``covers_output`` (whether a judged layer is the model's output, so that the layers judge the whole network),
+    the ``accumulation`` rule the bounds used; ``judged: False`` and ``reason`` when the C cannot be judged so."""
     why = unavailable(code, model)
     accumulation = order.key() if order else "any"
     if why:
@@ -68,6 +69,7 @@ def judge(code: GeneratedCode, model: Model, inputs: np.ndarray, work: Path, tim
     built = probed.build(code, work)
     folds = [_Fold() for _ in built.probes]
     names, reasons = _graph_names(code, model, built.probes)
+    numbers = np.arange(len(inputs)) if index is None else np.asarray(index)
     for start, outputs in probed.run(built, to_code_layout(inputs, model, code), timeout):
         rows = inputs[start:start + len(outputs[0])]
         seeds = {names[k]: graph_layout(c, probe, code) for k, (probe, c) in enumerate(zip(built.probes, outputs))
@@ -82,14 +84,15 @@ def judge(code: GeneratedCode, model: Model, inputs: np.ndarray, work: Path, tim
             if local[name] is None:
                 names[k], reasons[k] = None, f"the graph's {name} does not have the C's {built.probes[k].size} values"
                 continue
-            folds[k].add(start, seeds[name], *local[name])
+            folds[k].add(numbers[start:start + len(rows)], seeds[name], *local[name])
     layers = [{"layer": p.name, "index": p.index, "tensor": p.tensor, "graph_tensor": names[k],
                **(folds[k].figures() if names[k] is not None else {"judged": False, "reason": reasons[k]})}
               for k, p in enumerate(built.probes)]
     judged = [(row, folds[k]) for k, row in enumerate(layers) if row["judged"]]
     margins = [row["margin"] for row, _ in judged if row["margin"] is not None]
     result = {"rule": RULE, "judged": bool(judged), "accumulation": accumulation, "inputs": len(inputs),
-              "layers": layers, "margin": min(margins, default=None)}
+              "layers": layers, "margin": min(margins, default=None),
+              "covers_output": bool({row["graph_tensor"] for row, _ in judged} & _graph_outputs(model))}
     if not judged:
         return {**result, "reason": "no layer's tensor is in the model's float64 graph"}
     broken = next((row for row, fold in judged if not fold.finite), None)
@@ -124,6 +127,13 @@ def _graph_names(code: GeneratedCode, model: Model, probes: tuple[probed.Probe, 
     return names, reasons
 
 
+def _graph_outputs(model: Model) -> set[str]:
+    """The names of the float64 graph's outputs."""
+    import onnx
+
+    return {out.name for out in onnx.load(str(model.file("onnx")), load_external_data=False).graph.output}
+
+
 def _channels_last(code: GeneratedCode) -> bool:
     return (code.manifest.get("model") or {}).get("format") == "keras"
 
@@ -150,7 +160,8 @@ class _Fold:
         self.outside = 0
         self.worst: tuple[float, int, int, float, float] | None = None  # (ratio, input, element, distance, bound)
 
-    def add(self, start: int, c: np.ndarray, value: np.ndarray, bound: np.ndarray) -> None:
+    def add(self, numbers: np.ndarray, c: np.ndarray, value: np.ndarray, bound: np.ndarray) -> None:
+        """Fold one batch in: ``numbers`` are its rows' input numbers in the campaign."""
         self.finite = self.finite and bool((np.isfinite(bound) & (bound >= 0)).all())
         with np.errstate(invalid="ignore", divide="ignore"):
             distance = np.where(np.isfinite(c), np.abs(c - value), np.inf)
@@ -164,7 +175,7 @@ class _Fold:
         if bad.any():
             row, col = np.unravel_index(int(np.argmax(np.where(bad, ratio, -1.0))), ratio.shape)
             if self.worst is None or ratio[row, col] > self.worst[0]:
-                self.worst = (float(ratio[row, col]), start + int(row), int(col), float(distance[row, col]),
+                self.worst = (float(ratio[row, col]), int(numbers[row]), int(col), float(distance[row, col]),
                               float(bound[row, col]))
 
     def figures(self) -> dict:

@@ -106,15 +106,17 @@ def recheck(record: dict) -> str | None:
     derived = record.get("derived")
     if isinstance(derived, dict) and "fallback" not in derived:
         distance, bound = derived.get("c_distance"), derived.get("bound")
-        if not (_figure(distance) and _figure(bound)):
-            return "derived verdict without a finite distance to float64 and bound"
-        layers = record.get("layer_local")
-        fault = layer_fault(layers) if isinstance(layers, dict) else None
+        layers = record.get("layer_local") if isinstance(record.get("layer_local"), dict) else None
+        fault = layer_fault(layers) if layers else None
         if fault:
             return fault
-        expected = with_layers(derived.get("verdict"), None, layers if isinstance(layers, dict) else None)[0]
+        expected = with_layers(derived.get("verdict"), None, layers, bound if _figure(bound) else None)[0]
         if expected != verdict:
             return f"verdict {verdict}, its derived figures give {expected}"
+        if derived.get("verdict") == ERROR and expected != ERROR:  # the layers decided (``with_layers``)
+            return None
+        if not (_figure(distance) and _figure(bound)):
+            return "derived verdict without a finite distance to float64 and bound"
         if verdict == PASS and distance > bound:
             return f"pass with |C - float64| = {distance:.4e} above the derived bound {bound:.4e}"
         if derived.get("verdict") == FAIL and distance == 0:
@@ -131,12 +133,18 @@ def recheck(record: dict) -> str | None:
     return None
 
 
-def with_layers(verdict: str, cause: str | None, layer_local: dict | None) -> tuple[str, str | None]:
-    """The verdict and cause of a record judged end to end (``verdict``, ``cause``) and layer by layer
-    (``layer_local``: ``harness.core.layerlocal.judge``'s figures, or None): a layer outside its local bound fails
-    the record, a layer-local bound that is no finite number makes a passing record an error; an end-to-end error
-    (NaN outputs, a broken bound) stays one."""
+def with_layers(verdict: str, cause: str | None, layer_local: dict | None,
+                bound: float | None = 0.0) -> tuple[str, str | None]:
+    """The verdict and cause of a record judged end to end (``verdict``, ``cause``; ``bound``: the end-to-end
+    bound, None when it is no finite number) and layer by layer (``layer_local``: ``harness.core.layerlocal.judge``'s
+    figures, or None): a layer outside its local bound fails the record, a layer-local bound that is no finite
+    number makes a passing record an error. An end-to-end error stays one (NaN outputs), except a broken end-to-end
+    bound where every layer was judged through the model's output: each layer of the C is then a correct float32
+    implementation of its layer given its input, or not, so the C is one of the whole network, or not, and the
+    layers decide (the deep networks whose end-to-end bound overflows, docs/semantic.md)."""
     judged = isinstance(layer_local, dict) and layer_local.get("judged") and layer_local.get("verdict")
+    if judged and verdict == ERROR and bound is None and layer_local.get("covers_output"):
+        return layer_local["verdict"], layer_local["cause"]
     if not judged or verdict == ERROR:
         return verdict, cause
     if layer_local["verdict"] == FAIL:
@@ -174,9 +182,15 @@ class BoundCheck:
     cause: str | None = None
 
 
-def compare_to_bound(outputs: np.ndarray, exact: np.ndarray, bound: np.ndarray) -> BoundCheck:
+def compare_to_bound(outputs: np.ndarray, exact: np.ndarray, bound: np.ndarray,
+                     index: np.ndarray | None = None) -> BoundCheck:
     """Pass iff |C - f64| <= bound for every output of every input (``harness.references.bounds``): the bound
-    holds for any correct float32 implementation, so an output outside it is a defect, whatever its size."""
+    holds for any correct float32 implementation, so an output outside it is a defect, whatever its size.
+    ``index``: each row's input number, for the cause (default: its row)."""
+
+    def number(row: int) -> int:
+        return int(row if index is None else index[row])
+
     c = np.asarray(outputs, np.float64).reshape(len(outputs), -1)
     f = np.asarray(exact, np.float64).reshape(len(outputs), -1)
     b = np.asarray(bound, np.float64).reshape(len(outputs), -1)
@@ -184,8 +198,8 @@ def compare_to_bound(outputs: np.ndarray, exact: np.ndarray, bound: np.ndarray) 
     if bad.any():  # as ``compare``: NaN or Inf is never a small error, whatever the bound
         first = int(np.argmax(bad))
         kind = "NaN" if np.isnan(c[first]).any() else "Inf"
-        return BoundCheck(ERROR, np.inf, float(b.max(initial=0.0)), 0.0,
-                          f"generated code produced {kind} for input #{first} ({int(bad.sum())} inputs affected)")
+        return BoundCheck(ERROR, np.inf, float(b.max(initial=0.0)), 0.0, f"generated code produced {kind} for "
+                          f"input #{number(first)} ({int(bad.sum())} inputs affected)")
     distance = np.abs(c - f)
     largest = float(distance.max(initial=0.0))
     tightness, top = margin(distance, b), float(b.max(initial=0.0))
@@ -194,5 +208,5 @@ def compare_to_bound(outputs: np.ndarray, exact: np.ndarray, bound: np.ndarray) 
     row, col = np.unravel_index(int(np.argmax(distance - b)), distance.shape)
     outside = int((distance > b).any(axis=1).sum())
     cause = (f"|C - float64| = {distance[row, col]:.4e} above the derived bound {b[row, col]:.4e} of a correct "
-             f"float32 implementation at input #{row}, output {col} ({outside} inputs outside the bound)")
+             f"float32 implementation at input #{number(row)}, output {col} ({outside} inputs outside the bound)")
     return BoundCheck(FAIL, largest, top, tightness, cause)

@@ -74,11 +74,12 @@ def reference_outputs(ref_name: str, model: Model, settings: Settings, inputs: n
 
 
 def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.ndarray | None = None,
-                  order: bounds.Order | None = None) -> np.ndarray | str:
-    """The derived bound of every output and input (``harness.references.bounds``), for any order of
-    accumulation or for the one the code's manifest declares (``order``), cached, or why there is none (an op
-    without a rule, or the derivation's fault: the caller falls back to the fixed tolerance, visibly), or a
-    ``BrokenBound`` naming the op and the tensor where some bound is infinite, NaN or negative."""
+                  order: bounds.Order | None = None, index: np.ndarray | None = None) -> np.ndarray | str:
+    """The derived bound of every output and input (``harness.references.bounds``; ``inputs``, default the
+    campaign's, whose numbers there are ``index`` for a message), for any order of accumulation or for the one the
+    code's manifest declares (``order``), cached, or why there is none (an op without a rule, or the derivation's
+    fault: the caller falls back to the fixed tolerance, visibly), or a ``BrokenBound`` naming the op and the tensor
+    where some bound is infinite, NaN or negative."""
     start = time.perf_counter()
     try:
         missing = bounds.missing_rules(model)
@@ -91,7 +92,8 @@ def derived_bound(model: Model, settings: Settings, timings: dict, inputs: np.nd
             row = int(np.argmin(usable))
             batch = campaign_inputs(model, settings) if inputs is None else inputs
             why = bounds.derive(model, batch[row:row + 1], order=order).broken or "the bound is not a finite number"
-            return BrokenBound(f"{why} (input #{row}; {int((~usable).sum())} of {len(usable)} inputs)")
+            number = row if index is None else int(index[row])
+            return BrokenBound(f"{why} (input #{number}; {int((~usable).sum())} of {len(usable)} inputs)")
     except Exception as exc:
         kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
         return f"no derived bound ({kind}{exc}): {FALLBACK}"

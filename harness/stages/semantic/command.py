@@ -34,6 +34,11 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     campaign = plan(selection.models, selection.generators, selection.references, selection.targets, settings)
     for note in campaign.skipped:
         print(note, file=sys.stderr)
+    unchecked = list(dict.fromkeys(item.model for item in campaign.items if not item.checks))
+    campaign.items = [item for item in campaign.items if item.checks]
+    for model in unchecked:  # nothing to compare its C with: never "0 failed", which would read as a pass
+        print(f"{model}: error: none of the selected references ({', '.join(selection.references)}) can run it "
+              f"(a refusal above says why, e.g. the exporter's); nothing was compared", file=sys.stderr)
     if args.shard_size is not None:
         sharded.check_settings(settings, args.shard_size)
     if not settings.sanitize and any(item.target == HOST for item in campaign.items):
@@ -50,6 +55,8 @@ def cmd_semantic(args: argparse.Namespace) -> int:
         for record in done:
             if not SPEC.passed(record):
                 by_cause.setdefault((record["verdict"], record["cause"]), []).append(record["reference"])
+            elif record.get("review"):  # passed by the derived rule, above the fixed tolerance (second opinion)
+                by_cause.setdefault(("pass, review", record["review"]), []).append(record["reference"])
         return not any(SPEC.failed(r) for r in done), lines + [f"{item.id} vs {', '.join(refs)}: {verdict}: {cause}"
                                                                for (verdict, cause), refs in by_cause.items()]
 
@@ -81,10 +88,12 @@ def cmd_semantic(args: argparse.Namespace) -> int:
     superseded = store.superseded()[earlier:]
     paths = write_semantic_report(records, args.out, superseded) if records else []
     passed = sum(SPEC.passed(r) for r in records)
-    status = finish(campaign, failed, f"{passed} passing records in {store.path}{superseded_note(superseded)}", paths)
-    if status == 0 and records and all(r["verdict"] == NOT_SUPPORTED for r in records):
-        return 2  # no selected generator supports any selected model: each refusal's line above names why
-    return status
+    review = sum(bool(SPEC.passed(r) and r.get("review")) for r in records)
+    status = finish(campaign, failed, f"{passed} passing records{f' ({review} to review)' if review else ''} in "
+                                      f"{store.path}{superseded_note(superseded)}", paths)
+    if (status == 0 and records and all(r["verdict"] == NOT_SUPPORTED for r in records)) or not campaign.items:
+        return 2  # no selected generator supports any selected model, or no reference: the lines above say why
+    return max(status, 1) if unchecked else status
 
 
 def check_inputs(args: argparse.Namespace, settings, models: list[str]) -> None:

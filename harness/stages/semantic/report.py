@@ -22,12 +22,18 @@ from harness.targets import HOST
 ROW_FIELDS = ("generator", "variant", "target", "opt", "reference")
 
 
+def word(record: dict) -> str:
+    """The verdict word a reader sees: the record's verdict, or ``review`` for a pass of the derived rule that the
+    fixed tolerance, its second opinion, would have failed (the record's ``review`` line says where)."""
+    return "review" if record["verdict"] == "pass" and record.get("review") else record["verdict"]
+
+
 def _cell(record: dict | None) -> str:
     """A Table 1 cell: the record's verdict word, and its maximum error when it has one."""
     if record is None:
         return "–"
     error = record.get("max_abs_error")
-    return record["verdict"] if error is None else f"{record['verdict']} {error:.4e}"
+    return word(record) if error is None else f"{word(record)} {error:.4e}"
 
 
 def judgement(record: dict) -> dict:
@@ -68,7 +74,7 @@ def verdict_rows(records: list[dict]) -> list[list[str]]:
     for r in sorted(records, key=lambda r: (order.index(r["model"]), *(str(r[f]) for f in ROW_FIELDS))):
         j = judgement(r)
         rows.append([r["model"], f"{r['generator']} ({r['variant']})", f"{r['target']} {r['opt']}", r["reference"],
-                     r["verdict"], j["rule"], _figure(j["bound"]), _figure(j["observed"]),
+                     word(r), j["rule"], _figure(j["bound"]), _figure(j["observed"]),
                      _figure(j["margin"], ".3g")])
     return rows
 
@@ -81,7 +87,19 @@ def verdict_lines(records: list[dict]) -> list[str]:
             "distance it measured, and the margin: the smallest bound / distance over the outputs (at least 1 for a "
             "pass; inf: C equal to what it is measured against everywhere).", "",
             "| " + " | ".join(VERDICT_COLUMNS) + " |", "|---|---|---|---|---|---|---:|---:|---:|",
-            *("| " + " | ".join(row) + " |" for row in verdict_rows(records))]
+            *("| " + " | ".join(row) + " |" for row in verdict_rows(records)), *review_lines(records)]
+
+
+def review_lines(records: list[dict]) -> list[str]:
+    """The records a reviewer should look at: passed by the derived rule, which decides, but above the fixed
+    tolerance, the second opinion (``review`` in the Verdicts table; they count as passing)."""
+    flagged = [r for r in records if word(r) == "review"]
+    if not flagged:
+        return []
+    return ["", f"To review ({len(flagged)}): within the derived bound of a correct float32 implementation, so they "
+            "pass, but above the fixed tolerance atol + rtol x |reference|:", "",
+            *(f"- {r['model']}, {r['generator']} ({r['variant']}), {r['target']} {r['opt']} vs {r['reference']}: "
+              f"{r['review']}" for r in flagged)]
 
 
 def table1(records: list[dict]) -> tuple[list[str], list[tuple[tuple, list[str]]]]:
@@ -257,12 +275,16 @@ def derived_lines(records: list[dict]) -> list[str]:
              "result as float32 allows, however far the float32 references are from each other; one outside it is "
              "a defect. Tightness: bound / |C - float64|, the smallest over outputs."]
     if judged:
-        lines += ["", "| Model | Generator (variant) | Target | Reference | Order | largest bound | C vs float64 | "
-                      "reference vs float64 | tightness | verdict |", "|---|---|---|---|---|---:|---:|---:|---:|---|"]
+        lines += ["", "Inputs judged: a seeded sample of `--derived-inputs` of the campaign's, and every input outside "
+                      "the fixed tolerance.", "",
+                  "| Model | Generator (variant) | Target | Reference | Order | inputs judged | largest bound | "
+                  "C vs float64 | reference vs float64 | tightness | verdict |",
+                  "|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
         for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
             d = r["derived"]
             lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
-                         f"{r['reference']} | {r.get('accumulation') or 'any'} | {_figure(d['bound'], '.4e')} | "
+                         f"{r['reference']} | {r.get('accumulation') or 'any'} | {d.get('inputs', r['n_inputs'])} | "
+                         f"{_figure(d['bound'], '.4e')} | "
                          f"{_figure(d['c_distance'], '.4e')} | {_figure(d['reference_distance'], '.4e')} | "
                          f"{_figure(d['tightness'], '.3g')} | {d['verdict']} |")
         lines += [f"- Reference defect: {r['model']} / {r['target']} {r['opt']}: {r['derived']['reference_defect']}"

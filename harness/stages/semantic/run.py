@@ -65,8 +65,9 @@ def base_record(item: Item, model: Model | None, reference: str, settings: Setti
 def content_key(item: Item, model: Model, settings: Settings) -> str:
     return item_fingerprint(item, model, settings, references=sorted(item.checks),
                             tolerances=settings.tolerances(model), arbiter=settings.arbiter,
-                            **({"tolerance_rule": DERIVED, "bounds": bounds_identity(),
-                                "layer_local": layerlocal.identity()} if settings.tolerance == DERIVED else {}),
+                            **({"tolerance_rule": DERIVED, "bounds": bounds_identity(), "layer_local":
+                                layerlocal.identity(), "derived_inputs": settings.derived_inputs}
+                               if settings.tolerance == DERIVED else {}),
                             sanitize=settings.sanitize,
                             parallel=settings.parallel.__dict__ if settings.parallel else None)
 
@@ -103,7 +104,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         else:
             outputs = build_and_run(item, item.target, code, model, settings, timings, provenance)
             sanitize.check(item, code, model, settings, provenance, timings)
-            layers = layer_local(item, code, model, settings, timings, order)
+            layers = layer_local(item, code, model, settings, timings, order, outputs)
         cause = None
         bits = keep_outputs(item, model, code, outputs, settings, compare_bits=settings.parallel is None)
     except NotSupported as exc:  # the generator's own refusal: not supported, not an error
@@ -130,20 +131,44 @@ class Outcome:
     layer_local: dict | None = None  # the layer-local verdict's figures (``layer_local``), None when not judged
 
 
+def derived_rows(item: Item, model: Model, settings: Settings, outputs: np.ndarray) -> np.ndarray:
+    """The campaign inputs the derived rule judges (``--derived-inputs N``): a seeded sample of N, then every input
+    some reference's fixed tolerance does not pass (NaN included), so that the derived rule, which decides, judges
+    every input the fixed one would have failed; all of them with N = 0 or N >= the campaign's size. Why a sample:
+    the bound costs 10-100 times the C's run per input (docs/semantic.md, "Cost")."""
+    count = len(outputs)
+    if settings.derived_inputs <= 0 or settings.derived_inputs >= count:
+        return np.arange(count)
+    chosen = sanitize.sample(count, settings.derived_inputs, settings.seed)
+    atol, rtol = settings.tolerances(model)
+    c = np.asarray(outputs, np.float64).reshape(count, -1)
+    outside = np.zeros(count, bool)
+    for ref_name in item.checks:
+        try:
+            r = np.asarray(reference_outputs(ref_name, model, settings), np.float64).reshape(count, -1)
+        except Exception:  # that reference's record says why it has no outputs
+            continue
+        if r.shape == c.shape:
+            with np.errstate(invalid="ignore"):
+                outside |= ~(np.abs(c - r) <= atol + rtol * np.abs(r)).all(axis=1)
+    return np.concatenate([chosen, np.setdiff1d(np.flatnonzero(outside), chosen)])
+
+
 def layer_local(item: Item, code: GeneratedCode, model: Model, settings: Settings, timings: dict,
-                order: bounds.Order | None) -> dict | None:
-    """With ``--tolerance derived``, the layer-local verdict of the item's C (``harness.core.layerlocal``): every
-    layer's output read on the host and judged from the C's own input to the layer; None under the fixed rule.
-    Layers are read from an instrumented host build, so an item of another target is not judged so (its record says
-    why); the host item of the same code is."""
+                order: bounds.Order | None, outputs: np.ndarray) -> dict | None:
+    """With ``--tolerance derived``, the layer-local verdict of the item's C (``harness.core.layerlocal``) on the
+    inputs the derived rule judges (``derived_rows``): every layer's output read on the host and judged from the C's
+    own input to the layer; None under the fixed rule. Layers are read from an instrumented host build, so an item
+    of another target is not judged so (its record says why); the host item of the same code is."""
     if settings.tolerance != DERIVED:
         return None
     if item.target != HOST:
         return {"rule": layerlocal.RULE, "judged": False, "reason": f"layers are read on the {HOST} build alone"}
     start = time.perf_counter()
     try:
-        result = layerlocal.judge(code, model, campaign_inputs(model, settings),
-                                  item_dir(item, settings) / "layer-local", settings.timeout, order)
+        rows = derived_rows(item, model, settings, outputs)
+        result = layerlocal.judge(code, model, campaign_inputs(model, settings)[rows],
+                                  item_dir(item, settings) / "layer-local", settings.timeout, order, rows)
     except USER_ERRORS as exc:  # the instrumented build or its run: the end-to-end verdict stands, visibly alone
         result = {"rule": layerlocal.RULE, "judged": False, "reason": f"the probed build did not run: {exc}"}
     timings["layer_local_s"] = time.perf_counter() - start
@@ -163,16 +188,19 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
         else None
     if isinstance(exact, dict):
         print(f"{item.id}: {exact['error']}", file=sys.stderr)
-    bound = derived_bound(model, settings, timings, order=outcome.order) if outputs is not None and derived \
-        else None
+    rows = derived_rows(item, model, settings, outputs) if outputs is not None and derived else None
+    judged = campaign_inputs(model, settings)[rows] if rows is not None else None
+    bound = derived_bound(model, settings, timings, judged, outcome.order, rows) if rows is not None else None
     if isinstance(bound, str) and not isinstance(bound, BrokenBound):  # a broken bound is each record's error
         print(f"{item.id}: {bound}", file=sys.stderr)
     # the references sum in orders of their own: they are held to the bound of any order
-    any_order = derived_bound(model, settings, timings) if outcome.order and isinstance(bound, np.ndarray) else bound
-    export = export_check(model, settings, exact, any_order) if outputs is not None and \
+    any_order = derived_bound(model, settings, timings, judged, index=rows) \
+        if outcome.order and isinstance(bound, np.ndarray) else bound
+    whole = rows is not None and len(rows) == len(outputs)  # a bound of every input, not of a sample
+    export = export_check(model, settings, exact, any_order if whole else None) if outputs is not None and \
         exportcheck.applies(model, item.checks) else None
     user = user_inputs(settings.inputs_from, model) if model is not None and settings.inputs_from else None
-    guarantee = decisions.guarantee_inputs(model, settings, exact, bound, outcome.order, timings) \
+    guarantee = decisions.guarantee_inputs(model, settings, exact, bound if whole else None, outcome.order, timings) \
         if outputs is not None and decisions.applies(model, settings) else None
     records = []
     source = zoo.source_sha256(item.model)  # which content of the model file the records judge (results.SOURCE)
@@ -188,14 +216,18 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
                           median_abs_error=None, index_of_worst_input=None)
         elif export and ref_name == exportcheck.REFERENCE:
             record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound,
-                                       reference_bound=any_order))
+                                       reference_bound=any_order, subset=rows))
             record.update(verdict=oracle.ERROR, cause=export)
         else:
             record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound,
-                                       reference_bound=any_order))
-            if "fallback" not in (record.get("derived") or {"fallback": True}):  # the derived rule decided
+                                       reference_bound=any_order, subset=rows))
+            decided = record.get("derived") or {"fallback": True}
+            if "fallback" not in decided:  # the derived rule decided; the fixed one is a second opinion
                 record["verdict"], record["cause"] = oracle.with_layers(record["verdict"], record["cause"],
-                                                                        outcome.layer_local)
+                                                                        outcome.layer_local, decided.get("bound"))
+                if record["verdict"] == oracle.PASS and decided.get("fixed_verdict") == oracle.FAIL:
+                    record["review"] = f"within the derived bound, above the fixed tolerance: " \
+                                       f"{decided['fixed_cause']}"
         if guarantee is not None and record.get("max_abs_error") is not None:  # the reference's outputs exist
             record["decisions"] = decisions.decide(user, outputs, reference_outputs(ref_name, model, settings),
                                                    guarantee)
@@ -294,19 +326,20 @@ def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | No
                  bound: np.ndarray | str | None) -> str | None:
     """Why Assay's export of a Keras model cannot serve as the ONNX Runtime reference, or None
     (``exportcheck``): within the model's own tolerance (zoo entry or sidecar; ``--atol``/``--rtol`` set the
-    verdict rule, not what two faithful float32 evaluations may differ by) plus twice the derived bound, else
-    twice Keras' own distance to float64."""
+    verdict rule, not what two faithful float32 evaluations may differ by) plus twice the derived bound of every
+    input, else (a sample's bound, or none finite) twice Keras' own distance to float64; with neither, no
+    allowance is made up."""
     try:
         keras_outputs = reference_outputs(exportcheck.KERAS, model, settings)
         onnx_outputs = reference_outputs(exportcheck.REFERENCE, model, settings)
     except Exception:  # each reference's own record says why it failed
         return None
-    if isinstance(bound, BrokenBound):  # the allowance follows the verdict's rule: never a comparison with it
-        return exportcheck.no_allowance(str(bound))
     if isinstance(bound, np.ndarray):
         margin = 2 * bound
     elif isinstance(exact, np.ndarray):
         margin = 2 * np.abs(keras_outputs.astype(np.float64) - exact)
+    elif isinstance(bound, BrokenBound):  # never a comparison with a bound that is no number
+        return exportcheck.no_allowance(str(bound))
     else:
         margin = 0.0
     return exportcheck.export_fault(model, campaign_inputs(model, settings), keras_outputs,
@@ -315,10 +348,12 @@ def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | No
 
 def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.ndarray | dict | None,
                  settings: Settings, timings: dict, rows: slice = slice(None),
-                 bound: np.ndarray | str | None = None, reference_bound: np.ndarray | str | None = None) -> dict:
+                 bound: np.ndarray | str | None = None, reference_bound: np.ndarray | str | None = None,
+                 subset: np.ndarray | None = None) -> dict:
     """The verdict and errors of ``outputs`` against reference ``ref_name``'s outputs for inputs ``rows``; with
-    ``--tolerance derived`` and a bound, the verdict is the C's distance to float64 against it (``derived``), the
-    reference's against ``reference_bound`` (any order of accumulation; default ``bound``)."""
+    ``--tolerance derived`` and a bound of the inputs ``subset`` (``derived_rows``; default all), the verdict is the
+    C's distance to float64 against it (``derived``), the reference's against ``reference_bound`` (any order of
+    accumulation; default ``bound``), and the fixed rule's verdict and cause are kept beside it."""
     try:
         start = time.perf_counter()
         expected = reference_outputs(ref_name, model, settings)[rows]
@@ -339,18 +374,23 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
         result["max_abs_error_per_output"] = oracle.per_tensor_errors(outputs, expected,
                                                                       [(t.name, t.size) for t in model.outputs])
     if settings.tolerance == DERIVED:
-        result["derived"] = {**derived_verdict(ref_name, outputs, expected, exact, bound, rows, reference_bound),
-                             "fixed_verdict": comparison.verdict}
+        picked = np.arange(len(outputs)) if subset is None else subset
+        result["derived"] = {**derived_verdict(ref_name, outputs[picked], expected[picked],
+                                               exact[rows][picked] if isinstance(exact, np.ndarray) else exact,
+                                               bound, reference_bound, picked),
+                             "inputs": len(picked), "fixed_verdict": comparison.verdict,
+                             "fixed_cause": comparison.cause}
         if "fallback" not in result["derived"]:
             result.update(verdict=result["derived"]["verdict"], cause=result["derived"]["cause"])
     return result
 
 
 def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, exact: np.ndarray | dict | None,
-                    bound: np.ndarray | str | None, rows: slice = slice(None),
-                    reference_bound: np.ndarray | str | None = None) -> dict:
-    """The record's ``derived`` figures: the C's verdict against the bound, the largest bound, the C's and the
-    reference's distance to float64, the tightness (bound / |C - f64|), and a reference outside its own bound
+                    bound: np.ndarray | str | None, reference_bound: np.ndarray | str | None = None,
+                    index: np.ndarray | None = None) -> dict:
+    """The record's ``derived`` figures of the judged inputs (the arrays' rows; ``index``: their numbers in the
+    campaign, for the cause): the C's verdict against the bound, the largest bound, the C's and the reference's
+    distance to float64, the tightness (bound / |C - f64|), and a reference outside its own bound
     (``reference_bound``, default ``bound``: a reference defect, not the generator's); or ``{"fallback": why}``
     when there is no bound."""
     if not isinstance(exact, np.ndarray):
@@ -358,14 +398,14 @@ def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, ex
         return {"fallback": f"{why}: the fixed tolerance decides"}
     if isinstance(bound, BrokenBound):  # an error of the oracle, never a comparison with it
         return {"verdict": oracle.ERROR, "cause": f"derived tolerance: {bound}", "bound": None,
-                "c_distance": float(arbiter.error(outputs, exact[rows]).max(initial=0.0)),
-                "reference_distance": float(arbiter.error(expected, exact[rows]).max(initial=0.0)), "tightness": None,
+                "c_distance": float(arbiter.error(outputs, exact).max(initial=0.0)),
+                "reference_distance": float(arbiter.error(expected, exact).max(initial=0.0)), "tightness": None,
                 "reference_defect": None}
     if not isinstance(bound, np.ndarray):
         return {"fallback": bound or "no derived bound: the fixed tolerance decides"}
-    c = oracle.compare_to_bound(outputs, exact[rows], bound[rows])
+    c = oracle.compare_to_bound(outputs, exact, bound, index)
     own = reference_bound if isinstance(reference_bound, np.ndarray) else bound
-    r = oracle.compare_to_bound(expected, exact[rows], own[rows])
+    r = oracle.compare_to_bound(expected, exact, own, index)
     defect = None if r.verdict == oracle.PASS else f"reference {ref_name} is outside its own bound: {r.cause}"
     if isinstance(reference_bound, BrokenBound):
         defect = f"reference {ref_name} not judged: its any-order {reference_bound}"

@@ -22,6 +22,7 @@ class Settings(core_plan.Settings):
     atol: float | None = SPEC.default("atol")
     rtol: float | None = SPEC.default("rtol")
     tolerance: str = SPEC.default("tolerance")  # "fixed" or "derived" (the verdict rule, docs/semantic.md)
+    derived_inputs: int = SPEC.default("derived_inputs")  # inputs the derived rule judges (run.derived_rows); 0: all
     arbiter: bool = SPEC.default("arbiter")
     sanitize: int = SPEC.default("sanitize")  # inputs of the host item run again under ASan and UBSan; 0: none
     parallel: ParallelOptions | None = None  # --cores N > 1: run parallel code (parallel.py)

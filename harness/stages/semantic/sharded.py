@@ -118,7 +118,7 @@ def merge(item: Item, settings: Settings, shard_size: int, shards: ShardStore, s
             outcome.outputs = concatenate(stored, OUTPUTS)
             outcome.bits = keep_outputs(item, model, code, outcome.outputs, settings)
             # every layer of the C read on all the item's inputs at once, as an unsharded run reads them
-            outcome.layer_local = layer_local(item, code, model, settings, timings, outcome.order)
+            outcome.layer_local = layer_local(item, code, model, settings, timings, outcome.order, outcome.outputs)
     except USER_ERRORS as exc:
         outcome.cause = f"merging the shards: {exc}"
     return store_records(item, model, settings, store, outcome, fingerprint, timings, first["provenance"])

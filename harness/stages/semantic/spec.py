@@ -21,12 +21,16 @@ OPTIONS = (
            type=float, pytest=True),
     Option("--rtol", None, "relative tolerance for every model (default: each model's own, 5e-6); an output passes "
            "when |C - reference| <= atol + rtol x |reference|", type=float, pytest=True),
-    Option("--tolerance", "fixed", "fixed: |C - reference| <= atol + rtol x |reference| (--atol, --rtol); derived: "
-           "|C - float64| <= the bound of a correct float32 implementation, derived per output and input from the "
-           "model's weights, and, where the code's manifest names its layer output buffers, every layer of the C "
-           "within the bound of its own rounding from the C's own input to it (layer-local; docs/semantic.md; a "
-           "model with an op that has no bound falls back to fixed, visibly). "
+    Option("--tolerance", "derived", "derived: |C - float64| <= the bound of a correct float32 implementation, "
+           "derived per output and input from the model's weights, and, where the code's manifest names its layer "
+           "output buffers, every layer of the C within the bound of its own rounding from the C's own input to it "
+           "(layer-local); the fixed tolerance is then a second opinion: a record within the derived bound but "
+           "above it passes with a review line (docs/semantic.md; a model with an op that has no bound falls back to "
+           "fixed, visibly). fixed: |C - reference| <= atol + rtol x |reference| (--atol, --rtol) decides alone. "
            "Default {default}", choices=("fixed", "derived"), pytest=True),
+    Option("--derived-inputs", 100, "with --tolerance derived: the inputs the derived rule judges, a seeded sample "
+           "of N of the campaign's plus every input outside the fixed tolerance (default {default}; 0: all of them; "
+           "the derived bound costs far more per input than the run)", type=int, metavar="N", pytest=True),
     Option("--no-arbiter", False, "do not evaluate the model in float64 to tell which of C and reference is closer",
            action="store_true", field="arbiter", to_setting=operator.not_, pytest=True),
     Option("--sanitize", 16, "also run N of the inputs (seeded sample) of each host item under AddressSanitizer and "

@@ -132,3 +132,20 @@ def test_the_layer_local_verdict_fails_a_record_the_end_to_end_bound_passes():
         "layer-local pass with layer d2 outside its bound"
     assert "finite bound" in recheck({**failed, "layer_local": _layers(FAIL, 3e-6, float("nan"))})
     assert recheck({**failed, "layer_local": _layers(FAIL, float("inf"))}) is None  # the C's NaN: outside any bound
+
+
+def test_where_the_end_to_end_bound_is_no_number_the_layers_decide_if_they_reach_the_output():
+    """Issue 40, item 4: a deep network's end-to-end bound overflows (a named error), but a layer-local verdict that
+    judged every layer through the model's output decides, pass or fail; without the output judged, or on NaN
+    outputs (an end-to-end error with a finite bound), the error stands; ``recheck`` replays the same rule."""
+    whole = {**_layers(PASS, 5e-8), "cause": None, "covers_output": True}
+    assert oracle.with_layers("error", "derived tolerance: no finite bound", whole, None) == (PASS, None)
+    assert oracle.with_layers("error", "broken", {**_layers(FAIL, 3e-6), "covers_output": True}, None) == \
+        (FAIL, "layer d2 fail")
+    assert oracle.with_layers("error", "broken", _layers(PASS, 5e-8), None) == ("error", "broken")
+    assert oracle.with_layers("error", "NaN", whole, 1e-5) == ("error", "NaN")
+    broken = {"derived": {"verdict": "error", "c_distance": 1e-9, "bound": None}, "layer_local": whole}
+    assert recheck({**broken, "verdict": PASS}) is None
+    assert recheck({**broken, "verdict": FAIL}) == "verdict fail, its derived figures give pass"
+    assert recheck({**broken, "verdict": PASS, "layer_local": _layers(PASS, 5e-8)}) == \
+        "verdict pass, its derived figures give error"

@@ -59,19 +59,26 @@ def ill(tmp_path_factory) -> Path:
 
 
 @pytest.mark.tor("TOR-SEM-002")
-def test_an_ill_conditioned_model_fails_fixed_and_passes_derived_with_the_reason(ill, tmp_path):
-    fixed = _run(ill, tmp_path / "fixed")
+def test_an_ill_conditioned_model_fails_fixed_and_passes_the_default_rule_with_the_reason(ill, tmp_path):
+    """With no option the derived rule decides: the ill-conditioned model passes, each record with its review line
+    (the fixed rule's failure, the second opinion), counted as ``review`` in table1.md; ``--tolerance fixed`` keeps
+    the fixed verdict."""
+    fixed = _run(ill, tmp_path / "fixed", tolerance="fixed")
     assert all(r["verdict"] == "fail" for r in fixed), [r["cause"] for r in fixed]
-    derived = _run(ill, tmp_path / "derived", tolerance="derived")
+    assert all("review" not in r and "derived" not in r for r in fixed)
+    derived = _run(ill, tmp_path / "derived")
     assert all(r["verdict"] == "pass" for r in derived), [r["cause"] for r in derived]
     for record in derived:
         d = record["derived"]
         assert record["tolerance_rule"] == "derived" and d["fixed_verdict"] == "fail"
+        assert record["review"].startswith("within the derived bound, above the fixed tolerance: |C - reference| =")
+        assert d["inputs"] >= min(N_INPUTS, campaign.Settings().derived_inputs)
         assert d["c_distance"] > 1e-4 and d["reference_distance"] > 1e-4  # every float32 result is far from exact
         assert d["c_distance"] * d["tightness"] <= d["bound"] and d["reference_defect"] is None
         assert record["arbiter"]["c_error"] == pytest.approx(d["c_distance"])
     table = report.markdown(derived)
     assert "passes by the derived bound although" in table and "ill-conditioned" in table
+    assert table.count("| review | derived (") == 2 and "To review (2)" in table
     assert "## Derived tolerance" in table and "Verdict (--tolerance derived)" in table
 
 

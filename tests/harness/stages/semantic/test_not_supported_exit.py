@@ -23,10 +23,10 @@ def _one_op_model(path, op: str) -> str:
     return str(path)
 
 
-def _semantic(tmp_path, *models: str) -> subprocess.CompletedProcess:
+def _semantic(tmp_path, *models: str, references: str = "onnxruntime") -> subprocess.CompletedProcess:
     arguments = [a for m in models for a in ("--models", m)]
     return subprocess.run([sys.executable, "-m", "harness.cli", "semantic", *arguments, "--generators", "assay-v2",
-                           "--references", "onnxruntime", "--inputs", "3", "--out", str(tmp_path / "out"),
+                           "--references", references, "--inputs", "3", "--out", str(tmp_path / "out"),
                            "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=600)
 
 
@@ -44,3 +44,18 @@ def test_a_refusal_beside_a_pass_fails_nothing(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     verdicts = sorted(r["verdict"] for r in json.loads((tmp_path / "out" / "results.json").read_text())["records"])
     assert verdicts == ["not supported", "pass"]
+
+
+def test_a_model_no_selected_reference_can_run_is_an_error_never_a_silent_pass(tmp_path):
+    """An ONNX-only model with ``--references keras`` has nothing to be compared with. Before, the campaign made
+    no record and said "0 failed" with exit 0; now one line names the model and the status is 2 when nothing else
+    ran, 1 beside a model that was checked."""
+    alone = _semantic(tmp_path / "alone", _one_op_model(tmp_path / "rectifier.onnx", "Relu"), references="keras")
+    assert alone.returncode == 2, alone.stdout + alone.stderr
+    line = next(line for line in alone.stderr.splitlines() if "none of the selected references" in line)
+    assert "rectifier" in line and "(keras)" in line and "nothing was compared" in line
+    beside = _semantic(tmp_path / "beside", str(tmp_path / "rectifier.onnx"), "acas-reg50", references="keras")
+    assert beside.returncode == 1, beside.stdout + beside.stderr
+    verdicts = {r["model"]: r["verdict"] for r in json.loads((tmp_path / "beside" / "out" / "results.json")
+                                                              .read_text())["records"]}
+    assert verdicts == {"acas-reg50": "pass"}
