@@ -39,9 +39,9 @@ from harness.stages.wcet.spec import SPEC as WCET
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "acas-reg50,acas-reg100,acas-reg200,acas-decr128,acas-decr256,lenet5"
 STRATEGIES = ("assay-v1", "assay-v2", "assay-v3")
-# Other tools' generators beside the strategies (docs/peers.md): emmtrix's emx-onnx-cgen (both modes) and ACETONE
-# (its reference convolution, 6loops, and its one variant of a dense net).
-PEERS = "emx-onnx-cgen,acetone-nnet:6loops:default"
+# Other tools' generators beside the strategies (docs/peers.md): emmtrix's emx-onnx-cgen (both modes), ACETONE
+# (its reference convolution, 6loops, and its one variant of a dense net) and Eclipse Aidge (its C++ export).
+PEERS = "emx-onnx-cgen,acetone-nnet:6loops:default,aidge"
 ARM = "arm7tdmi-ext,cortex-m4f"
 # emx-onnx-cgen's allocation-free mode puts all of LeNet-5's temporaries in one frame (43 160 bytes on the deepest
 # path, finding X3 of docs/peers.md): the peers' memory run paints 48 KiB of stack instead of the default 16.
@@ -252,13 +252,13 @@ def _peer_findings(semantic: list[dict], wcet: list[dict], memory: list[dict]) -
                       (gen, variant, model, target) and r["engine"] == "builtin" and r["timing"] != "trivial"), {})
             table4 = ("–" if not w else f"{_group(w['wcet_cycles'])} ({_group(w.get('max_measured_cycles'))})"
                       if w.get("wcet_cycles") else
-                      f"{w['verdict']}: {len(w.get('unbounded_loops') or [])} loops "
-                      f"({_group(w.get('max_measured_cycles'))})")
+                      f"{w['verdict']}: {len(w['unbounded_loops'])} loops ({_group(w.get('max_measured_cycles'))})"
+                      if w.get("unbounded_loops") else w["verdict"])  # a refusal or an error: its verdict alone
             m = next((r for r in memory if (r["generator"], r["variant"], r["model"], r["target"]) ==
                       (gen, variant, model, target)), {})
             inference = m.get("inference") or {}
             static = ((m.get("stack") or {}).get("static") or {}).get("bytes")
-            heap = ", ".join((m.get("heap") or {}).get("allocators") or []) or ("none" if m else "–")
+            heap = ", ".join((m.get("heap") or {}).get("allocators") or []) or ("none" if m.get("heap") else "–")
             out.append(f"| {gen} ({variant}) | {model} | {target} | {table1} | {table4} | "
                        f"{_group(inference.get('text'))} / {_group(inference.get('rodata'))} | {_group(static)} | "
                        f"{heap} |")

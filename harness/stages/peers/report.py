@@ -1,12 +1,13 @@
 """``assay peers report FINDING --out DIR``: a folder that reproduces a peer finding without Assay.
 
 What a peer's maintainers need to see a defect for themselves: the model in a file their tool reads, the
-inputs, the expected outputs (Assay's Keras reference), their tool's own API called by a short script, a C
-driver, and the cause located in their source. ``findings.toml`` (beside this file) lists the findings this
-command knows; ``reproducers/<peer>.py`` is the script for each peer, copied as ``reproduce.py`` with
-``reproducer_common.py`` (building, running and judging the C: the same for every peer). A finding's model is
-a zoo name or ``case:NAME``, a case of the conformance suite (built by ``assay conformance --cases NAME``, run
-as a user would, ``harness.core.stagecall``). The command then runs the script once with the peer
+inputs, the expected outputs (Assay's Keras reference; ONNX Runtime for a model given as ONNX), their tool's own
+API called by a short script, a C driver, and the cause located in their source. ``findings.toml`` (beside this
+file) lists the findings this command knows; ``reproducers/<peer>.py`` is the script for each peer, copied as
+``reproduce.py`` with ``reproducer_common.py`` (building, running and judging the C: the same for every peer). A
+finding's model is a zoo name, ``case:NAME``, a case of the conformance suite (built by ``assay conformance
+--cases NAME``, run as a user would, ``harness.core.stagecall``), or ``node:NAME``, a case of its ONNX node
+suite (``--suite onnx-node``). The command then runs the script once with the peer
 environment's Python, which has the peer's locked closure and nothing of Assay, in the sandbox
 (``harness.sandbox``: the script runs the C the peer generated): what it prints and writes (the generated C, the
 actual outputs) lands in the folder, and the folder is proof that the reproduction needs only the peer.
@@ -41,9 +42,22 @@ ROLES = ("control", "defective")
 KEYS = {"peer": str, "model": str, "inputs": int, "summary": str, "implementations": dict, "causes": list}
 RUN_TIMEOUT_S = 1800.0
 CASE = "case:"
+NODE = "node:"
+# The conformance run that writes each kind of case's model file, as `assay conformance` takes it: the Keras
+# suite's case with assay-v2 on one input, an ONNX node case (a model given as ONNX: onnx's own backend test) with
+# the ONNX variant (the cheapest runs that write the file and record where).
+CASE_RUNS = {CASE: ["--generators", "assay-v2:keras", "--inputs", "1"],
+             NODE: ["--suite", "onnx-node", "--generators", "assay-v2:onnx"]}
+# The reference that computes expected.npy: Keras where the model is one, else ONNX Runtime (a model given as ONNX).
+REFERENCES = {"keras": "Keras", "onnxruntime": "ONNX Runtime"}
 # The file each peer's own importer reads: ACETONE's Keras 2 reads .h5 (the model rebuilt in its Keras, as Assay
-# hands it over), emlearn's Keras 3 the .keras file itself.
-MODEL_FILES = {"acetone-nnet": "model.h5", "emlearn": "model.keras"}
+# hands it over), emlearn's Keras 3 the .keras file itself, Aidge the .onnx file (inputs and outputs then in ONNX's
+# layouts).
+MODEL_FILES = {"acetone-nnet": "model.h5", "emlearn": "model.keras", "aidge": "model.onnx"}
+# The peer's own packages (where the causes' paths are), then what the README's short install line adds to them
+# (pip resolves the rest); those of them the peer's lock pins.
+PACKAGES = {"acetone-nnet": (("acetone-nnet",), ("tensorflow",)), "emlearn": (("emlearn",), ("keras", "jax")),
+            "aidge": (("aidge-core", "aidge-onnx", "aidge-backend-cpu", "aidge-export-cpp"), ())}
 
 
 @dataclass(frozen=True)
@@ -94,14 +108,16 @@ def write_folder(finding: Finding, out: Path, work: Path, log=print) -> dict:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     model_file = MODEL_FILES[finding.peer]
-    log(f"{finding.name}: {finding.model} as {model_file}, read by the peer's own Keras")
+    fmt = "onnx" if model_file.endswith(".onnx") else "keras"
+    log(f"{finding.name}: {finding.model} as {model_file}, read by the peer's own importer")
     if model_file == "model.h5":
         _keras2_h5(model, peer, out / model_file)
     else:
-        shutil.copyfile(model.file("keras"), out / model_file)
+        shutil.copyfile(model.file(fmt), out / model_file)
     canonical = make_inputs(model, finding.inputs, settings.seed)
-    expected = references.get("keras").run(model, canonical)
-    in_layout, out_layout = model.layouts_of("keras")
+    reference = "keras" if "keras" in model.files else "onnxruntime"
+    expected = references.get(reference).run(model, canonical)
+    in_layout, out_layout = model.layouts_of(fmt)
     np.save(out / "inputs.npy", convert(canonical, model.layout, in_layout).astype(np.float32))
     np.save(out / "expected.npy", convert(expected, model.output_layout, out_layout).astype(np.float32))
     shutil.copyfile(finding.script, out / "reproduce.py")
@@ -112,11 +128,11 @@ def write_folder(finding: Finding, out: Path, work: Path, log=print) -> dict:
     (out / "finding.json").write_text(json.dumps({
         "finding": finding.name, "peer": finding.peer, "summary": finding.summary, "model": model_file,
         "input_size": model.input_size, "output_size": model.output_size, "inputs": finding.inputs,
-        "seed": settings.seed, "atol": model.tolerance, "rtol": model.rtol,
+        "seed": settings.seed, "atol": model.tolerance, "rtol": model.rtol, "reference": REFERENCES[reference],
         "implementations": finding.implementations,
         "pins": pins, "python": stamp["python"]}, indent=2) + "\n")
     (out / "README.md").write_text(_readme(finding, model.name, model_file, pins, stamp["python"], model.tolerance,
-                                           model.rtol))
+                                           model.rtol, REFERENCES[reference]))
     log(f"{finding.name}: running reproduce.py with {peer.python} (the peer's environment, no Assay, sandboxed)")
     proc = _run_script(peer, out)
     (out / "run.log").write_text(proc.stdout + proc.stderr)
@@ -126,15 +142,16 @@ def write_folder(finding: Finding, out: Path, work: Path, log=print) -> dict:
 
 
 def _model_source(finding: Finding, work: Path, log) -> str:
-    """A zoo name as it is; a conformance case's ``.keras`` file, built by ``assay conformance --cases NAME``
-    (with assay-v2 on one input: the cheapest run that writes the case file and records where)."""
-    if not finding.model.startswith(CASE):
+    """A zoo name as it is; a conformance case's model file (``case:NAME``, the Keras suite's ``.keras``;
+    ``node:NAME``, an ONNX node case's ``.onnx``), built by ``assay conformance`` (``CASE_RUNS``)."""
+    kind = next((prefix for prefix in CASE_RUNS if finding.model.startswith(prefix)), None)
+    if kind is None:
         return finding.model
-    case = finding.model[len(CASE):]
-    log(f"{finding.name}: building conformance case {case} (assay conformance --cases {case})")
+    case = finding.model[len(kind):]
+    arguments = ["--cases", case, *CASE_RUNS[kind], "--work", str(work)]
+    log(f"{finding.name}: building conformance case {case} (assay conformance {' '.join(arguments)})")
     with tempfile.TemporaryDirectory() as scratch:
-        _, status, tail, path = stagecall.run_stage(CONFORMANCE, ["--cases", case, "--generators", "assay-v2:keras",
-                                                                  "--inputs", "1", "--work", str(work)], Path(scratch))
+        _, status, tail, path = stagecall.run_stage(CONFORMANCE, arguments, Path(scratch))
         files = [c["file"] for c in json.loads(path.read_text())["cases"] if c["name"] == case]
     if not files:
         raise ConfigError(f"{FINDINGS}: [{finding.name}]: assay conformance wrote no case {case} (exit {status}: "
@@ -170,11 +187,13 @@ def _keras2_h5(model, peer: PeerEnv, h5: Path) -> None:
 
 
 def _readme(finding: Finding, model: str, model_file: str, pins: dict[str, str], python: str, atol: float,
-            rtol: float) -> str:
-    install = " ".join(f"{name}=={pins[name]}" for name in (finding.peer, "tensorflow", "keras", "jax")
-                       if name in pins and (name == finding.peer or name == "tensorflow" or "tensorflow" not in pins))
+            rtol: float, reference: str) -> str:
+    own, added = PACKAGES[finding.peer]
+    install = " ".join(f"{name}=={pins[name]}" for name in (*own, *added) if name in pins)
+    release = ", ".join(f"{name} {pins[name]}" for name in own if name in pins)
     origin = (f"the case `{finding.model[len(CASE):]}` of Assay's conformance suite" if finding.model.startswith(CASE)
-              else f"the model `{model}` of Assay's zoo")
+              else f"the case `{finding.model[len(NODE):]}` of ONNX's backend node tests, as Assay's conformance "
+                   "suite prepares it" if finding.model.startswith(NODE) else f"the model `{model}` of Assay's zoo")
     roles = "\n".join(f"- `{name}`: {role}" for name, role in finding.implementations.items())
     causes = "\n".join(f"- `{cause.split(': ', 1)[0]}`: {cause.split(': ', 1)[1]}" if ": " in cause else f"- {cause}"
                        for cause in finding.causes)
@@ -191,27 +210,28 @@ env/bin/python reproduce.py
 
 `requirements.txt` is the closure {finding.peer} was tested with, every package pinned with its hashes (Assay's
 `harness/generators/peers/{finding.peer}.txt`); `pip install {install}` is the short form, with pip resolving
-the rest (which may then differ from the tested closure). gcc is needed.
+the rest (which may then differ from the tested closure). gcc is needed (and g++ for a peer that writes C++).
 
-The script asks {finding.peer}'s own API for C from `{model_file}` for each
+The script asks {finding.peer}'s own API for code from `{model_file}` for each
 implementation below, compiles it with `driver.c`, runs it on `inputs.npy` ({finding.inputs} inputs, seed 0,
-{origin}) and compares with `expected.npy` (Keras's outputs) within
+{origin}) and compares with `expected.npy` ({reference}'s outputs) within
 |C - expected| <= {atol:g} + {rtol:g} x |expected|. Exit status 1: the defect is reproduced (a defective
-implementation wrong, NaN, crashing or not generated); 0: every implementation matches. How the script
-calls {finding.peer} (options, entry point, anything it adds to the model) is said at the top of `reproduce.py`.
+implementation wrong, NaN, crashing, not generated or rejected by a check of the script); 0: every
+implementation matches. How the script calls {finding.peer} (options, entry point, anything it adds to the model)
+is said at the top of `reproduce.py`.
 
 {roles}
 
 ## What is in this folder
 
 - `{model_file}`: the network, in the format the peer's importer reads; `inputs.npy`, `expected.npy`: inputs and
-  Keras's outputs;
+  {reference}'s outputs;
 - `reproduce.py`, `reproducer_common.py`, `driver.c`: the script (the peer's part), the building, running and
   judging every reproducer shares, and the C driver (`./run inputs.bin outputs.bin N`);
 - `c/<implementation>/`: the C the peer generated, `actual/<implementation>.npy`: its outputs, `reproduction.json`
   and `run.log`: the verdicts and the output of the run Assay made with only the peer installed.
 
-## Cause in the peer's source ({finding.peer} {pins.get(finding.peer, '')})
+## Cause in the peer's source ({release})
 
 {causes}
 """

@@ -2,9 +2,10 @@
 
 Imports only numpy and the standard library, so that it runs wherever the peer runs. ``reproduce.py`` (one
 per peer) knows how to ask its peer for C and how to read the model with the peer's own Keras; this module
-builds that C with ``driver.c``, runs it on ``inputs.npy``, compares with ``expected.npy`` and decides: exit
-status 1 when an implementation listed as defective is wrong, NaN, crashes or cannot be generated (the defect
-is reproduced), 0 when every implementation matches (the defect is gone).
+builds that C (and C++, for a peer that writes C++) with ``driver.c``, runs it on ``inputs.npy``, compares with
+``expected.npy`` and decides: exit status 1 when an implementation listed as defective is wrong, NaN, crashes,
+cannot be generated or is rejected by a check of the script (the defect is reproduced), 0 when every
+implementation matches (the defect is gone).
 """
 
 import json
@@ -24,16 +25,38 @@ def load(here):
     return finding, inputs, expected
 
 
+class Rejected(Exception):
+    """The generated code fails a check of the script before it runs (its bytes, its shapes): the verdict
+    "REJECTED (why)" of that implementation."""
+
+
 def build(here, finding, source_dir, sources, header, call, include_dirs=()):
-    """gcc -O0 of the peer's ``sources`` with ``driver.c``, which includes ``header`` and runs ``call``."""
+    """gcc -O0 of the peer's ``sources`` with ``driver.c``, which includes ``header`` and runs ``call``. C++
+    sources (``.cpp``) are compiled first by g++ under the same flags (``-std=c++17``, and ``-fno-exceptions
+    -fno-rtti`` as bare-metal C++ builds use), into ``obj/`` beside the binary, and linked with libstdc++."""
     binary = os.path.join(source_dir, "run")
-    command = ["gcc", "-O0", "-std=c99", "-ffp-contract=off", f"-I{source_dir}",
-               *(f"-I{folder}" for folder in include_dirs),
-               f"-DIN_SIZE={finding['input_size']}", f"-DOUT_SIZE={finding['output_size']}",
-               f'-DENTRY_HEADER="{header}"', f"-DENTRY_CALL={call}",
-               *sources, os.path.join(here, "driver.c"), "-lm", "-o", binary]
-    subprocess.run(command, check=True)
-    return binary, " ".join(command)
+    includes = [f"-I{source_dir}", *(f"-I{folder}" for folder in include_dirs)]
+    cxx = [source for source in sources if source.endswith(".cpp")]
+    objects, commands = [], []
+    if cxx:
+        names = [os.path.splitext(os.path.basename(source))[0] for source in cxx]
+        if len(set(names)) != len(names):
+            raise Rejected("two C++ sources share a file name; their objects would overwrite each other")
+        folder = os.path.join(source_dir, "obj")
+        os.makedirs(folder, exist_ok=True)
+        compile_cxx = ["g++", "-O0", "-std=c++17", "-ffp-contract=off", "-fno-exceptions", "-fno-rtti", *includes,
+                       "-c", *cxx]
+        subprocess.run(compile_cxx, check=True, cwd=folder)
+        objects = [os.path.join(folder, f"{name}.o") for name in names]
+        commands.append(compile_cxx)
+    link = ["gcc", "-O0", "-std=c99", "-ffp-contract=off", *includes,
+            f"-DIN_SIZE={finding['input_size']}", f"-DOUT_SIZE={finding['output_size']}",
+            f'-DENTRY_HEADER="{header}"', f"-DENTRY_CALL={call}",
+            *(source for source in sources if source not in cxx), os.path.join(here, "driver.c"), *objects,
+            *(["-lstdc++"] if objects else []), "-lm", "-o", binary]
+    subprocess.run(link, check=True)
+    commands.append(link)
+    return binary, " && ".join(" ".join(command) for command in commands)
 
 
 def run(here, binary, inputs, output_size):
@@ -59,17 +82,21 @@ def verdict(actual, expected, crash, atol, rtol):
             else f"ok, max |C - expected| {error.max():.4e}")
 
 
-def main(here, predict, make):
-    """Check that the peer's Keras reads the model to ``expected.npy`` (``predict(finding, inputs)``), then for
-    each implementation ``make(finding, implementation)`` -> (binary, build command), run and judge it. A
-    generation that raises is that implementation's verdict ("NOT GENERATED"), not the script's end."""
+def main(here, predict, make, reader="Keras"):
+    """Check that the peer's own ``reader`` (its Keras, or ONNX's reference implementation for a peer that reads
+    ONNX) reads the model to ``expected.npy`` (``predict(finding, inputs)``), then for each implementation
+    ``make(finding, implementation)`` -> (binary, build command), run and judge it. A generation that raises is
+    that implementation's verdict ("NOT GENERATED", or "REJECTED" for ``Rejected``), not the script's end."""
     finding, inputs, expected = load(here)
     predicted = np.asarray(predict(finding, inputs)).reshape(len(inputs), -1)
-    print(f"Keras on {finding['model']} vs expected.npy: max |difference| {np.abs(predicted - expected).max():.4e}")
+    print(f"{reader} on {finding['model']} vs expected.npy: max |difference| "
+          f"{np.abs(predicted - expected).max():.4e}")
     results, reproduced = {}, False
     for implementation, role in finding["implementations"].items():
         try:
             binary, command = make(finding, implementation)
+        except Rejected as exc:
+            line, command = f"REJECTED ({exc})", None
         except Exception as exc:  # noqa: BLE001 - the peer's own failure is the verdict
             line, command = f"NOT GENERATED ({type(exc).__name__}: {exc})", None
         else:

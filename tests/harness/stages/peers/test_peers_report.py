@@ -90,3 +90,17 @@ def test_a3_folder_reproduces_the_defect_with_only_acetone_installed(tmp_path):
         path.name for path in folder.iterdir()}
     assert (folder / "c" / "std_gemm_tn" / "inference.c").is_file()
     assert "template_Conv_gemm_tn.c.tpl" in (folder / "README.md").read_text()
+
+
+def test_an_aidge_readme_names_aidge_s_packages_and_the_reference_of_a_model_given_as_onnx():
+    """I6's README: the install line and the release its causes are located in are Aidge's four packages (no
+    package is named ``aidge``), the expected outputs ONNX Runtime's (the node case has no Keras model)."""
+    pins = {"aidge-backend-cpu": "0.10.1", "aidge-core": "0.10.1", "aidge-export-cpp": "0.10.1",
+            "aidge-onnx": "0.10.1", "onnx": "1.23.2"}
+    text = report._readme(report.findings()["I6"], "test_conv_with_autopad_same", "model.onnx", pins, "3.11.2",
+                          1e-5, 5e-6, "ONNX Runtime")
+    assert ("pip install aidge-core==0.10.1 aidge-onnx==0.10.1 aidge-backend-cpu==0.10.1 aidge-export-cpp==0.10.1`"
+            in text)
+    assert "## Cause in the peer's source (aidge-core 0.10.1, aidge-onnx 0.10.1, aidge-backend-cpu" in text
+    assert "`expected.npy` (ONNX Runtime's outputs)" in text and "ONNX's backend node tests" in text
+    assert "`aidge_onnx/node_import/onnx_converters/conv.py:137`" in text
