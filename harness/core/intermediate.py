@@ -43,24 +43,36 @@ def reference_of(code: GeneratedCode) -> tuple[str, LayerOutputs]:
 def graph_tensors(code: GeneratedCode, model: Model, tensors: list[str]) -> list[str | None]:
     """The tensor of the model's ONNX graph that holds each of the code's layer tensors (``layers[*].output.tensor``):
     the same name for code generated from ONNX; for code generated from Keras, the output of the last node the
-    exporter named after the layer (``name`` or ``name_...``, the longest layer name that fits; the graph's output for
-    the last layer), the rule ``harness.stages.semantic.exportcheck`` pairs Keras layers with the export's nodes by;
-    None when none is. The
+    exporter named after the layer (``last_nodes``: the rule ``harness.stages.semantic.exportcheck`` pairs Keras layers
+    with the export's nodes by; the graph's output for the last layer); None when none is. The
     graph keeps the ONNX layout (channels first), the Keras layer its own (channels last). Code whose manifest names
     no source format (a ``dir:`` folder's ``assay.json``) names the graph's own tensors."""
     if (code.manifest.get("model") or {}).get("format") != "keras":
         return list(tensors)
+    names = [tensor.split(":")[0] for tensor in tensors]
+    # every name a node may be named after competes: a node of layer "conv_BN" is never taken for tensor "conv"
+    # (MobileNetV2's depthwise convolution and its batch normalisation)
+    layers = [layer["name"] for layer in code.manifest.get("layers", []) if layer.get("name")]
+    return last_nodes(model, names, layers, last_is_output=bool(names) and names[-1] == layers[-1])
+
+
+def last_nodes(model: Model, names: list[str], others: list[str] = (), last_is_output: bool = True
+               ) -> list[str | None]:
+    """The output of the last ONNX node the exporter named after each of ``names`` (``name`` or ``name_...``, the
+    longest of ``names`` and ``others`` that fits: ``dense_1_gemm`` is ``dense_1``'s, ``dw_BN_bn`` is ``dw_BN``'s
+    and never ``dw``'s); with ``last_is_output``, the graph's output is the last name's. None where no node is."""
     import onnx
 
-    names = [tensor.split(":")[0] for tensor in tensors]
     graph = onnx.load(str(model.file("onnx"))).graph
+    candidates = {*names, *others}
     last: dict[str, str] = {}
     for node in graph.node:
-        fits = [name for name in names if node.output[0] == name or node.output[0].startswith(f"{name}_")]
+        out = node.output[0]
+        fits = [name for name in candidates if out == name or out.startswith(f"{name}_")]
         if fits:
-            last[max(fits, key=len)] = node.output[0]
-    if names and names[-1] == code.manifest["layers"][-1]["name"] and graph.output:
-        last[names[-1]] = graph.output[0].name  # the network's last layer is the graph's output
+            last[max(fits, key=len)] = out
+    if names and last_is_output and graph.output:
+        last[names[-1]] = graph.output[0].name
     return [last.get(name) for name in names]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness import references
+from harness.core.intermediate import last_nodes
 from harness.models.model import Model
 
 EXPORTER = "harness.models.onnx_export"
@@ -61,7 +62,7 @@ def first_differing_layer(model: Model, inputs: np.ndarray, atol: float, rtol: f
 
     keras_model = keras_ref.load(model.file("keras"))
     layers = [layer for layer in keras_model.layers if layer.__class__.__name__ != "InputLayer"]
-    nodes = _last_node_of(model, [layer.name for layer in layers])
+    nodes = last_nodes(model, [layer.name for layer in layers])
     pairs = [(layer, node) for layer, node in zip(layers, nodes) if node is not None]
     if not pairs:
         return "unknown (no ONNX node is named after a Keras layer)"
@@ -79,18 +80,3 @@ def first_differing_layer(model: Model, inputs: np.ndarray, atol: float, rtol: f
     return "none of the named layers (the difference is in an operation node between them)"
 
 
-def _last_node_of(model: Model, layer_names: list[str]) -> list[str | None]:
-    """The output of the last ONNX node the exporter named after each Keras layer (``name`` or ``name_...``, the
-    longest layer name that fits: ``dense_1_gemm`` is ``dense_1``'s); the graph's output is the last layer's."""
-    import onnx
-
-    graph = onnx.load(str(model.file("onnx"))).graph
-    last: dict[str, str] = {}
-    for node in graph.node:
-        out = node.output[0]
-        fits = [name for name in layer_names if out == name or out.startswith(f"{name}_")]
-        if fits:
-            last[max(fits, key=len)] = out
-    if layer_names and graph.output:
-        last[layer_names[-1]] = graph.output[0].name
-    return [last.get(name) for name in layer_names]

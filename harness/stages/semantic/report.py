@@ -283,7 +283,7 @@ def derived_lines(records: list[dict]) -> list[str]:
         for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
             d = r["derived"]
             lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
-                         f"{r['reference']} | {r.get('accumulation') or 'any'} | {d.get('inputs', r['n_inputs'])} | "
+                         f"{r['reference']} | {r.get('accumulation') or 'any'} | {d.get('inputs', r.get('n_inputs', '–'))} | "
                          f"{_figure(d['bound'], '.4e')} | "
                          f"{_figure(d['c_distance'], '.4e')} | {_figure(d['reference_distance'], '.4e')} | "
                          f"{_figure(d['tightness'], '.3g')} | {d['verdict']} |")

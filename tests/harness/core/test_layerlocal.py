@@ -98,3 +98,40 @@ def test_the_c_values_of_code_from_keras_are_seeded_channels_first():
     assert (layerlocal.graph_layout(image.reshape(2, -1)[:, :6], vector, keras) == image.reshape(2, -1)[:, :6]).all()
     onnx_code = GeneratedCode(Path("."), "f", 1, 1, None, None, (), {"model": {"format": "onnx"}})
     assert (layerlocal.graph_layout(image.reshape(2, -1), probe, onnx_code) == image.reshape(2, -1)).all()
+
+
+def test_a_layer_named_as_the_prefix_of_the_next_is_judged_against_its_own_node(tmp_path):
+    """MobileNetV2's depthwise convolution ``dw`` is followed by its batch normalisation ``dw_BN``: the export's
+    node ``dw_BN_bn`` starts with ``dw_``, and was taken for ``dw``'s tensor, so correct C failed at ``dw`` by the
+    whole normalisation (0.39 on MobileNetV2 at 96 x 96). Every name a node may be named after now competes, the
+    longest wins: the C passes, each probed tensor paired with its own layer's node."""
+    from harness.core.intermediate import graph_tensors
+    from harness.core.pipeline import generate_code
+    from harness.core.plan import Settings, load_model
+    from harness.models.tf_runtime import keras
+    from harness.stages.semantic import run as campaign
+
+    k = keras()
+    rng = np.random.default_rng(3)
+    inputs = k.Input((6, 6, 2))
+    x = k.layers.Conv2D(4, 3, padding="same", name="c")(inputs)
+    x = k.layers.DepthwiseConv2D(3, padding="same", name="dw")(x)
+    x = k.layers.BatchNormalization(name="dw_BN")(x)
+    x = k.layers.ReLU(6.0, name="dw_relu")(x)
+    x = k.layers.GlobalAveragePooling2D(name="gap")(x)
+    network = k.Model(inputs, k.layers.Dense(3, name="d")(x))
+    bn = network.get_layer("dw_BN")
+    g, b, m, v = bn.get_weights()
+    bn.set_weights([g * 1.3, b + 0.2, rng.normal(0, 0.5, m.shape), rng.uniform(0.5, 2.0, v.shape)])
+    network.save(tmp_path / "prefix.keras")
+    settings = Settings(n_inputs=4, work_dir=tmp_path / "work")
+    model = load_model(str(tmp_path / "prefix.keras"), settings)
+    item = next(i for i in campaign.plan([str(tmp_path / "prefix.keras")], ["assay-v2"], ["keras"], ["host"],
+                                         settings).items if i.variant == "keras")
+    code = generate_code(item, model, settings, {}, {})
+    probes = [layer["output"]["tensor"] for layer in code.manifest["layers"] if layer.get("output")]
+    pairs = dict(zip(probes, graph_tensors(code, model, probes)))
+    assert not (pairs.get("dw:0") or "").startswith("dw_BN"), pairs
+    result = layerlocal.judge(code, model, make_inputs(model, 4, 0), tmp_path / "judge", 120.0,
+                              bounds.Order.from_manifest(code.manifest))
+    assert result["verdict"] == PASS and result["covers_output"], result.get("cause")
