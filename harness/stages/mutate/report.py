@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.stages.mutate.run import KILL_TARGET, open_store
+from harness.stages.mutate.run import KILL_TARGET, is_weight, open_store
 
 CLASSES = {"not_reached": "no output bit differs from the clean code's on any input (not reached by the "
                           "input domain, or equivalent without a rule)",
@@ -56,6 +56,10 @@ def _layers(rule: dict) -> str:
 def _detectability(record: dict) -> list[str]:
     """The weight mutants' detectability (``detect``): the figures, then every weight mutant with its witness."""
     w = record["summary"]["weights"]
+    if not any(is_weight(m) for m in record["mutants"]):  # say why: a dir: folder's assay.json may name no array
+        return ["No weight mutants: the code's manifest names no data array initialised in its sources "
+                "(`symbols.data`; a `dir:` folder's `assay.json` may name them, docs/manifest.md), or "
+                "`--max-mutants` sampled none.", ""]
     if not w["mutants"]:
         return []
     lines = [f"Weight mutants: {w['mutants']}; detectable {w['detectable']} (an input of the domain, found by the "

@@ -528,7 +528,10 @@ def _other_sets(model: Model, code: GeneratedCode, settings: Settings, states: i
 
 
 def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
-    """Every mutant of the code: code mutants of the entry's file, weight mutants of the data arrays."""
+    """Every mutant of the code: code mutants of the entry's file (of every source when the manifest names none:
+    a ``dir:`` folder's ``assay.json``), weight mutants of the data arrays the manifest names (``symbols.data``,
+    the full manifest's or an ``assay.json``'s; none named, none made: which constants are weights is the
+    generator's to say, not guessed from the C)."""
     entry = code.manifest.get("entry")
     code_files = [code.directory / entry["file"]] if isinstance(entry, dict) and entry.get("file") else \
         list(code.sources)

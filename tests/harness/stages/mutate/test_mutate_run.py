@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from harness.stages.mutate import report
 from harness.stages.mutate import run as mutate
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -82,6 +83,10 @@ def test_memory_safety_mutants_the_oracle_cannot_see_are_killed_by_guards_or_san
         assert mutant["cause"].startswith(("guard word", "AddressSanitizer", "UndefinedBehaviorSanitizer"))
     # scratch[j - 1] reads nothing back, but writes before the array: out of bounds too
     assert by_change[(5, "scratch[j] -> index -1")]["status"] == "killed"
+    # its assay.json names no data array: code mutants only, and the report says why
+    assert not any(mutate.is_weight(m) for m in record["mutants"])
+    (written,) = report.write_mutation_report(tmp_path / "mutation.json", tmp_path)
+    assert "No weight mutants: the code's manifest names no data array" in written.read_text()
     # deleting the write into scratch changes nothing the code computes: a survivor, reported as not reached
     deleted = by_change[(5, "statement deleted: scratch[j] = input[j];")]
     assert deleted["status"] == "survived" and deleted["class"] == "not_reached"
