@@ -38,6 +38,11 @@ RULE = "layer-local"
 
 def unavailable(code: GeneratedCode, model: Model) -> str | None:
     """Why the C cannot be judged layer by layer (the end-to-end bound alone then decides), or None."""
+    unnamed = [str(layer.get("index", k)) for k, layer in enumerate(code.manifest.get("layers", []))
+               if isinstance(layer.get("output"), dict) and not (isinstance(layer.get("name"), str)
+                                                                  and isinstance(layer["output"].get("tensor"), str))]
+    if unnamed:  # which layer and tensor a buffer holds is what pairs it with the float64 graph
+        return f"the manifest's layers {', '.join(unnamed)} name no layer or tensor (layers[*].name, output.tensor)"
     if not probed.probes_of(code.manifest):
         return "the manifest names no layer output buffers (layers[*].output)"
     missing = bounds.missing_rules(model)

@@ -113,6 +113,10 @@ def recheck(record: dict) -> str | None:
         expected = with_layers(derived.get("verdict"), None, layers, bound if _figure(bound) else None)[0]
         if expected != verdict:
             return f"verdict {verdict}, its derived figures give {expected}"
+        allowed = _fixed_allowance(record)
+        if verdict == PASS and allowed is not None and record["max_abs_error"] > allowed and not record.get("review"):
+            return (f"pass with max |C - reference| = {record['max_abs_error']:.4e} above atol + rtol x max "
+                    f"|reference| = {allowed:.4e} and no review line")  # the second opinion's failure is shown
         if derived.get("verdict") == ERROR and expected != ERROR:  # the layers decided (``with_layers``)
             return None
         if not (_figure(distance) and _figure(bound)):
@@ -122,15 +126,23 @@ def recheck(record: dict) -> str | None:
         if derived.get("verdict") == FAIL and distance == 0:
             return "fail with C equal to float64"
         return None
-    error, atol, rtol, largest = (record.get(k) for k in ("max_abs_error", "tolerance", "rtol", "max_abs_reference"))
-    if not all(_figure(v) for v in (error, atol, rtol or 0.0, largest)):
+    allowed = _fixed_allowance(record)
+    if allowed is None:
         return f"verdict {verdict} without finite figures (max_abs_error, tolerance, rtol, max_abs_reference)"
-    allowed = atol + (rtol or 0.0) * largest
+    error, atol = record["max_abs_error"], record["tolerance"]
     if verdict == PASS and error > allowed:
         return f"pass with max |C - reference| = {error:.4e} above atol + rtol x max |reference| = {allowed:.4e}"
     if verdict == FAIL and error <= atol:
         return f"fail with max |C - reference| = {error:.4e} within atol {atol:g}"
     return None
+
+
+def _fixed_allowance(record: dict) -> float | None:
+    """atol + rtol x max |reference| of a record whose fixed-rule figures are all finite numbers, else None."""
+    error, atol, rtol, largest = (record.get(k) for k in ("max_abs_error", "tolerance", "rtol", "max_abs_reference"))
+    if not all(_figure(v) for v in (error, atol, rtol or 0.0, largest)):
+        return None
+    return atol + (rtol or 0.0) * largest
 
 
 def with_layers(verdict: str, cause: str | None, layer_local: dict | None,

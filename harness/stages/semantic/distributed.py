@@ -52,7 +52,7 @@ def pytest_command(selection: Selection, settings: Settings, out: Path, workers:
                "inputs": settings.n_inputs, "seed": settings.seed, "model-seed": settings.model_seed,
                "opt": settings.opt, "work": settings.work_dir, "out": out, "timeout": settings.timeout,
                "sanitize": settings.sanitize, "atol": settings.atol, "rtol": settings.rtol, "shard-size": shard_size,
-               "tolerance": settings.tolerance}
+               "tolerance": settings.tolerance, "derived-inputs": settings.derived_inputs}
     # --option=value: an argument that names an existing path would have to lie in an rsync root (xdist).
     # importlib mode: a worker may import the harness from another folder than the (rsynced) test file's, as a
     # popen worker with chdir does; pytest's default mode would refuse that as an import file mismatch.

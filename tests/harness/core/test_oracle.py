@@ -96,7 +96,10 @@ def test_recheck_finds_a_verdict_its_own_figures_do_not_give():
     assert "without finite figures" in recheck({k: v for k, v in passing.items() if k != "max_abs_reference"})
     assert "without finite figures" in recheck({**passing, "max_abs_error": float("nan")})
     derived = {**passing, "max_abs_error": 1e-3, "derived": {"verdict": PASS, "c_distance": 1e-6, "bound": 2e-6}}
-    assert recheck(derived) is None  # the derived rule decided
+    assert recheck({**derived, "review": "above the fixed tolerance"}) is None  # the derived rule decided
+    assert recheck(derived) == ("pass with max |C - reference| = 1.0000e-03 above atol + rtol x max |reference| = "
+                                "1.3200e-05 and no review line")  # the second opinion's failure must be shown
+    derived = {**derived, "review": "above the fixed tolerance"}
     assert recheck({**derived, "derived": {**derived["derived"], "c_distance": 3e-6}}) == \
         "pass with |C - float64| = 3.0000e-06 above the derived bound 2.0000e-06"
     assert recheck({**derived, "verdict": FAIL}) == "verdict fail, its derived figures give pass"

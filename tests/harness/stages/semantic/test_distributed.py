@@ -25,12 +25,14 @@ N_INPUTS, SHARD_SIZE = 20, 10
 
 
 def test_the_pytest_command_passes_every_setting_and_paths_as_option_values(tmp_path):
-    settings = campaign.Settings(n_inputs=50, seed=3, opt="-O3", work_dir=tmp_path / "w", atol=1e-4, arbiter=False)
+    settings = campaign.Settings(n_inputs=50, seed=3, opt="-O3", work_dir=tmp_path / "w", atol=1e-4, arbiter=False,
+                                 tolerance="fixed", derived_inputs=7)
     selection = distributed.Selection(["acas-reg50", "lenet5"], ["assay-v2"], ["keras"], ["host", "arm7tdmi"])
     command = distributed.pytest_command(selection, settings, tmp_path / "out", 0, ["ssh=h//python=python3"], 5, False)
     assert {"--assay-models=acas-reg50,lenet5", "--assay-inputs=50", "--assay-seed=3", "--assay-opt=-O3",
             f"--assay-work={tmp_path / 'w'}", f"--assay-out={tmp_path / 'out'}", "--assay-atol=0.0001",
-            "--assay-no-arbiter", "--assay-shard-size=5", "--assay-targets=host,arm7tdmi"} <= set(command)
+            "--assay-no-arbiter", "--assay-shard-size=5", "--assay-targets=host,arm7tdmi", "--assay-tolerance=fixed",
+            "--assay-derived-inputs=7"} <= set(command)
     assert "--assay-rtol" not in " ".join(command)  # not given: each model's own
     assert [command[i + 1] for i, arg in enumerate(command) if arg == "--tx"] == ["ssh=h//python=python3"]
     assert [command[i + 1] for i, arg in enumerate(command) if arg == "--rsyncdir"] == [
