@@ -37,7 +37,10 @@ DECLARED = {error.name for error in crosscheck.OTAWA_ERRORS}
 @pytest.mark.otawa
 @needs_tools
 @pytest.mark.parametrize("target", ["arm7tdmi", "cortex-m4f"])
-@pytest.mark.parametrize("model", zoo.names("default"))
+# cifarnet's OTAWA run alone took 93 s of the default test run (its cross-check, --run-slow, is the same code path as
+# the other eight models')
+@pytest.mark.parametrize("model", [pytest.param(name, marks=pytest.mark.slow) if name == "cifarnet" else name
+                                   for name in zoo.names("default")])
 def test_otawa_equals_the_builtin_bound_or_a_declared_otawa_error_explains_it(real_otawa, model, target, tmp_path):
     settings = wcetrun.Settings(n_inputs=1, work_dir=tmp_path / "work", engines=("builtin", "otawa", "both"),
                                 otawa_timeout=30.0)
