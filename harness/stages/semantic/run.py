@@ -86,6 +86,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     failure = oracle.ERROR  # the verdict when no outputs exist
     order: bounds.Order | None = None
     layers: dict | None = None  # the layer-local verdict (--tolerance derived)
+    rows: np.ndarray | None = None  # the inputs the derived rule judges (derived_rows)
     checked: dict = {}  # what the parallel run checked (parallel.py), filled as far as it got
     try:
         model = load_model(item.model, settings)
@@ -104,7 +105,8 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         else:
             outputs = build_and_run(item, item.target, code, model, settings, timings, provenance)
             sanitize.check(item, code, model, settings, provenance, timings)
-            layers = layer_local(item, code, model, settings, timings, order, outputs)
+            rows = derived_rows(item, model, settings, outputs) if settings.tolerance == DERIVED else None
+            layers = layer_local(item, code, model, settings, timings, order, rows)
         cause = None
         bits = keep_outputs(item, model, code, outputs, settings, compare_bits=settings.parallel is None)
     except NotSupported as exc:  # the generator's own refusal: not supported, not an error
@@ -114,7 +116,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {user_files.cause(exc)}"
     return store_records(item, model, settings, store,
-                         Outcome(outputs, cause, failure, bits, warnings, order, layers),
+                         Outcome(outputs, cause, failure, bits, warnings, order, layers, rows),
                          fingerprint, timings, provenance, checked)
 
 
@@ -129,6 +131,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     order: bounds.Order | None = None  # the order of accumulation the code's manifest declares (derived bound)
     layer_local: dict | None = None  # the layer-local verdict's figures (``layer_local``), None when not judged
+    rows: np.ndarray | None = None  # the inputs the derived rule judges (``derived_rows``), made once per item
 
 
 def derived_rows(item: Item, model: Model, settings: Settings, outputs: np.ndarray) -> np.ndarray:
@@ -155,18 +158,17 @@ def derived_rows(item: Item, model: Model, settings: Settings, outputs: np.ndarr
 
 
 def layer_local(item: Item, code: GeneratedCode, model: Model, settings: Settings, timings: dict,
-                order: bounds.Order | None, outputs: np.ndarray) -> dict | None:
+                order: bounds.Order | None, rows: np.ndarray | None) -> dict | None:
     """With ``--tolerance derived``, the layer-local verdict of the item's C (``harness.core.layerlocal``) on the
     inputs the derived rule judges (``derived_rows``): every layer's output read on the host and judged from the C's
     own input to the layer; None under the fixed rule. Layers are read from an instrumented host build, so an item
     of another target is not judged so (its record says why); the host item of the same code is."""
-    if settings.tolerance != DERIVED:
+    if settings.tolerance != DERIVED or rows is None:
         return None
     if item.target != HOST:
         return {"rule": layerlocal.RULE, "judged": False, "reason": f"layers are read on the {HOST} build alone"}
     start = time.perf_counter()
     try:
-        rows = derived_rows(item, model, settings, outputs)
         result = layerlocal.judge(code, model, campaign_inputs(model, settings)[rows],
                                   item_dir(item, settings) / "layer-local", settings.timeout, order, rows)
     except USER_ERRORS as exc:  # the instrumented build or its run: the end-to-end verdict stands, visibly alone
@@ -188,7 +190,8 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
         else None
     if isinstance(exact, dict):
         print(f"{item.id}: {exact['error']}", file=sys.stderr)
-    rows = derived_rows(item, model, settings, outputs) if outputs is not None and derived else None
+    rows = outcome.rows if outcome.rows is not None or outputs is None or not derived \
+        else derived_rows(item, model, settings, outputs)
     judged = campaign_inputs(model, settings)[rows] if rows is not None else None
     bound = derived_bound(model, settings, timings, judged, outcome.order, rows) if rows is not None else None
     if isinstance(bound, str) and not isinstance(bound, BrokenBound):  # a broken bound is each record's error

@@ -37,9 +37,9 @@ from harness.core.shards import Shard, ShardStore, StoredShard, concatenate, spl
 from harness.errors import USER_ERRORS, ConfigError, NotSupported
 from harness.references import bounds
 from harness.stages.semantic import sanitize
-from harness.stages.semantic.run import (Outcome, Settings, arbiter_outputs, base_record, content_key,
-                                         model_mismatch, build_and_run, compare_with, keep_outputs, layer_local,
-                                         run_item, store_records)
+from harness.stages.semantic.run import (DERIVED, Outcome, Settings, arbiter_outputs, base_record, content_key,
+                                         model_mismatch, build_and_run, compare_with, derived_rows, keep_outputs,
+                                         layer_local, run_item, store_records)
 
 OUTPUTS = "outputs"  # the shard file's array of C outputs (canonical layout)
 
@@ -118,7 +118,9 @@ def merge(item: Item, settings: Settings, shard_size: int, shards: ShardStore, s
             outcome.outputs = concatenate(stored, OUTPUTS)
             outcome.bits = keep_outputs(item, model, code, outcome.outputs, settings)
             # every layer of the C read on all the item's inputs at once, as an unsharded run reads them
-            outcome.layer_local = layer_local(item, code, model, settings, timings, outcome.order, outcome.outputs)
+            outcome.rows = derived_rows(item, model, settings, outcome.outputs) if settings.tolerance == DERIVED \
+                else None
+            outcome.layer_local = layer_local(item, code, model, settings, timings, outcome.order, outcome.rows)
     except USER_ERRORS as exc:
         outcome.cause = f"merging the shards: {exc}"
     return store_records(item, model, settings, store, outcome, fingerprint, timings, first["provenance"])
