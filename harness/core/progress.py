@@ -3,35 +3,71 @@
 Long campaigns show a progress bar naming the item being run; each item that
 did not pass gets its cause lines printed as soon as it is known (above the
 bar), and the command ends with one summary line and the reports written.
+
+Items can run several at a time (``workers``), each in a fresh interpreter of its own: a stage whose item keeps
+both cores busy only part of the time (the mutation stage: a single-threaded float64 search beside short runs of
+mutants) then fills them, and a fault that takes an item's process down (a crash of a library, the memory it ran
+out of) is that item's error line, never the end of the campaign.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from harness.core.plan import Item, ModelItem, Plan
 
 
 def run_items(items: Iterable[Item | ModelItem], run: Callable[[Item | ModelItem], tuple[bool, list[str]]],
-              quiet: bool = False) -> int:
+              quiet: bool = False, workers: int = 1) -> int:
     """Run each item; ``run`` returns whether it passed and the lines to show (causes, warnings).
 
-    Returns how many items failed.
+    ``workers`` above 1: that many items at a time, each in a spawned process of its own (``run`` must then be
+    picklable: a module's function or a ``functools.partial`` of one, and store its records itself). Returns how
+    many items failed.
     """
     from tqdm import tqdm
 
-    failed, items = 0, list(items)
+    items = list(items)
     # no bar without items: a per-model stage whose every model is bad input says so in one line (finish)
-    with tqdm(items, unit="item", file=sys.stderr, disable=quiet or not items) as progress:
-        for item in progress:
-            progress.set_description(item.id)
-            passed, lines = run(item)
-            failed += not passed
-            for line in dict.fromkeys(lines):  # one cause once, however many records share it
-                tqdm.write(line, file=sys.stderr)
+    with tqdm(total=len(items), unit="item", file=sys.stderr, disable=quiet or not items) as progress:
+        if workers > 1 and len(items) > 1:
+            progress.set_description(f"{min(workers, len(items))} items at a time")
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                running = [pool.submit(_in_own_process, run, item) for item in items]
+                return _tally((future.result() for future in as_completed(running)), progress, tqdm.write)
+        return _tally((run(item) for item in _described(items, progress)), progress, tqdm.write)
+
+
+def _described(items: list, progress):
+    """The items, each named on the bar while it runs."""
+    for item in items:
+        progress.set_description(item.id)
+        yield item
+
+
+def _tally(outcomes, progress, write) -> int:
+    """How many of ``outcomes`` ((passed, lines) per item) failed; each one's lines printed once, the bar moved on."""
+    failed = 0
+    for passed, lines in outcomes:
+        failed += not passed
+        for line in dict.fromkeys(lines):  # one cause once, however many records share it
+            write(line, file=sys.stderr)
+        progress.update()
     return failed
+
+
+def _in_own_process(run: Callable, item: Item | ModelItem) -> tuple[bool, list[str]]:
+    """``run(item)`` in a fresh interpreter (spawned: TensorFlow's threads do not survive a fork); its death is the
+    item's cause line."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(run, item).result()
+        except Exception as exc:  # noqa: BLE001 - the process died or its result did not come back: the item's fault
+            return False, [f"{item.id}: error: its process ended without a result ({type(exc).__name__}: {exc})"]
 
 
 def finish(plan: Plan, failed: int, summary: str, reports: list[Path]) -> int:

@@ -58,7 +58,10 @@ def qualify(selection: str = qualification.SELECTION, lock: Path = configuration
         {"started_at": started.isoformat(timespec="seconds"),
          "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
          "duration_s": round(time.perf_counter() - start, 1), "command": run["command"], "assay": run["assay"],
-         "python_version": platform.python_version()},
+         "python_version": platform.python_version(),
+         # the run as tor.run_suite describes it (its content key, the suite's cases): an evidence package built on
+         # this configuration reuses it when its key is the package's own (tor.run_suite)
+         "suite_run": {k: v for k, v in run.items() if k != "seal"}},
         directory)
     tor.write(folder / qualification.JUNIT, folder, run)
     shutil.rmtree(scratch, ignore_errors=True)  # kept when the run failed: the error names its JUnit XML

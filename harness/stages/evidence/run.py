@@ -469,7 +469,8 @@ def _tool_qualification(settings: Settings, out: Path, volatile: dict) -> dict |
         junit, run = Path(settings.tor_junit), {"command": None, "junit_given": Path(settings.tor_junit).name}
     else:
         selection = tor.DEFAULT_SELECTION if settings.tor_tests is None else settings.tor_tests
-        junit, run, seconds = tor.run_suite(selection, settings.work_dir / "evidence-tor")
+        junit, run, seconds = tor.run_suite(selection, settings.work_dir / "evidence-tor",
+                                            qualified=configuration.report().get("qualified_by"))
         volatile["tool_qualification_s"] = None if seconds is None else round(seconds, 1)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tor.TOR_DOCUMENT, out / "tor.md")

@@ -37,7 +37,7 @@ from pathlib import Path
 from harness import seal
 from harness.core import configuration, qualification
 from harness.core.provenance import tool_versions
-from harness.digests import digest, tree_digest
+from harness.digests import digest, file_digest, tree_digest
 from harness.errors import AssayError
 
 SCHEMA = "assay-tor-matrix/2"
@@ -326,7 +326,8 @@ def _anchored(words: list[str]) -> list[str]:
             and (REPO / word.split("::")[0]).exists() else word for before, word in zip(["", *words], words)]
 
 
-def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> tuple[Path, dict, float | None]:
+def run_suite(selection: str, cache_dir: Path, timeout: float | None = None, qualified: dict | None = None
+              ) -> tuple[Path, dict, float | None]:
     """Run Assay's own test suite (``pytest SELECTION``) and return its JUnit XML, what was run and the seconds it
     took (None when reused).
 
@@ -336,7 +337,8 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
     the command, its exit status, the content key, and the Assay and the configuration it ran on (``assay doctor``'s
     identity, verdict and differences), so that the tool verification results are bound to the Assay they verify.
     The run is content-keyed like a stage's results: the bytes of Assay's sources, tests, toolchains and this
-    document, the selection and the tool versions; the same key reuses the JUnit XML of the earlier run.
+    document, the selection and the tool versions; the same key reuses the JUnit XML of the earlier run, or that of
+    ``qualified``, this configuration's qualification record as ``assay doctor`` accepted it (``qualified_by``).
     pytest's exit status 1 (some test failed) is a result: the matrix shows it per requirement.
     """
     if not TESTS.is_dir():
@@ -355,6 +357,9 @@ def run_suite(selection: str, cache_dir: Path, timeout: float | None = None) -> 
     reused, refused = _sealed_run(junit, record)
     if reused is not None:
         return junit, {**reused, "reused": True}, None
+    earlier = _qualification_run(qualified, key)
+    if earlier is not None:
+        return earlier[0], earlier[1], None
     folder = junit.with_name("cwd")  # where pytest runs: outside Assay's tree
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -425,6 +430,29 @@ def _sealed_run(junit: Path, record: Path) -> tuple[dict | None, str | None]:
                                                      {k: v for k, v in data.items() if k != "seal"}):
         return None, f"{record.parent.name}: an earlier run's files not sealed by this user's Assay (ignored)"
     return data, None
+
+
+def _qualification_run(qualified: dict | None, key: str) -> tuple[Path, dict] | None:
+    """The JUnit XML and the run of this configuration's qualification run (``assay evidence qualify``, the record
+    ``assay doctor`` accepted: sealed, on this configuration, these sources) when its content key is ``key``: the
+    same tests of the same Assay with the same tools, run once per configuration, as DO-330 asks, not once per
+    package. None when there is none, or it ran something else."""
+    if not qualified:
+        return None
+    folder = Path(qualified["folder"])
+    try:
+        record = json.loads((folder / qualification.RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    run = record.get("suite_run") if isinstance(record, dict) else None
+    junit = folder / qualification.JUNIT
+    # the record doctor checked (its seal covers suite_run and the JUnit XML), and nothing changed since
+    if not isinstance(run, dict) or run.get("content_key") != key or record.get("key") != qualified["key"] \
+            or not junit.is_file() or file_digest(junit) != qualified["junit_sha256"]:
+        return None
+    if not seal.sealed(record.get("seal"), junit.read_bytes(), {k: v for k, v in record.items() if k != "seal"}):
+        return None
+    return junit, {**run, "reused": True, "reused_from_qualification": record["key"]}
 
 
 def _now() -> str:

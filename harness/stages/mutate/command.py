@@ -8,6 +8,8 @@ killed), 1 otherwise or on an item error, 2 for bad input.
 from __future__ import annotations
 
 import argparse
+import functools
+from pathlib import Path
 
 from harness.cli import add_common_options, add_output_options, csv_list, selected_models
 from harness.contract import DEFAULT_GENERATORS, common_values
@@ -33,15 +35,20 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     campaign = mutate.plan(selected_models(args), csv_list(args.generators), settings,
                            csv_list(args.variants) if args.variants else None)
     store = mutate.open_store(SPEC.path(args.out))
-
-    def run(item) -> tuple[bool, list[str]]:
-        record = mutate.run_item(item, settings, store)
-        passed = SPEC.passed(record)
-        return passed, [] if passed else [f"{item.id}: {record['verdict']}: {record['cause']}"]
-
-    failed = run_items(campaign.items, run, args.quiet)
+    failed = run_items(campaign.items, functools.partial(judge_item, settings=settings, path=store.path), args.quiet,
+                       settings.workers)
     paths = write_mutation_report(store.path, args.out) if store.path.is_file() else []
     return finish(campaign, failed, f"records in {store.path}", paths)
+
+
+def judge_item(item, settings, path: Path) -> tuple[bool, list[str]]:
+    """One item's analysis, its record stored in ``path``: whether it passed and its cause line (a module's
+    function, so that ``--workers`` can run it in a process of its own)."""
+    from harness.stages.mutate import run as mutate
+
+    record = mutate.run_item(item, settings, mutate.open_store(path))
+    passed = SPEC.passed(record)
+    return passed, [] if passed else [f"{item.id}: {record['verdict']}: {record['cause']}"]
 
 
 def add_command(subparsers) -> None:

@@ -113,6 +113,7 @@ class Settings(core_plan.Settings):
     max_mutants: int | None = SPEC.default("max_mutants")  # a seeded sample of the mutants, for quick runs
     sanitize: int = SPEC.default("sanitize")  # inputs each survivor and the clean code run under the sanitizers
     jobs: int = SPEC.default("jobs")  # mutants judged at a time (the results do not depend on it)
+    workers: int = SPEC.default("workers")  # items analysed at a time, each in a process (nor do they)
     builds: str = SPEC.default("builds")  # schemata, or per-mutant (programs.BUILDS)
     input_sets: tuple[str, ...] = SPEC.default("input_sets")  # judged on: the uniform inputs, then the other sets
     set_inputs: int = SPEC.default("set_inputs")  # inputs of each set but the uniform one

@@ -46,6 +46,9 @@ SPEC = StageSpec(
                choices=("schemata", "per-mutant")),
         Option("--jobs", 2, "mutants built and run at a time (default {default}; the results do not depend on it)",
                type=int),
+        Option("--workers", 2, "items (model, generator, variant) analysed at a time, each in a process of its own "
+               "(default {default}: one item's float64 search keeps one core busy while its mutants' short runs "
+               "leave the other idle part of the time; 1: one after another in this process)", type=int),
         Option("--timeout", 600.0, "seconds allowed for one batch (default {default})", type=float),
         Option("--redo", False, "recompute items already in mutation.json", action="store_true"),
     ),

@@ -22,7 +22,7 @@ from harness import seal
 from harness.cli import main
 from harness.core import configuration, qualification
 from harness.core import tested as tested_file
-from harness.stages.evidence import sci
+from harness.stages.evidence import sci, tor
 from harness.stages.evidence.qualify import qualify
 
 SMALL = "tests/harness/core/test_tested.py"
@@ -80,6 +80,19 @@ def test_a_moved_results_tool_is_refused_until_a_qualification_run_passes_on_it(
     assert not [d for d in differences if d.component == "gcc"] and found["key"] == record["key"]
     (note,) = gcc_lines(notes)
     assert "qualified by 'assay evidence qualify' on " in note and record["key"] in note
+
+    # an evidence package's run of the same tests on this configuration is that run, not a second one (doctor's
+    # qualified_by), unless its JUnit XML changed since doctor accepted it or the package runs other tests
+    qualified = {name: found[name] for name in ("key", "junit_sha256", "folder")}
+    junit, run, seconds = tor.run_suite(SMALL, tmp_path / "cache", qualified=qualified)
+    assert seconds is None and run["reused_from_qualification"] == record["key"] and run["returncode"] == 0
+    assert junit.parent == Path(found["folder"]) and not (tmp_path / "cache").exists()  # no pytest ran
+    text = junit.read_text()
+    junit.write_text(text.replace("<testcase ", "<testcase x='1' ", 1))
+    assert tor._qualification_run(qualified, run["content_key"]) is None
+    junit.write_text(text)
+    assert tor._qualification_run(qualified, run["content_key"]) is not None
+    assert tor._qualification_run(qualified, run["content_key"][::-1]) is None
 
     # the doctor's own selection is the whole qualification suite: a run of a few tests does not qualify
     differences, notes, found = configuration.compare(lock, tested)

@@ -1,0 +1,15 @@
+"""What an item's run does in ``test_progress``: a module's function, so that a spawned process can import it."""
+
+from __future__ import annotations
+
+import os
+
+from harness.core.plan import ModelItem
+
+
+def outcome(item: ModelItem) -> tuple[bool, list[str]]:
+    """``dies``: the process ends with no result (a library's crash); ``fails``: a failing item; else a pass. Each
+    says which process ran it, so that the test sees that items ran apart."""
+    if item.model == "dies":
+        os._exit(3)
+    return item.model != "fails", [f"{item.id}: ran in process {os.getpid()}"]
