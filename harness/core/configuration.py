@@ -195,8 +195,8 @@ def peer_environments(names: list[str] | None = None) -> tuple[list[Difference],
 
 def compare(lock: Path = LOCK, tested: Path = TESTED_FILE, selection: str = qualification.SELECTION,
             ) -> tuple[list[Difference], list[str], dict | None]:
-    """(differences, notes, the qualification record that covers the moved results packages or None) between
-    this machine and the tested configuration of ``lock`` and ``tested``.
+    """(differences, notes, the qualification record of this configuration or None) between this machine and the
+    tested configuration of ``lock`` and ``tested``.
 
     Results packages that moved (or a distribution with no tested versions) are accepted when
     ``assay evidence qualify`` passed ``selection`` on exactly this configuration (``qualification.accepted``):
@@ -206,18 +206,20 @@ def compare(lock: Path = LOCK, tested: Path = TESTED_FILE, selection: str = qual
     where = tested_file.distribution()
     installed = tested_file.machine_versions(configuration, where)
     debian, notes = debian_packages(configuration, installed, where)
-    record = None
-    if debian and installed is not None:
+    record = refused = None
+    if installed is not None:  # looked up on a tested configuration too: a package reuses its run (evidence.tor)
         record, refused = qualification.accepted(current_fingerprint(configuration, installed, where, lock),
                                                  selection)
-        if record is not None:
-            notes += [f"{d} ({qualification.summary(record)})" for d in debian]
-            debian = []
-        elif refused:
-            notes.append(f"qualification record not accepted: {refused}")
-        else:
-            notes.append("no qualification record for this configuration: 'assay evidence qualify' runs the "
-                         "tool-qualification tests on it and records it (docs/configuration.md)")
+    if debian and record is not None:
+        notes += [f"{d} ({qualification.summary(record)})" for d in debian]
+        debian = []
+    elif debian and refused:
+        notes.append(f"qualification record not accepted: {refused}")
+    elif debian and installed is not None:
+        notes.append("no qualification record for this configuration: 'assay evidence qualify' runs the "
+                     "tool-qualification tests on it and records it (docs/configuration.md)")
+    elif record is not None:
+        notes.append(qualification.summary(record))
     differences = python_packages(lock) + interpreter(configuration) + debian
     notes += qemu_plugin()
     notes.append(otawa()["summary"])

@@ -94,6 +94,12 @@ def test_a_moved_results_tool_is_refused_until_a_qualification_run_passes_on_it(
     assert tor._qualification_run(qualified, run["content_key"]) is not None
     assert tor._qualification_run(qualified, run["content_key"][::-1]) is None
 
+    # with nothing moved (every results package at its tested version) the record is this configuration's too
+    same = tmp_path / "same.toml"
+    same.write_text(tested.read_text().replace("~not-this-one", ""))
+    _, notes, again = configuration.compare(lock, same, selection=SMALL)
+    assert again["key"] == record["key"] and qualification.summary(again) in notes
+
     # the doctor's own selection is the whole qualification suite: a run of a few tests does not qualify
     differences, notes, found = configuration.compare(lock, tested)
     assert found is None and [d.component for d in differences if d.component == "gcc"] == ["gcc"]
