@@ -2,8 +2,9 @@
 
 First, the run of Assay's own tests that gives the tool qualification data (``tor.run_suite``, the package's
 default selection) is made once and timed apart: it is content-keyed on Assay's sources, so it serves every
-package built by the same Assay (or CI's JUnit XML is given with ``--tor-junit``); ``--tests-in-build`` leaves
-it to the first build instead. Then for each model: the wall and CPU time (the build and every process it
+package built by the same Assay (or CI's JUnit XML is given with ``--tor-junit``); on a configuration qualified
+by ``assay evidence qualify`` (``assay doctor`` names the record) it is that run, reused, and no test runs here;
+``--tests-in-build`` leaves it to the first build instead. Then for each model: the wall and CPU time (the build and every process it
 waited for) of ``assay evidence --models M --targets host,cortex-m4f --inputs N`` with its defaults in a work
 directory shared by the models (every stage computed: cold), then the same command again (content-keyed
 records reused, the package rebuilt: warm); per build the seconds of each part from the package's
@@ -31,6 +32,7 @@ import time
 from datetime import date
 from pathlib import Path
 
+from harness.core import configuration
 from harness.core.provenance import tool_versions
 from harness.stages.evidence import tor
 
@@ -53,7 +55,7 @@ def build(model: str, targets: str, inputs: int, jobs: int, work: Path, out: Pat
               for record in volatile.get("stages", {}).get("mutate", [])]
     return {"wall_s": round(seconds, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "exit": status,
             "load": [*load, os.getloadavg()[0]], "parts_s": volatile.get("parts_s", {}), "mutate_s": mutate,
-            "test_run_reused": volatile.get("tool_qualification_reused")}
+            "test_run_reused": "tool_qualification_s" in volatile and volatile["tool_qualification_s"] is None}
 
 
 def show(model: str, kind: str, row: dict) -> None:
@@ -82,8 +84,10 @@ def main() -> None:
         work = (args.work or Path(tmp) / "work").resolve()
         if not args.tests_in_build:
             start = time.perf_counter()
-            _, run, seconds = tor.run_suite(tor.DEFAULT_SELECTION, work / "evidence-tor")
+            _, run, seconds = tor.run_suite(tor.DEFAULT_SELECTION, work / "evidence-tor",
+                                            qualified=configuration.report().get("qualified_by"))
             tests = {"wall_s": round(time.perf_counter() - start, 1), "reused": seconds is None,
+                     "reused_from_qualification": run.get("reused_from_qualification"),
                      "command": run["command"], "exit": run.get("returncode")}
             print(f"Assay's own tests (tool qualification data): {tests['wall_s']:.1f} s, "
                   f"{'reused' if tests['reused'] else 'run'}: {run['command']}", flush=True)

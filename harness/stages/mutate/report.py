@@ -8,6 +8,8 @@ from harness.stages.mutate.run import KILL_TARGET, is_weight, open_store
 
 CLASSES = {"not_reached": "no output bit differs from the clean code's on any input (not reached by the "
                           "input domain, or equivalent without a rule)",
+           "review": "within the derived bound, outside the fixed tolerance on some input: the default verdict of assay "
+                     "semantic passes it with a review line",
            "below_precision": "outputs differ, the error is no larger than the clean code's own",
            "tolerance": "farther from the reference than the clean code, within the tolerance",
            "probably_equivalent": "its first layer output after the mutation is the clean code's, bit for bit, on "

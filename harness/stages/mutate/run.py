@@ -32,6 +32,10 @@ larger than the clean code's; otherwise it is judged like any other mutant. Surv
 - ``below_precision``: outputs differ, but the mutant's largest error against the reference is
   no larger than the clean code's own;
 - ``tolerance``: the mutant is farther from the reference than the clean code, within the tolerance.
+- ``review`` (the derived rule only): within the derived bound on every input, outside the fixed tolerance
+  (``atol + rtol |reference|``) on some: ``assay semantic``'s default verdict passes such code with a ``review``
+  line naming it, so the user sees it, but no rigorous rule fails it (a correct float32 implementation summing in
+  another order could give the same outputs). Counted as a survivor, never as killed.
 
 Why programs made once rather than ``host.build`` per mutant: that compiles every source each time, and the
 weights file of LeNet-5 takes ~0.5 s of the ~0.6 s; hundreds of mutants would spend minutes compiling the
@@ -91,7 +95,8 @@ KILL_TARGET = 0.99  # of the non-equivalent code mutants (issue 9)
 UP_TO_ROUNDING = ("softmax shift invariance",)  # rules equal in real arithmetic only: the error must not grow
 DETECTORS = ("oracle", "runner", "sanitizer", "bounds")
 PROBABLY_EQUIVALENT = "probably_equivalent"  # a survivor whose first layer output after the mutation is the clean one
-CLASSES = ("not_reached", "below_precision", "tolerance", PROBABLY_EQUIVALENT)  # of the survivors
+REVIEW = "review"  # derived rule: a survivor the fixed tolerance fails, which the default verdict flags for review
+CLASSES = ("not_reached", REVIEW, "below_precision", "tolerance", PROBABLY_EQUIVALENT)  # of the survivors
 STAGE_DIR = Path(__file__).resolve().parent
 PREFERRED_REFERENCES = ("keras", "onnxruntime")
 FIXED, DERIVED = "fixed", "derived"  # the oracle's rules (``--tolerance``, ``Rule``)
@@ -730,12 +735,20 @@ class _Judge:
                                 **self.split.env(layer, weak)}, self.split.files(layer, rows, weak), raw=weak)
 
     def _classify(self, outputs: np.ndarray) -> str:
-        bits = [np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) for a in (outputs, self.clean)]
-        if np.array_equal(*bits):
-            return "not_reached"
-        if oracle.infinity_norm_errors(outputs, self.expected).max() <= self.clean_errors.max():
-            return "below_precision"
-        return "tolerance"
+        return survivor_class(outputs, self.clean, self.expected, self.clean_errors, self.rule)
+
+
+def survivor_class(outputs: np.ndarray, clean: np.ndarray, expected: np.ndarray, clean_errors: np.ndarray,
+                   rule: Rule) -> str:
+    """A survivor's class (``CLASSES``, the module docstring) from its outputs on every judged input."""
+    bits = [np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) for a in (outputs, clean)]
+    if np.array_equal(*bits):
+        return "not_reached"
+    if rule.bound is not None and oracle.compare(outputs, expected, rule.atol, rule.rtol).verdict != oracle.PASS:
+        return REVIEW
+    if oracle.infinity_norm_errors(outputs, expected).max() <= clean_errors.max():
+        return "below_precision"
+    return "tolerance"
 
 
 def _largest(outputs: np.ndarray, clean: np.ndarray) -> float | None:

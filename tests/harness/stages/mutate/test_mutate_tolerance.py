@@ -44,6 +44,22 @@ def test_the_rule_fails_an_output_beyond_the_bound_and_passes_one_within():
     assert rule.judge(moved[:1], expected)[0] == oracle.PASS  # a first batch: the rows it ran
 
 
+def test_a_survivor_of_the_derived_rule_outside_the_fixed_tolerance_is_classed_review():
+    exact = np.array([[1.0, -2.0], [0.5, 0.0]])
+    clean = exact.astype(np.float32)
+    clean_errors = oracle.infinity_norm_errors(clean, clean)
+    derived = mutate.Rule(mutate.DERIVED, 1e-5, 0.0, exact, np.full_like(exact, 1e-4))
+    fixed = mutate.Rule(mutate.FIXED, 1e-5, 0.0)
+    beyond = clean.copy()
+    beyond[1, 1] += 3e-5  # within the bound, three times the fixed tolerance: the default verdict's review line
+    within = clean.copy()
+    within[0, 0] += 4e-6  # within both
+    assert mutate.survivor_class(beyond, clean, clean, clean_errors, derived) == mutate.REVIEW
+    assert mutate.survivor_class(beyond, clean, clean, clean_errors, fixed) == "tolerance"
+    assert mutate.survivor_class(within, clean, clean, clean_errors, derived) == "tolerance"
+    assert mutate.survivor_class(clean.copy(), clean, clean, clean_errors, derived) == "not_reached"
+
+
 def test_derived_mutation_kills_outputs_beyond_the_bound_and_passes_the_clean_code(tmp_path, dense_keras_model,
                                                                                    loop_dense_source):
     loop_dense_c, _ = loop_dense_source
