@@ -4,16 +4,17 @@ First, the run of Assay's own tests that gives the tool qualification data (``to
 default selection) is made once and timed apart: it is content-keyed on Assay's sources, so it serves every
 package built by the same Assay (or CI's JUnit XML is given with ``--tor-junit``); on a configuration qualified
 by ``assay evidence qualify`` (``assay doctor`` names the record) it is that run, reused, and no test runs here;
-``--tests-in-build`` leaves it to the first build instead. Then for each model: the wall and CPU time (the build and every process it
-waited for) of ``assay evidence --models M --targets host,cortex-m4f --inputs N`` with its defaults in a work
-directory shared by the models (every stage computed: cold), then the same command again (content-keyed
-records reused, the package rebuilt: warm); per build the seconds of each part from the package's
-``volatile.json`` (``parts_s``: each stage's subprocess, the code-level parts, the wait for the test run),
-whether the test run was reused, the mutation analysis's own parts (each variant's ``timings``: the clean runs,
-the schema builds, the split-stream state, the mutants, the detectability search beside them), and the machine's
+``--tests-in-build`` leaves it to the first build instead. Then for each model: the wall and CPU time (the build
+and every process it waited for) of ``assay evidence --models M --targets host,cortex-m4f --inputs N`` with its
+defaults in a work directory shared by the models (every stage computed: cold), then the same command again
+(content-keyed records reused, the package rebuilt: warm); per build the seconds of each part from the package's
+``volatile.json`` (``parts_s``: each stage's subprocess, the code-level parts, the wait for the test run), whether
+the test run was reused, the mutation analysis's own parts (each variant's ``timings``: the clean runs, the
+schema builds, the split-stream state, the mutants, the detectability search beside them), and the machine's
 load average before and after (the machine may be shared: CPU seconds / cores is what an idle machine would need
 at least). ``--cold-only`` leaves the warm builds out. Prints the figures and writes
-reports/benchmarks/evidence.json. Not a test: it asserts nothing.
+reports/benchmarks/evidence.json after each model (a run stopped early keeps the models it measured). Not a
+test: it asserts nothing.
 
     python benchmarks/evidence.py [--models acas-reg50,lenet5,cifarnet] [--targets host,cortex-m4f] [--inputs 1000]
         [--jobs 2] [--work DIR] [--tests-in-build] [--cold-only]
@@ -35,6 +36,8 @@ from pathlib import Path
 from harness.core import configuration
 from harness.core.provenance import tool_versions
 from harness.stages.evidence import tor
+
+PATH = Path("reports/benchmarks/evidence.json")
 
 
 def build(model: str, targets: str, inputs: int, jobs: int, work: Path, out: Path) -> dict:
@@ -104,13 +107,13 @@ def main() -> None:
             rows.append({"model": model, "cold": cold, "warm": warm, "verdicts": verdict.get("verdicts"),
                          "package_bytes": size, "zip_bytes": zipped})
             print(f"{model:<12} package {size:,} bytes (zip {zipped:,})  {verdict.get('verdicts')}", flush=True)
-    path = Path("reports/benchmarks/evidence.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"schema": "assay-benchmark-evidence/3", "date": date.today().isoformat(),
-                                "machine": platform.platform(), "cpus": os.cpu_count(), "targets": args.targets,
-                                "inputs": args.inputs, "jobs": args.jobs, "tests": tests, "rows": rows,
-                                "tools": tool_versions()}, indent=1))
-    print(f"written: {path}")
+            # after each model: a long campaign stopped before its last model keeps the rows it measured
+            PATH.parent.mkdir(parents=True, exist_ok=True)
+            PATH.write_text(json.dumps({"schema": "assay-benchmark-evidence/3", "date": date.today().isoformat(),
+                                        "machine": platform.platform(), "cpus": os.cpu_count(),
+                                        "targets": args.targets, "inputs": args.inputs, "jobs": args.jobs,
+                                        "tests": tests, "rows": rows, "tools": tool_versions()}, indent=1))
+    print(f"written: {PATH}")
 
 
 if __name__ == "__main__":

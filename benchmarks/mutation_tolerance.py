@@ -23,7 +23,7 @@ forms are kept, each with its own settings; ``--json`` another file). Not a test
 
     python benchmarks/mutation_tolerance.py --models acas-reg50 [--variant keras] [--inputs 50]
         [--max-mutants N] [--input-sets uniform,corners] [--set-inputs 10] [--work DIR] [--no-detectability]
-        [--as-dir none|declared|undeclared|all]
+        [--as-dir none|declared|undeclared|all] [--dir-only]
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def generators(model: str, args: argparse.Namespace) -> dict[str, str]:
     """form -> the generator ``assay mutate`` gets: assay-v2, then a ``dir:`` folder of its code per ``--as-dir``
     form (generated once, under ``--out-dir``)."""
     forms = {"none": [], "all": list(DIR_FORMS)}.get(args.as_dir, [args.as_dir])
-    found = {GENERATED: GENERATED}
+    found = {} if args.dir_only else {GENERATED: GENERATED}
     if forms:
         root = Path(args.out_dir).resolve() / f"{model}-dir"
         shutil.rmtree(root, ignore_errors=True)
@@ -184,6 +184,7 @@ def main() -> None:
     parser.add_argument("--as-dir", choices=("none", *DIR_FORMS, "all"), default="none",
                         help="also judge assay-v2's code copied into a dir: folder whose assay.json declares its "
                              "order of accumulation (declared), does not (undeclared), or both (all)")
+    parser.add_argument("--dir-only", action="store_true", help="only the --as-dir forms, not assay-v2's own")
     parser.add_argument("--out-dir", default="reports/benchmarks/mutation_tolerance")
     parser.add_argument("--json", default=str(OUT), help="the rows' file (default %(default)s), e.g. apart for a "
                                                         "short run that must not replace a model's row")

@@ -12,13 +12,17 @@ out of) is that item's error line, never the end of the campaign.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from harness.core.plan import Item, ModelItem, Plan
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def run_items(items: Iterable[Item | ModelItem], run: Callable[[Item | ModelItem], tuple[bool, list[str]]],
@@ -63,11 +67,22 @@ def _tally(outcomes, progress, write) -> int:
 def _in_own_process(run: Callable, item: Item | ModelItem) -> tuple[bool, list[str]]:
     """``run(item)`` in a fresh interpreter (spawned: TensorFlow's threads do not survive a fork); its death is the
     item's cause line."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_end_with_parent) as pool:
         try:
             return pool.submit(run, item).result()
         except Exception as exc:  # noqa: BLE001 - the process died or its result did not come back: the item's fault
             return False, [f"{item.id}: error: its process ended without a result ({type(exc).__name__}: {exc})"]
+
+
+def _end_with_parent() -> None:
+    """In the item's process: be killed when the process that started it ends (Linux's parent-death signal), so
+    that a campaign stopped by a signal its children do not get (``kill PID``) leaves no item running on."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the item ends when its work does
+        pass
 
 
 def finish(plan: Plan, failed: int, summary: str, reports: list[Path]) -> int:

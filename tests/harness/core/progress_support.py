@@ -13,3 +13,14 @@ def outcome(item: ModelItem) -> tuple[bool, list[str]]:
     if item.model == "dies":
         os._exit(3)
     return item.model != "fails", [f"{item.id}: ran in process {os.getpid()}"]
+
+
+def sleeps(item: ModelItem) -> tuple[bool, list[str]]:
+    """Writes its process id to the file the item names, then sleeps: the item a stopped campaign must not leave
+    running."""
+    from pathlib import Path
+    import time
+
+    Path(item.model).write_text(str(os.getpid()))
+    time.sleep(120)
+    return True, []

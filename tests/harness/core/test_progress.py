@@ -4,6 +4,11 @@ that item's error line and the other items go on."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from progress_support import outcome
 
@@ -27,3 +32,34 @@ def test_one_worker_runs_the_items_in_this_process_in_order(capsys):
     assert run_items(items, outcome, quiet=True, workers=1) == 1
     lines = capsys.readouterr().err.splitlines()
     assert lines == [f"passes: ran in process {os.getpid()}", f"fails: ran in process {os.getpid()}"]
+
+
+def test_a_campaign_stopped_by_a_signal_leaves_no_item_running(tmp_path):
+    pids = [tmp_path / "first", tmp_path / "second"]
+    script = ("import sys; from progress_support import sleeps; from harness.core.plan import ModelItem; "
+              "from harness.core.progress import run_items; "
+              "run_items([ModelItem(p) for p in sys.argv[1:]], sleeps, quiet=True, workers=2)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
+    campaign = subprocess.Popen([sys.executable, "-c", script, *map(str, pids)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not all(p.is_file() and p.read_text() for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        items = [int(p.read_text()) for p in pids]
+        os.kill(campaign.pid, signal.SIGTERM)  # the campaign's process alone, not its group
+        campaign.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in items) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in items if _alive(pid)]
+    finally:
+        campaign.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat")
+    return not (state.is_file() and state.read_text().split(") ")[-1].startswith("Z"))  # a zombie has ended
