@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from harness.core.plan import Item, ModelItem, Plan
@@ -68,21 +70,26 @@ def _in_own_process(run: Callable, item: Item | ModelItem) -> tuple[bool, list[s
     """``run(item)`` in a fresh interpreter (spawned: TensorFlow's threads do not survive a fork); its death is the
     item's cause line."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_end_with_parent) as pool:
+                             initializer=_end_with_parent, initargs=(os.getpid(),)) as pool:
         try:
             return pool.submit(run, item).result()
-        except Exception as exc:  # noqa: BLE001 - the process died or its result did not come back: the item's fault
-            return False, [f"{item.id}: error: its process ended without a result ({type(exc).__name__}: {exc})"]
+        except BrokenProcessPool as exc:  # the process died (a crash, the memory it ran out of): the item's fault
+            return False, [f"{item.id}: error: its process ended without a result (BrokenProcessPool: {exc})"]
+        except Exception as exc:  # noqa: BLE001 - raised by run itself: the item's fault, not the campaign's end
+            return False, [f"{item.id}: error: internal error: {type(exc).__name__}: {exc}"]
 
 
-def _end_with_parent() -> None:
+def _end_with_parent(parent: int) -> None:
     """In the item's process: be killed when the process that started it ends (Linux's parent-death signal), so
-    that a campaign stopped by a signal its children do not get (``kill PID``) leaves no item running on."""
+    that a campaign stopped by a signal its children do not get (``kill PID``) leaves no item running on; a parent
+    gone before the signal was set is seen at once (this process was handed to another)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the item ends when its work does
-        pass
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def finish(plan: Plan, failed: int, summary: str, reports: list[Path]) -> int:

@@ -10,13 +10,18 @@ from __future__ import annotations
 import argparse
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.cli import add_common_options, add_output_options, csv_list, selected_models
 from harness.contract import DEFAULT_GENERATORS, common_values
 from harness.core.inputsets import SETS
+from harness.core.plan import Item
 from harness.errors import ConfigError
 from harness.options import add_opt_option
 from harness.stages.mutate.spec import SPEC
+
+if TYPE_CHECKING:  # the stage's code is imported where an item runs (the command's --help stays light)
+    from harness.stages.mutate.run import Settings
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
@@ -41,7 +46,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     return finish(campaign, failed, f"records in {store.path}", paths)
 
 
-def judge_item(item, settings, path: Path) -> tuple[bool, list[str]]:
+def judge_item(item: Item, settings: Settings, path: Path) -> tuple[bool, list[str]]:
     """One item's analysis, its record stored in ``path``: whether it passed and its cause line (a module's
     function, so that ``--workers`` can run it in a process of its own)."""
     from harness.stages.mutate import run as mutate

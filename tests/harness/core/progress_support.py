@@ -8,10 +8,13 @@ from harness.core.plan import ModelItem
 
 
 def outcome(item: ModelItem) -> tuple[bool, list[str]]:
-    """``dies``: the process ends with no result (a library's crash); ``fails``: a failing item; else a pass. Each
-    says which process ran it, so that the test sees that items ran apart."""
+    """``dies``: the process ends with no result (a library's crash); ``raises``: the item's code raises;
+    ``fails``: a failing item; else a pass. Each says which process ran it, so that the test sees that items ran
+    apart."""
     if item.model == "dies":
         os._exit(3)
+    if item.model == "raises":
+        raise ValueError("a fault of the item's own code")
     return item.model != "fails", [f"{item.id}: ran in process {os.getpid()}"]
 
 

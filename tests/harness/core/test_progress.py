@@ -17,11 +17,12 @@ from harness.core.progress import run_items
 
 
 def test_items_run_in_processes_of_their_own_and_a_dying_one_is_its_items_error_line(capsys):
-    items = [ModelItem(name) for name in ("passes", "dies", "fails", "also-passes")]
-    assert run_items(items, outcome, quiet=True, workers=2) == 2  # the dead one and the failing one
+    items = [ModelItem(name) for name in ("passes", "dies", "raises", "fails", "also-passes")]
+    assert run_items(items, outcome, quiet=True, workers=2) == 3  # the dead one, the raising one, the failing one
     lines = capsys.readouterr().err.splitlines()
     (dead,) = [line for line in lines if line.startswith("dies")]
     assert dead.startswith("dies: error: its process ended without a result (BrokenProcessPool")
+    assert "raises: error: internal error: ValueError: a fault of the item's own code" in lines
     ran = {line.split(":")[0]: line.rsplit(" ", 1)[1] for line in lines if "ran in process" in line}
     assert sorted(ran) == ["also-passes", "fails", "passes"]
     assert len(set(ran.values())) == 3 and str(os.getpid()) not in ran.values()

@@ -91,6 +91,11 @@ def test_a_moved_results_tool_is_refused_until_a_qualification_run_passes_on_it(
     junit.write_text(text.replace("<testcase ", "<testcase x='1' ", 1))
     assert tor._qualification_run(qualified, run["content_key"]) is None
     junit.write_text(text)
+    record_file = junit.with_name(qualification.RECORD)
+    data = record_file.read_text()
+    record_file.write_text(json.dumps({**json.loads(data), "returncode": 1}))  # the record edited, not sealed again
+    assert tor._qualification_run(qualified, run["content_key"]) is None
+    record_file.write_text(data)
     assert tor._qualification_run(qualified, run["content_key"]) is not None
     assert tor._qualification_run(qualified, run["content_key"][::-1]) is None
 
