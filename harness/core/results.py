@@ -138,6 +138,9 @@ class ResultStore:
                 elif self.key(stored) != self.key(record):
                     kept.append(stored)
             kept.append(seal.record_sealed(record))
+            # in key order, not in the order items finished: a campaign of parallel items (``--workers``, an
+            # evidence build's jobs) writes the same file on every run, so two cold builds of a package are equal
+            kept.sort(key=lambda r: json.dumps(self.key(r), default=str))
             superseded = document.get("superseded", []) + self._entries(stale, record)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps({"schema": self.schema, "records": kept,

@@ -28,6 +28,18 @@ def test_put_appends_and_replaces_by_key(tmp_path):
     assert set(KEY_FIELDS) <= set(records[0])
 
 
+def test_the_file_does_not_depend_on_the_order_items_finished(tmp_path):
+    """Parallel items (``--workers``, an evidence build's jobs) finish in any order; the file is the same, or two
+    cold builds of one evidence package differ (its reproducibility test, TOR-EVD-008)."""
+    first, second = ResultStore(tmp_path / "a.json"), ResultStore(tmp_path / "b.json")
+    for model in ("m2", "m0", "m1"):
+        first.put(record(model=model))
+    for model in ("m1", "m2", "m0"):
+        second.put(record(model=model))
+    assert first.path.read_bytes() == second.path.read_bytes()
+    assert [r["model"] for r in first.records()] == ["m0", "m1", "m2"]
+
+
 def _writer(path, index):
     ResultStore(path).put(record(model=f"m{index}"))
 
