@@ -13,7 +13,10 @@ and find what such a rewrite leaves inconsistent:
   records' provenance: a model replaced with only its ``sci.json`` hash fixed is found;
 - the Assay (commit, lock) of every record is the one ``sci.json`` names, or one the stage's ``reused`` block
   declares (a record reused from an earlier Assay's sealed cache): a rewritten commit or lock hash is found;
-- every code's coverage meets the criteria of the package's software level (``verdicts.coverage_shortfall``).
+- every code's coverage meets the criteria of the package's software level (``verdicts.coverage_shortfall``);
+- a semantic record's claim that its judged layers reach the model's output (``layer_local.covers_output``, which
+  lets the layers decide where the end-to-end bound is no number: ``oracle.with_layers``) holds for the archived
+  ONNX graph: one of its judged layers' tensors is an output of that graph.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def check(files: dict[str, bytes], sci: dict) -> list[str]:
     elif not isinstance(sci.get("plan"), dict):
         lines.append(f"{verdicts.SCI}: no plan: the package's completeness cannot be checked")
     lines += _model_hashes(files, sci, results.get("semantic", {}).get("records") or [])
+    lines += _layer_claims(files, sci, results.get("semantic", {}).get("records") or [])
     coverage = verdicts.json_or_none(files.get(verdicts.COVERAGE))
     if isinstance(coverage, dict):
         level = sci.get("level") or "C"
@@ -119,3 +123,43 @@ def _model_hashes(files: dict[str, bytes], sci: dict, records: list[dict]) -> li
                 lines.append(f"{verdicts.stage_result('semantic')}: {_item(record)}: judged the {fmt} model "
                              f"{str(value)[:12]}, not the one {verdicts.SCI} names")
     return lines
+
+
+def _layer_claims(files: dict[str, bytes], sci: dict, records: list[dict]) -> list[str]:
+    """Each ``covers_output`` claim recomputed from the record's judged layers and the archived ONNX graph's outputs
+    (a record cannot vouch for it: with the claim, a record whose end-to-end bound broke passes on its layers)."""
+    lines, outputs = [], {}
+    where = verdicts.stage_result("semantic")
+    for record in records:
+        layers = record.get("layer_local")
+        if not isinstance(layers, dict) or not layers.get("covers_output"):
+            continue
+        name = record.get("model")
+        if name not in outputs:
+            outputs[name] = _graph_outputs(files, sci, name)
+        judged = {row.get("graph_tensor") for row in layers.get("layers") or [] if isinstance(row, dict)
+                  and row.get("judged")}
+        if isinstance(outputs[name], str):
+            lines.append(f"{where}: {_item(record)}: its layers are said to reach the model's output, which "
+                         f"cannot be checked: {outputs[name]}")
+        elif not judged & outputs[name]:
+            lines.append(f"{where}: {_item(record)}: its layers are said to reach the model's output, but no "
+                         f"judged layer is an output of the archived ONNX graph ({', '.join(sorted(outputs[name]))})")
+    return lines
+
+
+def _graph_outputs(files: dict[str, bytes], sci: dict, name: object) -> set[str] | str:
+    """The output names of model ``name``'s archived ONNX graph (the float64 graph the layers were judged in), or
+    why there are none."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    entry = next(((m.get("files") or {}).get("onnx") for m in sci.get("models") or [] if m.get("name") == name),
+                 None)
+    data = files.get(f"models/{slug(str(name))}/{entry.get('file')}") if isinstance(entry, dict) else None
+    if data is None:
+        return f"the package has no ONNX graph of model {name}"
+    try:
+        return {out.name for out in onnx.load_model_from_string(data).graph.output}
+    except DecodeError as exc:
+        return f"model {name}'s archived ONNX graph does not load ({type(exc).__name__})"

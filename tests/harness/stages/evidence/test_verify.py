@@ -448,3 +448,24 @@ def test_a_huge_unlisted_file_in_the_folder_is_named_not_read(pkg):
     assert lines == [f"results/semantic/huge.bin: {2 << 30} bytes, over what a package file may hold "
                      f"({256 << 20}, {1 << 30} in all): not read"]
     assert peak < 512 << 20
+
+
+@pytest.mark.tor("TOR-EVD-011")
+def test_m7_layers_said_to_reach_the_output_are_checked_against_the_archived_graph(pkg):
+    """Issue 40: where the end-to-end bound is no number, a record passes on its layers only if they were judged
+    through the model's output (``covers_output``). A forged record (its bound broken, the output layer not judged,
+    the claim kept) verified before, as the record's own figures agree with it; the archived ONNX graph does not."""
+    def forge(document: dict) -> None:
+        record = document["records"][0]
+        layers = record["layer_local"]
+        last = next(row for row in reversed(layers["layers"]) if row.get("judged"))
+        last.update(judged=False, reason="not judged")
+        layers.update(covers_output=True, verdict="pass", cause=None)
+        record["derived"].update(verdict="error", bound=None)
+        record["verdict"] = "pass"
+    edit_json(pkg, SEMANTIC, forge)
+    assert found(pkg, "acas-reg50 assay-v2 keras host keras: its layers are said to reach the model's output, but no "
+                      "judged layer is an output of the archived ONNX graph")
+    edit_json(pkg, verdicts.SCI, lambda sci: sci["models"][0]["files"].pop("onnx"))
+    assert found(pkg, "its layers are said to reach the model's output, which cannot be checked: the package has no "
+                      "ONNX graph of model acas-reg50")
