@@ -39,7 +39,8 @@ pooling.h):
   QuantizeMultiplier: ``(q, shift) = frexp(M)``, ``m0 = llround(q 2^31)`` (half away from zero), ``m0 = 2^31`` ->
   ``(2^30, shift + 1)``, ``shift < -31`` -> ``(0, 0)``; ``M == 0`` -> ``(0, 0)``.
 - ``y = saturate(zp_y + MBQM(acc, m0, shift))``, ``MBQM(x) = RDBPOT(SRDHM(x 2^max(shift, 0), m0), max(-shift, 0))``,
-  ``SRDHM(a, b) = (a == b == INT32_MIN) ? INT32_MAX : trunc((a b + (a b >= 0 ? 2^30 : 1 - 2^30)) / 2^31)``,
+  ``SRDHM(a, b) = (a == b == INT32_MIN) ? INT32_MAX : trunc((a b + (a b >= 0 ? 2^30 : 1 - 2^30)) / 2^31)`` (ties
+  toward +infinity),
   ``RDBPOT(x, e) = (x >> e) + ((x & (2^e - 1)) > ((2^e - 1) >> 1) + (x < 0))`` (half away from zero).
   ``x 2^shift`` must fit int32 (it does for M < 1, the usual case); an input that overflows it is refused.
 - QLinearAdd (TFLite ADD, left_shift 20): ``t = 2 * max(s_a, s_b)`` (float32, then double),
@@ -70,17 +71,19 @@ qlinear_global_average_pool.cc with mlas/lib/qlgavgpool.cpp, mlas/lib/intrinsics
   whose summation order and fused multiply-adds are MLAS's own blocking, which numpy cannot reproduce bit for bit.
   The rule is not available for QDQ graphs (a ``ModelError``): the harness's ONNX Runtime reference runs them itself.
 
-The 1-LSB analysis. From the same integer accumulator the two rules differ by at most 1 LSB. Let v = acc M exactly.
-Fixed-point: ``m0 2^(shift-31)`` is M to 2^-31 relative (``|m0 - q 2^31| <= 1/2`` with ``m0 >= 2^30``);
-SRDHM rounds ``x m0 / 2^31`` to nearest (ties away), RDBPOT rounds again to nearest (ties away): when
-``|acc| < 2^31``, the result ``r`` satisfies ``|r - v| < 1/2 + 2^-(31 - right_shift) + |v| 2^-31``, below 1 for any
-int8 output range; so ``r`` is round(v) or its neighbour across the .5 boundary nearest v (double rounding). ORT:
-``float32(acc) * float32(scale)`` is v to within 3 float32 roundings (2^-24 relative each), so ``rint`` of it is
-round(v) or that same neighbour. Both rules therefore land on one of the two integers around v, and saturation to
-the same range keeps the distance at most 1: from the same integer input to a layer, the two rules' outputs differ
-by at most 1 LSB (``tests/harness/references/test_integer.py`` checks this bound against exact rational arithmetic,
-and counts the differences layer by layer on a small CNN). Across layers a 1-LSB difference propagates (it is an input
-difference to the next layer), so the oracle compares layer by layer, each layer from the C's own input.
+The 1-LSB analysis. From the same integer accumulator the two rules differ by at most 1 LSB. Let v = acc M exactly,
+M < 1 (shift <= 0, right shift e = -shift). Fixed-point: ``m0 2^(shift - 31)`` is M to within 2^(shift - 32)
+(``|m0 - q 2^31| <= 1/2``); SRDHM rounds ``acc m0 / 2^31`` to nearest (ties toward +infinity), an error of at most
+1/2 that the right shift divides by 2^e; RDBPOT rounds again (ties away from zero). So the result r satisfies
+``|r - v| <= 1/2 + 2^-(e+1) + |acc| 2^(shift-32)``, below 1: r is round(v), or its neighbour when v is within
+``2^-(e+1) + |acc| 2^(shift-32)`` of a .5 boundary (double rounding; a few percent of random accumulators at e = 5).
+ORT: ``float32(acc) * float32(scale)`` is v to within three float32 roundings (2^-24 relative each), under 1/2 for
+any unsaturated output, so its ``rint`` is also within 1 of v. Both rules land on floor(v) or ceil(v), and saturating
+to the same range keeps them at most 1 apart: from the same integer input, a layer's outputs under the two rules
+differ by at most 1 LSB (``tests/harness/references/test_integer.py`` checks the fixed-point bound against exact
+rational arithmetic, and counts the differences layer by layer on a small CNN). Across layers a 1-LSB difference
+propagates (it is an input difference to the next layer), so the oracle compares layer by layer, each layer from the
+C's own input.
 """
 
 from __future__ import annotations
@@ -205,8 +208,8 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
 
 
 def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
-    """gemmlowp's SaturatingRoundingDoublingHighMul of int32 values: round(a b / 2^31), ties away from zero, and
-    INT32_MAX for INT32_MIN * INT32_MIN."""
+    """gemmlowp's SaturatingRoundingDoublingHighMul of int32 values: round(a b / 2^31), ties toward +infinity (the
+    nudge 1 - 2^30 of a negative product), and INT32_MAX for INT32_MIN * INT32_MIN."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     product = a * b
     nudged = product + np.where(product >= 0, 2 ** 30, 1 - 2 ** 30)
