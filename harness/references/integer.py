@@ -16,7 +16,8 @@ per-layer comparison). It never imports ``codegen``: the contract (/tmp/q42/CONT
 ``"quantization"`` object, docs/semantic.md) is written down here again from TFLite's and ONNX Runtime's sources.
 
 Models: ONNX Runtime's ``quantize_static`` output, QOperator (QuantizeLinear, QLinearConv, QLinearMatMul, QGemm,
-QLinearAdd, QLinearGlobalAveragePool, MaxPool/Flatten/Reshape/Relu on integer tensors, DequantizeLinear) and QDQ
+QLinearAdd, QLinearGlobalAveragePool, QLinearAveragePool (fixed-point rule only), MaxPool/Flatten/Reshape/Relu on
+integer tensors, DequantizeLinear) and QDQ
 (float ops between DequantizeLinear and QuantizeLinear: a "DQ -> op -> Q" group has the integer meaning of the
 corresponding QLinear op). int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel. What else
 a graph holds (DynamicQuantizeLinear, ConvInteger, int16, int4, float8, a DQ/Q pattern that does not fold) is a
@@ -46,8 +47,8 @@ pooling.h):
 - QLinearAdd (TFLite ADD, left_shift 20): ``t = 2 * max(s_a, s_b)`` (float32, then double),
   ``(m_a, e_a) = QM(s_a / t)``, ``(m_b, e_b) = QM(s_b / t)``, ``(m_y, e_y) = QM(t / (2^20 s_y))``;
   ``y = saturate(zp_y + MBQM(MBQM((a - zp_a) 2^20, m_a, e_a) + MBQM((b - zp_b) 2^20, m_b, e_b), m_y, e_y))``.
-- Average pooling (QLinearGlobalAveragePool, QDQ GlobalAveragePool/AveragePool; windows count their valid taps only,
-  as TFLite's): with the same (scale, zero point) in and out, TFLite's reference AveragePool itself: ``y = rdiv(sum
+- Average pooling (QLinearGlobalAveragePool, QLinearAveragePool, QDQ GlobalAveragePool/AveragePool; windows count
+  their valid taps only, as TFLite's): with the same (scale, zero point) in and out, TFLite's reference AveragePool itself: ``y = rdiv(sum
   q, n)``, ``rdiv`` rounding half away from zero (``(s + n/2) / n`` or ``(s - n/2) / n``, C division); else
   ``y = saturate(zp_y + MBQM(rdiv(sum (q - zp_x), n), QM(s_x / s_y)))``: the contract's division, then a
   requantization; two roundings, stated here so that the C can be held to it.
@@ -488,7 +489,7 @@ def _average(context: _Context, q: np.ndarray, s_x, zp_x, s_y, zp_y, dtype, wind
     raw, counts = _window_sums(context, q.astype(np.int64), window)
     if context.rule == ONNXRUNTIME:
         if window is not None:
-            raise context.refuse("AveragePool under the onnxruntime rule (QDQ graphs have no onnxruntime rule)")
+            raise context.refuse("windowed average pooling under the onnxruntime rule (not reproduced)")
         acc = _check_int32(context, raw - zp_x * counts)
         scale = s_x / (s_y * np.float32(counts))
         return _saturate(np.rint(acc.astype(np.float32) * scale).astype(np.int64) + zp_y, dtype)
@@ -528,6 +529,16 @@ def _qlinear_global_average_pool(context: _Context, args: list, attrs: dict):
     x, s_x, zp_x, s_y, zp_y = args[:5]
     x = _integer(context, x, "the input")
     return _average(context, x, s_x, zp_x, s_y, zp_y, _output_type(context, zp_y), None)
+
+
+@_op("QLinearAveragePool", domain="com.microsoft")
+def _qlinear_average_pool(context: _Context, args: list, attrs: dict):
+    """Under the fixed-point rule only: ONNX Runtime's own kernel (qlinear_pool.cc) is not reproduced here."""
+    if attrs.get("channels_last", 0):
+        raise context.refuse("channels_last=1")
+    x, s_x, zp_x, s_y, zp_y = args[:5]
+    x = _integer(context, x, "the input")
+    return _average(context, x, s_x, zp_x, s_y, zp_y, _output_type(context, zp_y), attrs)
 
 
 # --- ops on integer tensors (QOperator) or inside QDQ groups ---------------------------------------------------------

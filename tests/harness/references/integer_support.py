@@ -112,16 +112,44 @@ def onnxruntime_values(model: onnx.ModelProto, x: np.ndarray, names: list[str]) 
     return session.run(names, {session.get_inputs()[0].name: x})
 
 
-def quantized_cnn(folder: Path) -> tuple[Path, Path]:
-    """The CNN of issue 42 (Conv-Relu-MaxPool-Conv-Relu-Flatten-Gemm) quantized by ``quantize_static`` (per-channel
-    int8 weights, int8 activations) as QOperator and as QDQ, both calibrated on the same 32 inputs: (qop, qdq)."""
+def _float_model(nodes, weights, input_shape, outputs: int) -> onnx.ModelProto:
+    value = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *input_shape])
+    graph = helper.make_graph(nodes, "float", [value],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", outputs])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def _quantize_both(folder: Path, model: onnx.ModelProto, calibration: list) -> tuple[Path, Path]:
+    """``model`` quantized by ``quantize_static`` (per-channel int8 weights, int8 activations) as QOperator and as
+    QDQ, both calibrated on the same inputs: (qop, qdq)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter({"x": batch} for batch in calibration)
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    float_path = folder / "float.onnx"
+    onnx.save(model, float_path)
+    paths = []
+    for fmt, name in ((QuantFormat.QOperator, "qop"), (QuantFormat.QDQ, "qdq")):
+        paths.append(folder / f"{name}.onnx")
+        quantize_static(str(float_path), str(paths[-1]), Reader(), quant_format=fmt, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    return paths[0], paths[1]
+
+
+def _init(rng, name: str, shape, scale: float):
+    return numpy_helper.from_array((rng.normal(size=shape) * scale).astype(np.float32), name)
+
+
+def quantized_cnn(folder: Path) -> tuple[Path, Path]:
+    """The CNN of issue 42 (Conv-Relu-MaxPool-Conv-Relu-Flatten-Gemm), quantized: (qop, qdq)."""
     rng = np.random.default_rng(0)
-
-    def init(name, shape, scale):
-        return numpy_helper.from_array((rng.normal(size=shape) * scale).astype(np.float32), name)
-
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
@@ -131,29 +159,29 @@ def quantized_cnn(folder: Path) -> tuple[Path, Path]:
         helper.make_node("Flatten", ["r2"], ["f"], name="flat"),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1, name="fc"),
     ]
-    weights = [init("w1", (4, 1, 3, 3), 0.3), init("b1", (4,), 0.1), init("w2", (8, 4, 3, 3), 0.2),
-               init("b2", (8,), 0.1), init("w3", (10, 128), 0.1), init("b3", (10,), 0.1)]
-    graph = helper.make_graph(nodes, "qcnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    float_path = folder / "float.onnx"
-    onnx.save(model, float_path)
+    weights = [_init(rng, "w1", (4, 1, 3, 3), 0.3), _init(rng, "b1", (4,), 0.1), _init(rng, "w2", (8, 4, 3, 3), 0.2),
+               _init(rng, "b2", (8,), 0.1), _init(rng, "w3", (10, 128), 0.1), _init(rng, "b3", (10,), 0.1)]
     calibration = [rng.uniform(-1, 1, (1, 1, 8, 8)).astype(np.float32) for _ in range(32)]
+    return _quantize_both(folder, _float_model(nodes, weights, (1, 8, 8), 10), calibration)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter({"x": batch} for batch in calibration)
 
-        def get_next(self):
-            return next(self.batches, None)
-
-    paths = []
-    for fmt, name in ((QuantFormat.QOperator, "qop"), (QuantFormat.QDQ, "qdq")):
-        paths.append(folder / f"{name}.onnx")
-        quantize_static(str(float_path), str(paths[-1]), Reader(), quant_format=fmt, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
-    return paths[0], paths[1]
+def quantized_branches(folder: Path) -> tuple[Path, Path]:
+    """Two convolutions added, AveragePool, Relu, GlobalAveragePool, Flatten, quantized: (qop, qdq)."""
+    rng = np.random.default_rng(1)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        helper.make_node("Add", ["c1", "c2"], ["a"], name="add"),
+        helper.make_node("AveragePool", ["a"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                         name="avg"),
+        helper.make_node("Relu", ["p"], ["r"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["y"], name="flat"),
+    ]
+    weights = [_init(rng, "w1", (4, 2, 3, 3), 0.3), _init(rng, "b1", (4,), 0.1), _init(rng, "w2", (4, 2, 3, 3), 0.3),
+               _init(rng, "b2", (4,), 0.1)]
+    calibration = [rng.uniform(-1, 1, (1, 2, 8, 8)).astype(np.float32) for _ in range(16)]
+    return _quantize_both(folder, _float_model(nodes, weights, (2, 8, 8), 4), calibration)
 
 
 def one_node(model: onnx.ModelProto, node_name: str, dtype) -> onnx.ModelProto:

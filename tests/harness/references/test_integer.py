@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from harness.errors import ModelError
 from harness.references import integer
-from integer_support import one_node, onnxruntime_values, qlinear_model, quantized_cnn
+from integer_support import one_node, onnxruntime_values, qlinear_model, quantized_branches, quantized_cnn
 
 INT32_MIN, INT32_MAX = integer.INT32_MIN, integer.INT32_MAX
 
@@ -174,6 +174,16 @@ def test_the_two_rules_differ_by_at_most_one_lsb_per_layer_from_the_same_input(c
 def test_a_qdq_group_has_the_integer_meaning_of_the_qlinear_op(cnn):
     """The QDQ and QOperator files of one calibration, under the fixed-point rule: the same integers throughout."""
     qop, qdq, x = cnn
+    np.testing.assert_array_equal(integer.evaluate(qop, x, integer.FIXED_POINT).outputs[0],
+                                  integer.evaluate(qdq, x, integer.FIXED_POINT).outputs[0])
+
+
+def test_qdq_add_and_average_pooling_groups_equal_their_qoperator_ops(tmp_path):
+    """QLinearAdd, QLinearAveragePool, QLinearGlobalAveragePool against their QDQ groups, fixed-point rule."""
+    qop, qdq = quantized_branches(tmp_path)
+    assert {"QLinearAdd", "QLinearAveragePool", "QLinearGlobalAveragePool"} <= {
+        node.op_type for node in onnx.load(str(qop)).graph.node}
+    x = np.random.default_rng(9).uniform(-1, 1, (200, 2, 8, 8)).astype(np.float32)
     np.testing.assert_array_equal(integer.evaluate(qop, x, integer.FIXED_POINT).outputs[0],
                                   integer.evaluate(qdq, x, integer.FIXED_POINT).outputs[0])
 
