@@ -49,7 +49,8 @@ pooling.h):
   ``y = saturate(zp_y + MBQM(MBQM((a - zp_a) 2^20, m_a, e_a) + MBQM((b - zp_b) 2^20, m_b, e_b), m_y, e_y))``.
 - Average pooling (QLinearGlobalAveragePool, QLinearAveragePool, QDQ GlobalAveragePool/AveragePool; windows count
   their valid taps only, as TFLite's): with the same (scale, zero point) in and out, TFLite's reference AveragePool
-  itself: ``y = rdiv(sum q, n)``, ``rdiv`` rounding half away from zero (``(s + n/2) / n`` or ``(s - n/2) / n``, C division); else
+  itself: ``y = rdiv(sum q, n)``, ``rdiv`` rounding half away from zero (``(s + n/2) / n`` or ``(s - n/2) / n``,
+  C division); else
   ``y = saturate(zp_y + MBQM(rdiv(sum (q - zp_x), n), QM(s_x / s_y)))``: the contract's division, then a
   requantization; two roundings, stated here so that the C can be held to it.
 - QDQ groups: ``DQ -> Conv/Gemm/MatMul [-> Relu] -> Q`` is the QLinear op (the bias's DequantizeLinear must have
