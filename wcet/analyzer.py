@@ -50,9 +50,8 @@ Method (docs/wcet.md):
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import time
-from dataclasses import dataclass, field
+from collections import namedtuple
 from pathlib import Path
 
 from wcet import ipet
@@ -68,18 +67,19 @@ Context = tuple[int, ...] | None  # call sites from the root; None: any context 
 Key = tuple[int, Context]
 
 
-@dataclass(frozen=True)
-class LoopReport:
+class LoopReport(namedtuple("LoopReport", [
+    "function",
+    "header",
+    "offset",
+    "bound",
+    "total",  # int | None
+    "source_line",  # tuple[str, int] | None
+    "context",  # tuple[int, ...] | None: the call context the bound was used in (None: every context)
+    "routine",
+])):
     """A loop of the analysed code and the bound the analysis used for it."""
 
-    function: str
-    header: int
-    offset: int
-    bound: int
-    total: int | None
-    source_line: tuple[str, int] | None
-    context: tuple[int, ...] | None  # the call context the bound was used in (None: every context)
-    routine: str
+    __slots__ = ()
 
     def as_dict(self) -> dict:
         return {"function": self.function, "header": f"{self.header:#x}", "offset": f"{self.offset:#x}",
@@ -89,29 +89,38 @@ class LoopReport:
                 "routine": self.routine}
 
 
-@dataclass
 class WcetResult:
     """What ``analyze`` found. ``wcet_cycles`` bounds one call of ``function``; ``regions[name]`` bounds the
     cycles spent in that region's addresses (and in the callees called from them) during one call."""
 
-    function: str
-    wcet_cycles: int
-    regions: dict[str, int]
-    loops: list[LoopReport]
-    functions: list[str]  # the routines analysed, by name
-    ilp: dict  # {"problems", "solves", "variables", "constraints"}: sizes summed over the routines' ILPs
-    seconds: float
-    timing: str  # the model and its parameters
-    exact: bool = True  # False: some ILP stopped short of proving its optimum; the figures are upper bounds
-    certified: bool = True  # every optimum proved in exact arithmetic (else some only by HiGHS's tolerances)
-    notes: list[str] = field(default_factory=list)
-    counts: dict[int, int] = field(default_factory=dict)  # worst-case execution count of each root block
-    # the bound using the per-execution targets of indirect calls (None: no such facts apply)
-    wcet_cycles_precise: int | None = None
-    # per execution of a sequenced indirect call of the function (V1: per layer, in order): {"site", "index",
-    # "target", "call_cycles" (from the site to the call instruction, taken), "wcet_cycles" (the target's
-    # WCET in that execution), "insensitive_cycles" (what the context-insensitive bound charges it)}
-    executions: list[dict] = field(default_factory=list)
+    __slots__ = ("function", "wcet_cycles", "regions", "loops", "functions", "ilp", "seconds", "timing", "exact",
+                 "certified", "notes", "counts", "wcet_cycles_precise", "executions")
+
+    def __init__(self, function: str, wcet_cycles: int, regions: dict[str, int], loops: list[LoopReport],
+                 functions: list[str], ilp: dict, seconds: float, timing: str, exact: bool = True,
+                 certified: bool = True, notes: list[str] | None = None, counts: dict[int, int] | None = None,
+                 wcet_cycles_precise: int | None = None, executions: list[dict] | None = None):
+        self.function = function
+        self.wcet_cycles = wcet_cycles
+        self.regions = regions
+        self.loops = loops
+        self.functions = functions  # the routines analysed, by name
+        self.ilp = ilp  # {"problems", "solves", "variables", "constraints"}: sizes summed over the routines' ILPs
+        self.seconds = seconds
+        self.timing = timing  # the model and its parameters
+        self.exact = exact  # False: some ILP stopped short of proving its optimum; the figures are upper bounds
+        self.certified = certified  # every optimum proved in exact arithmetic (else some only by HiGHS's tolerances)
+        self.notes = [] if notes is None else notes
+        self.counts = {} if counts is None else counts  # worst-case execution count of each root block
+        # the bound using the per-execution targets of indirect calls (None: no such facts apply)
+        self.wcet_cycles_precise = wcet_cycles_precise
+        # per execution of a sequenced indirect call of the function (V1: per layer, in order): {"site", "index",
+        # "target", "call_cycles" (from the site to the call instruction, taken), "wcet_cycles" (the target's
+        # WCET in that execution), "insensitive_cycles" (what the context-insensitive bound charges it)}
+        self.executions = [] if executions is None else executions
+
+    def __repr__(self) -> str:
+        return f"WcetResult({', '.join(f'{name}={getattr(self, name)!r}' for name in self.__slots__)})"
 
     def as_dict(self) -> dict:
         return {"function": self.function, "wcet_cycles": self.wcet_cycles,
@@ -162,13 +171,13 @@ def reachable_loops(program: Program, function: str, facts: FlowFacts | None = N
     return result
 
 
-@dataclass
 class _Node:
-    key: Key
-    cfg: Cfg
-    loops: list[Loop]
-    children: dict[tuple[int, int], Key] = field(default_factory=dict)  # (edge index, callee) -> node
-    bounds: dict[int, tuple[int, int | None]] = field(default_factory=dict)  # header -> (max, total)
+    __slots__ = ("key", "cfg", "loops", "children", "bounds")
+
+    def __init__(self, key: Key, cfg: Cfg, loops: list[Loop]):
+        self.key, self.cfg, self.loops = key, cfg, loops
+        self.children: dict[tuple[int, int], Key] = {}  # (edge index, callee) -> node
+        self.bounds: dict[int, tuple[int, int | None]] = {}  # header -> (max, total)
 
 
 class _Analysis:
@@ -450,7 +459,7 @@ class _Analysis:
         """The WCET of ``target`` with the facts of one execution added (the tighter bound wins)."""
         key = (target, frozenset(overlay.loops), frozenset(overlay.multicalls.items()))
         if key not in cache:
-            facts = dataclasses.replace(self.facts, sequences={}, executions={}).merged(overlay)
+            facts = self.facts._replace(sequences={}, executions={}).merged(overlay)
             analysis = _Analysis(self.program, self.program.name(target), facts)
             analysis.explore()
             analysis.check()

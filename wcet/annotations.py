@@ -23,12 +23,11 @@ edges per entry, OTAWA's meaning), the source line and a justification.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 import tomllib
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from wcet import elfread
@@ -38,13 +37,14 @@ from wcet.facts import FlowFacts, LoopBound
 ANNOTATION_DIR = Path(__file__).resolve().parent.parent / "toolchains" / "annotations"
 
 
-@dataclass(frozen=True)
-class Toolchain:
+class Toolchain(namedtuple("Toolchain", [
+    "compiler",  # "arm-none-eabi-gcc"
+    "version",  # "12.2.1" (-dumpversion)
+    "multilib",  # "." or "thumb/v7e-m+fp/hard" (-print-multi-directory); None: any (by hash alone)
+])):
     """Which library build an ELF links: compiler, its version, the multilib the flags select."""
 
-    compiler: str  # "arm-none-eabi-gcc"
-    version: str  # "12.2.1" (-dumpversion)
-    multilib: str | None  # "." or "thumb/v7e-m+fp/hard" (-print-multi-directory); None: any (by hash alone)
+    __slots__ = ()
 
     @classmethod
     def of_elf(cls, elf: Path) -> "Toolchain | None":
@@ -92,36 +92,33 @@ def _ask(compiler: str, flags: tuple[str, ...]) -> tuple[str, str]:
     return run("-dumpversion"), run(*flags, "-print-multi-directory")
 
 
-@dataclass(frozen=True)
-class AnnotatedLoop:
-    offset: int  # header - function start
-    bound: int  # back edges per entry of the loop
-    line: str  # "file:line" of the header in the library's source
-    justification: str
+class AnnotatedLoop(namedtuple("AnnotatedLoop", [
+    "offset",  # header - function start
+    "bound",  # back edges per entry of the loop
+    "line",  # "file:line" of the header in the library's source
+    "justification",
+])):
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class AnnotatedFunction:
-    multilib: str
-    symbol: str
-    aliases: tuple[str, ...]
-    source: str
-    size: int
-    sha256: str
-    loops: tuple[AnnotatedLoop, ...]
+class AnnotatedFunction(namedtuple("AnnotatedFunction", "multilib symbol aliases source size sha256 loops")):
+    """``aliases``: tuple[str, ...]; ``size``: bytes; ``loops``: tuple[AnnotatedLoop, ...]."""
+
+    __slots__ = ()
 
     @property
     def names(self) -> tuple[str, ...]:
         return (self.symbol, *self.aliases)
 
 
-@dataclass(frozen=True)
-class Annotations:
-    path: Path
-    compiler: str
-    version: str
-    multilibs: tuple[str, ...]  # the multilibs the file was checked for (an empty list of functions is a finding)
-    functions: tuple[AnnotatedFunction, ...]
+class Annotations(namedtuple("Annotations", [
+    "path",
+    "compiler",
+    "version",
+    "multilibs",  # tuple[str, ...]: the multilibs the file was checked for (an empty list of functions is a finding)
+    "functions",  # tuple[AnnotatedFunction, ...]
+])):
+    __slots__ = ()
 
     def candidates(self, multilib: str | None, names: Iterable[str]) -> list[AnnotatedFunction]:
         """Entries for a function called any of ``names`` in ``multilib`` (None: in any multilib)."""
@@ -144,8 +141,8 @@ def load_for(toolchain: Toolchain, directory: Path | Sequence[Path] = ANNOTATION
              if (path := annotation_path(toolchain.compiler, toolchain.version, folder)).is_file()]
     if len(found) <= 1:
         return found[0] if found else None
-    return dataclasses.replace(found[0], multilibs=tuple(dict.fromkeys(m for a in found for m in a.multilibs)),
-                               functions=tuple(f for a in found for f in a.functions))
+    return found[0]._replace(multilibs=tuple(dict.fromkeys(m for a in found for m in a.multilibs)),
+                             functions=tuple(f for a in found for f in a.functions))
 
 
 def load(path: Path) -> Annotations:

@@ -39,9 +39,10 @@ import os
 import re
 import struct
 import time
-from dataclasses import dataclass
+from collections import namedtuple
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Iterator, NamedTuple
+from typing import TYPE_CHECKING
 
 from wcet import elfread
 from wcet.disasm import A, Disassembler
@@ -56,20 +57,22 @@ _IT = re.compile(r"it[te]{0,3}")  # Thumb-2 IT: one condition letter per covered
 OUTSIDE_LAYERS = 0  # bucket of generated code that no layer's line span covers (prologue, epilogue)
 
 
-@dataclass(frozen=True)
-class Function:
-    name: str
-    start: int  # without the Thumb bit
-    end: int
-    thumb: bool  # Thumb code: the symbol's bit 0, or an M-profile ELF
-    symbol_thumb: bool | None = None  # bit 0 of the symbol's value as written (None: not from a symbol)
+class Function(namedtuple("Function", [
+    "name",
+    "start",  # without the Thumb bit
+    "end",
+    "thumb",  # Thumb code: the symbol's bit 0, or an M-profile ELF
+    "symbol_thumb",  # bit 0 of the symbol's value as written (None: not from a symbol)
+], defaults=(None,))):
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class AddressRange:
-    start: int
-    end: int  # exclusive
-    bucket: int  # OUTSIDE_LAYERS, or 1 + the layer's index in the manifest
+class AddressRange(namedtuple("AddressRange", [
+    "start",
+    "end",  # exclusive
+    "bucket",  # OUTSIDE_LAYERS, or 1 + the layer's index in the manifest
+])):
+    __slots__ = ()
 
 
 class ArmCode:
@@ -411,17 +414,8 @@ class Operand:
                 self.vector_index, self.neon_lane)
 
 
-class Memory(NamedTuple):
-    base: int
-    index: int
-    scale: int
-    disp: int
-    lshift: int
-
-
-class Shift(NamedTuple):
-    type: int
-    value: int
+Memory = namedtuple("Memory", "base index scale disp lshift")
+Shift = namedtuple("Shift", "type value")
 
 
 class _Shape:
@@ -659,8 +653,7 @@ _LOAD_MULTIPLE = {A.ARM_INS_LDM, A.ARM_INS_VLDMIA}
 _SINGLE_LOADS = {A.ARM_INS_LDR, A.ARM_INS_LDRD, A.ARM_INS_LDRB, A.ARM_INS_LDRH}
 
 
-@dataclass(frozen=True)
-class Flow:
+class Flow(namedtuple("Flow", "kind target final exchange", defaults=("none", None, False, False))):
     """What one instruction does to the control flow.
 
     ``kind``: ``"none"`` (goes on to the next instruction), ``"call"`` (direct,
@@ -671,10 +664,7 @@ class Flow:
     switches between ARM and Thumb (``blx #imm``).
     """
 
-    kind: str = "none"
-    target: int | None = None
-    final: bool = False
-    exchange: bool = False
+    __slots__ = ()
 
 
 NEXT = Flow()

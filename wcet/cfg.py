@@ -53,8 +53,8 @@ True taken, False not taken, None not a conditional control instruction).
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from wcet.armcode import ArmCode, Flow, Insn, flow, pc_relative_literal
 from wcet.disasm import A
@@ -66,14 +66,17 @@ ENTRY = -1  # virtual source of the routine's entry edge
 EXIT = -2  # virtual sink: a return, a tail call, a call that does not return
 
 
-@dataclass
 class Block:
     """Straight-line code; ``control``: its last instruction is a branch, call or return (priced per
     out-edge), not an ordinary instruction followed by a branch target."""
 
-    start: int
-    instructions: list[Insn]
-    control: bool = False
+    __slots__ = ("start", "instructions", "control")
+
+    def __init__(self, start: int, instructions: list[Insn], control: bool = False):
+        self.start, self.instructions, self.control = start, instructions, control
+
+    def __repr__(self) -> str:
+        return f"Block(start={self.start:#x}, instructions={len(self.instructions)}, control={self.control})"
 
     @property
     def end(self) -> int:
@@ -85,8 +88,15 @@ class Block:
         return self.instructions[-1]
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(namedtuple("Edge", [
+    "source",
+    "target",
+    "kind",
+    "executed",  # bool | None = None
+    "callees",  # tuple[int, ...] = ()
+    "site",  # int | None = None: the call or branch instruction
+    "index",  # int = 0
+], defaults=(None, (), None, 0))):
     """``source`` -> ``target`` block starts (or ``ENTRY``/``EXIT``).
 
     ``kind``: ``entry``, ``fall`` (next instruction), ``branch`` (direct or
@@ -98,27 +108,27 @@ class Edge:
     not a conditional control instruction). ``index`` tells parallel edges apart.
     """
 
-    source: int
-    target: int
-    kind: str
-    executed: bool | None = None
-    callees: tuple[int, ...] = ()
-    site: int | None = None  # the call or branch instruction
-    index: int = 0
+    __slots__ = ()
 
 
-@dataclass
 class Cfg:
-    entry: int
-    name: str  # the function symbol at the entry, or its address in hex
-    home: tuple[int, int]  # the entry symbol's range (empty if the entry starts no symbol)
-    thumb: bool
-    blocks: dict[int, Block] = field(default_factory=dict)
-    edges: list[Edge] = field(default_factory=list)
-    unresolved: list[tuple[int, str]] = field(default_factory=list)  # (address, what) of indirect branches
-    shared: set[int] = field(default_factory=set)  # targets followed outside the entry's symbol
-    ignored_calls: list[int] = field(default_factory=list)  # nocall sites
-    noreturn_calls: list[tuple[int, int]] = field(default_factory=list)  # (site, callee) of noreturn calls
+    __slots__ = ("entry", "name", "home", "thumb", "blocks", "edges", "unresolved", "shared", "ignored_calls",
+                 "noreturn_calls")
+
+    def __init__(self, entry: int, name: str, home: tuple[int, int], thumb: bool):
+        self.entry = entry
+        self.name = name  # the function symbol at the entry, or its address in hex
+        self.home = home  # the entry symbol's range (empty if the entry starts no symbol)
+        self.thumb = thumb
+        self.blocks: dict[int, Block] = {}
+        self.edges: list[Edge] = []
+        self.unresolved: list[tuple[int, str]] = []  # (address, what) of indirect branches
+        self.shared: set[int] = set()  # targets followed outside the entry's symbol
+        self.ignored_calls: list[int] = []  # nocall sites
+        self.noreturn_calls: list[tuple[int, int]] = []  # (site, callee) of noreturn calls
+
+    def __repr__(self) -> str:
+        return f"Cfg(entry={self.entry:#x}, name={self.name!r}, blocks={len(self.blocks)}, edges={len(self.edges)})"
 
     def successors(self) -> dict[int, list[Edge]]:
         result: dict[int, list[Edge]] = {start: [] for start in self.blocks}
@@ -141,24 +151,31 @@ class Cfg:
         return sum(len(block.instructions) for block in self.blocks.values())
 
 
-@dataclass(frozen=True)
-class _Step:
+class _Step(namedtuple("_Step", [
+    "fall",  # may go on to the next instruction
+    "conditional",  # its effect may not happen (priced taken/not taken per edge)
+    "branches",  # tuple[int, ...] = (): jump targets inside the routine (or followed shared code)
+    "tailcalls",  # tuple[int, ...] = (): routines jumped to (tail calls)
+    "calls",  # tuple[int, ...] = (): routines called, coming back to the next instruction
+    "returns",  # bool = False: may leave the routine by returning
+    "noreturn_calls",  # tuple[int, ...] = (): routines called that never come back
+    "unresolved",  # str | None = None: an indirect branch without targets
+    "ends_block",  # computed, not given: anything but going on to the next instruction
+])):
     """The resolved effect of one instruction: where control goes from it."""
 
-    fall: bool  # may go on to the next instruction
-    conditional: bool  # its effect may not happen (priced taken/not taken per edge)
-    branches: tuple[int, ...] = ()  # jump targets inside the routine (or followed shared code)
-    tailcalls: tuple[int, ...] = ()  # routines jumped to (tail calls)
-    calls: tuple[int, ...] = ()  # routines called, coming back to the next instruction
-    returns: bool = False  # may leave the routine by returning
-    noreturn_calls: tuple[int, ...] = ()  # routines called that never come back
-    unresolved: str | None = None  # an indirect branch without targets
-    ends_block: bool = field(init=False)  # anything but going on to the next instruction
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ends_block", not (
-            self.fall and not self.conditional and not self.branches and not self.tailcalls and not self.calls
-            and not self.returns and not self.noreturn_calls and self.unresolved is None))
+    def __new__(cls, fall: bool, conditional: bool, branches: tuple[int, ...] = (), tailcalls: tuple[int, ...] = (),
+                calls: tuple[int, ...] = (), returns: bool = False, noreturn_calls: tuple[int, ...] = (),
+                unresolved: str | None = None) -> "_Step":
+        ends_block = not (fall and not conditional and not branches and not tailcalls and not calls and not returns
+                          and not noreturn_calls and unresolved is None)
+        return super().__new__(cls, fall, conditional, branches, tailcalls, calls, returns, noreturn_calls,
+                               unresolved, ends_block)
+
+    def __getnewargs__(self) -> tuple:  # for copy and pickle: the fields given, not the one computed
+        return tuple(self)[:-1]
 
 
 _PLAIN = _Step(fall=True, conditional=False)

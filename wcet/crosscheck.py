@@ -37,7 +37,6 @@ A divergence carries the instruction's bytes and state, from which
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -308,7 +307,7 @@ def cross_check(elf: Path, function: str, flow_facts: Path, timing="trivial", sc
         return check
     start = time.perf_counter()
     if any(loop.context for loop in facts.loops):
-        free = dataclasses.replace(facts, loops=tuple(loop for loop in facts.loops if not loop.context))
+        free = facts._replace(loops=tuple(loop for loop in facts.loops if not loop.context))
         check.assay_cycles_without_contexts = int(analyze(program, function, free, timing).wcet_cycles)
     check.functions = _per_function(program, elf, result.functions, facts, flow_facts, timing, script, home, timeout,
                                     {function: (check.assay_cycles, outcome)})

@@ -24,9 +24,9 @@ with pyelftools'.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from collections import namedtuple
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 SHT_SYMTAB, SHT_DYNSYM, SHT_NOBITS, SHT_ARM_ATTRIBUTES = 2, 11, 8, 0x70000003
 EM_ARM, ET_EXEC = 40, 2
@@ -41,15 +41,8 @@ class Unsupported(ValueError):
     """DWARF this reader does not decode (pyelftools does)."""
 
 
-@dataclass(frozen=True)
-class Section:
-    name: str
-    type: int
-    flags: int
-    address: int
-    offset: int
-    size: int
-    link: int
+class Section(namedtuple("Section", "name type flags address offset size link")):
+    __slots__ = ()
 
 
 class ElfFile:
@@ -186,28 +179,30 @@ def sleb(data: bytes, at: int) -> tuple[int, int]:
 # ---------------------------------------------------------------------------- DWARF (DWARF 5, chapters 6-7)
 
 
-@dataclass(frozen=True)
-class Unit:
-    offset: int  # in .debug_info
-    version: int
-    address_size: int
-    offset_size: int  # 4 (32-bit DWARF) or 8
-    die: int  # where its first DIE is in .debug_info
-    abbrev_offset: int  # its abbreviation table in .debug_abbrev
+class Unit(namedtuple("Unit", [
+    "offset",  # in .debug_info
+    "version",
+    "address_size",
+    "offset_size",  # 4 (32-bit DWARF) or 8
+    "die",  # where its first DIE is in .debug_info
+    "abbrev_offset",  # its abbreviation table in .debug_abbrev
+])):
+    __slots__ = ()
 
 
-@dataclass
-class LineProgram:
-    version: int
-    file_names: list[bytes]
-    minimum_instruction_length: int
-    maximum_operations_per_instruction: int
-    line_base: int
-    line_range: int
-    opcode_base: int
-    code: bytes  # the opcodes after the header
-    address_size: int
-    little_endian: bool
+class LineProgram(namedtuple("LineProgram", [
+    "version",
+    "file_names",  # list[bytes]
+    "minimum_instruction_length",
+    "maximum_operations_per_instruction",
+    "line_base",
+    "line_range",
+    "opcode_base",
+    "code",  # bytes: the opcodes after the header
+    "address_size",
+    "little_endian",
+])):
+    __slots__ = ()
 
 
 def _initial_length(data: bytes, at: int, order: str) -> tuple[int, int, int]:

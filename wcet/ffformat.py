@@ -65,10 +65,9 @@ elm's Fletcher checksum (``elm/checksum/Fletcher.h``) of the whole file.
 
 from __future__ import annotations
 
-import dataclasses
 import re
+from collections import namedtuple
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -211,7 +210,7 @@ def write_f4(facts: FlowFacts, elf: Path | None = None, entry: str | None = None
     """
     header = [*_header(elf, entry), *header]
     if facts.checksum is None and elf is not None:
-        facts = dataclasses.replace(facts, checksum=(Path(elf).name, otawa_checksum(elf)))
+        facts = facts._replace(checksum=(Path(elf).name, otawa_checksum(elf)))
     problems = []
     lines = [f"// {_one_line(text)}" for text in header]
     if facts.checksum is not None:
@@ -321,12 +320,13 @@ _RULES = [
 ]
 
 
-@dataclass(frozen=True)
-class _Token:
-    kind: str  # "kw", "sym", "int", "string", "dotdot", "bad", "eof"
-    value: object
-    line: int
-    text: str
+class _Token(namedtuple("_Token", [
+    "kind",  # "kw", "sym", "int", "string", "dotdot", "bad", "eof"
+    "value",
+    "line",
+    "text",
+])):
+    __slots__ = ()
 
 
 def _tokens(text: str, name: str, problems: list[str]) -> list[_Token]:
@@ -404,13 +404,14 @@ def _integer(lexeme: str) -> int:
 # ---------------------------------------------------------------- F4 parser
 
 
-@dataclass(frozen=True)
-class F4Address:
+class F4Address(namedtuple("F4Address", [
+    "label",  # str | None: the label, or the source file of a "file":line address
+    "offset",  # int: the integer itself when label is None
+    "line",  # int | None = None: the source line of a "file":line address
+], defaults=(None,))):
     """An F4 address as written: an integer, ``"label"`` plus a signed offset, or ``"file":line``."""
 
-    label: str | None  # the label, or the source file of a "file":line address
-    offset: int  # the integer itself when label is None
-    line: int | None = None  # the source line of a "file":line address
+    __slots__ = ()
 
     def __str__(self) -> str:
         if self.line is not None:
@@ -423,8 +424,20 @@ class F4Address:
         return f'"{self.label}" {sign} {abs(self.offset):#x}'
 
 
-@dataclass(frozen=True)
-class F4Statement:
+class F4Statement(namedtuple("F4Statement", [
+    "kind",  # str
+    "line",  # int
+    "address",  # F4Address | None = None
+    "max",  # int | None = None: loop; all three None and not unknown: no count given
+    "total",  # int | None = None
+    "min",  # int | None = None
+    "unknown",  # bool = False: loop ... ?  /  multicall ... to ?
+    "targets",  # tuple[F4Address, ...] = ()
+    "name",  # str | None = None: checksum file name
+    "value",  # int | None = None: checksum value
+    "context",  # tuple[tuple[str, F4Address], ...] = (): 'in' steps, outermost first: ("function"|"call", address)
+    "words",  # str = "": the statement's keywords, for messages
+], defaults=(None, None, None, None, False, (), None, None, (), ""))):
     """One F4 statement.
 
     ``kind``: loop, checksum, return, noreturn, nocall, ignorecontrol,
@@ -433,31 +446,20 @@ class F4Statement:
     bound, ``_NO_EFFECT``: ``words`` says which).
     """
 
-    kind: str
-    line: int
-    address: F4Address | None = None
-    max: int | None = None  # loop; all three None and not unknown: no count given
-    total: int | None = None
-    min: int | None = None
-    unknown: bool = False  # loop ... ?  /  multicall ... to ?
-    targets: tuple[F4Address, ...] = ()
-    name: str | None = None  # checksum file name
-    value: int | None = None  # checksum value
-    context: tuple[tuple[str, F4Address], ...] = ()  # 'in' steps, outermost first: ("function"|"call", address)
-    words: str = ""  # the statement's keywords, for messages
+    __slots__ = ()
 
 
 _Steps = tuple[tuple[str, F4Address], ...]  # a call context as written: ("function" | "call", location), outermost first
 
 
 
-@dataclass
 class _Parser:
-    tokens: list[_Token]
-    name: str
-    problems: list[str]
-    position: int = 0
-    statements: list[F4Statement] = field(default_factory=list)
+    __slots__ = ("tokens", "name", "problems", "position", "statements")
+
+    def __init__(self, tokens: list[_Token], name: str, problems: list[str]):
+        self.tokens, self.name, self.problems = tokens, name, problems
+        self.position = 0
+        self.statements: list[F4Statement] = []
 
     def peek(self, ahead: int = 0) -> _Token:
         return self.tokens[min(self.position + ahead, len(self.tokens) - 1)]
@@ -768,24 +770,27 @@ def parse_f4(text: str | Path, source: str | None = None, symbols: Mapping[str, 
                                          context=context, source=where[2], origin=f"user:{name}"))
     if problems:
         raise FlowFactFormatError(problems, f"{name}: unusable flow facts")
-    return dataclasses.replace(facts.flow_facts(), checksum=checksum)
+    return facts.flow_facts()._replace(checksum=checksum)
 
 
-@dataclass
 class _Collected:
     """The facts of one file as they are read."""
 
-    loops: list[LoopBound] = field(default_factory=list)
-    multicall: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    multibranch: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    noreturn: set[str] = field(default_factory=set)
-    nocall: set[str] = field(default_factory=set)
-    ignorecontrol: set[int] = field(default_factory=set)
-    preserve: set[int] = field(default_factory=set)
-    returns: set[int] = field(default_factory=set)
-    ignoreseq: set[int] = field(default_factory=set)
-    forced: dict[int, str] = field(default_factory=dict)
-    ignore_entry: set[str] = field(default_factory=set)
+    __slots__ = ("loops", "multicall", "multibranch", "noreturn", "nocall", "ignorecontrol", "preserve", "returns",
+                 "ignoreseq", "forced", "ignore_entry")
+
+    def __init__(self) -> None:
+        self.loops: list[LoopBound] = []
+        self.multicall: dict[int, tuple[int, ...]] = {}
+        self.multibranch: dict[int, tuple[int, ...]] = {}
+        self.noreturn: set[str] = set()
+        self.nocall: set[str] = set()
+        self.ignorecontrol: set[int] = set()
+        self.preserve: set[int] = set()
+        self.returns: set[int] = set()
+        self.ignoreseq: set[int] = set()
+        self.forced: dict[int, str] = {}
+        self.ignore_entry: set[str] = set()
 
     def at_address(self, kind: str, address: int) -> None:
         """A fact about the instruction at ``address``: ``kind`` is the statement (F4 words, FFX tag)."""
@@ -1120,12 +1125,12 @@ def _ffx_loop(loop: LoopBound, problems: list[str]) -> str:
 # ---------------------------------------------------------------- FFX parser
 
 
-@dataclass
 class _Element:
-    tag: str
-    attributes: dict[str, str]
-    line: int
-    children: list["_Element"] = field(default_factory=list)
+    __slots__ = ("tag", "attributes", "line", "children")
+
+    def __init__(self, tag: str, attributes: dict[str, str], line: int):
+        self.tag, self.attributes, self.line = tag, attributes, line
+        self.children: list[_Element] = []
 
 
 def _xml_tree(text: str, name: str) -> _Element:
@@ -1213,7 +1218,7 @@ def parse_ffx(text: str | Path, source: str | None = None, root: str | None = No
             if enclosing.line is not None:
                 base = resolve.address(enclosing, element.line)
                 return None if base is None else F4Address(None, base + offset)
-            return dataclasses.replace(enclosing, offset=enclosing.offset + offset)
+            return enclosing._replace(offset=enclosing.offset + offset)
         if "source" in attributes:
             line = integer(element, "line")
             if "line" not in attributes:

@@ -33,7 +33,7 @@ OTAWA's flow-fact files name code in ways only the binary can resolve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from wcet.armcode import flow, line_table
@@ -44,12 +44,13 @@ from wcet.program import load_program
 FUNCTION, CALL = "function", "call"  # the two kinds of context step
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(namedtuple("Step", [
+    "kind",  # FUNCTION or CALL
+    "address",
+])):
     """One step of a call context: a function's entry address, or a call site's address."""
 
-    kind: str  # FUNCTION or CALL
-    address: int
+    __slots__ = ()
 
 
 class LocationError(WcetError):

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from wcet.errors import AnalysisError
@@ -61,29 +61,38 @@ if TYPE_CHECKING:
     from fractions import Fraction
 
 
-@dataclass
 class Problem:
     """An IPET problem over ``n`` edge variables."""
 
-    n: int
-    entry: int  # the variable fixed to 1
-    blocks: list[tuple[list[int], list[int]]] = field(default_factory=list)  # (in-edges, out-edges)
-    loops: list[tuple[list[int], list[int], int]] = field(default_factory=list)  # (back, entries, max)
-    totals: list[tuple[list[int], int]] = field(default_factory=list)  # (back edges, total)
-    name: str = ""
+    __slots__ = ("n", "entry", "blocks", "loops", "totals", "name")
+
+    def __init__(self, n: int, entry: int, blocks: list[tuple[list[int], list[int]]] | None = None,
+                 loops: list[tuple[list[int], list[int], int]] | None = None,
+                 totals: list[tuple[list[int], int]] | None = None, name: str = ""):
+        self.n = n
+        self.entry = entry  # the variable fixed to 1
+        self.blocks = [] if blocks is None else blocks  # (in-edges, out-edges)
+        self.loops = [] if loops is None else loops  # (back, entries, max)
+        self.totals = [] if totals is None else totals  # (back edges, total)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return (f"Problem(n={self.n}, entry={self.entry}, blocks={self.blocks}, loops={self.loops}, "
+                f"totals={self.totals}, name={self.name!r})")
 
     @property
     def rows(self) -> int:
         return len(self.blocks) + len(self.loops) + len(self.totals)
 
 
-@dataclass(frozen=True)
-class Solution:
-    value: int  # the maximum (exact), or an upper bound of it when ``exact`` is False
-    counts: tuple[int, ...]  # the edge counts of a worst-case path
-    exact: bool
-    certified: bool = False  # ``value`` is proved optimal in exact arithmetic (not only by HiGHS's tolerances)
-    upper: int | None = None  # the exact certified upper bound (floor), when one was formed
+class Solution(namedtuple("Solution", [
+    "value",  # int: the maximum (exact), or an upper bound of it when ``exact`` is False
+    "counts",  # tuple[int, ...]: the edge counts of a worst-case path
+    "exact",  # bool
+    "certified",  # bool = False: ``value`` is proved optimal in exact arithmetic (not only by HiGHS's tolerances)
+    "upper",  # int | None = None: the exact certified upper bound (floor), when one was formed
+], defaults=(False, None))):
+    __slots__ = ()
 
 
 def reduce(problem: Problem) -> tuple[Problem, list[int]]:

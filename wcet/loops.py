@@ -16,15 +16,14 @@ source (in a reducible graph every retreating edge is a back edge).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 
 from wcet.armcode import ArmCode
 from wcet.cfg import ENTRY, EXIT, Cfg, Edge
 from wcet.errors import AnalysisError
 
 
-@dataclass(frozen=True)
-class Loop:
+class Loop(namedtuple("Loop", "function header offset back_edges depth parent source_line blocks routine")):
     """One natural loop of a routine.
 
     - ``function``: the function symbol whose range holds the header (what a
@@ -42,15 +41,7 @@ class Loop:
     - ``routine``: the name of the routine (CFG) the loop was found in.
     """
 
-    function: str
-    header: int
-    offset: int
-    back_edges: tuple[int, ...]
-    depth: int
-    parent: int | None
-    source_line: tuple[str, int] | None
-    blocks: frozenset[int]
-    routine: str
+    __slots__ = ()
 
     def label(self) -> str:
         where = f"{self.function} + {self.offset:#x} ({self.header:#x})"

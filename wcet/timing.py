@@ -54,9 +54,8 @@ of an out-of-order core is offered).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import TYPE_CHECKING, ClassVar
 
 from wcet.disasm import A
@@ -116,27 +115,77 @@ def _words(insn: capstone.CsInsn, registers: list[int]) -> int:
 
 # ---- the models ----
 
-@dataclass(frozen=True)
 class TimingModel:
-    """Base class: ``cycles(insn, executed)``; fields are the model's parameters."""
+    """Base class: ``cycles(insn, executed)``.
+
+    A model's parameters are the annotated attributes of its class, in the order declared (a base class's
+    first), as a dataclass's fields: ``cycles_per_instruction: int = 5`` (the value is the default; one without
+    a default must be given); ``ClassVar`` ones are not parameters. They are set by keyword (or position) at
+    construction, as ``get`` does, then checked by the model's ``__post_init__`` if it has one. A model is
+    immutable, and equal to (and hashed as) a model of its class with the same parameters. ``dataclasses`` is
+    not used (wcet/__init__.py); a subclass may still be a frozen dataclass (the form before issue 45).
+    """
 
     name: ClassVar[str] = ""
     #: True for a model that describes no particular CPU (trivial) and so applies to every target;
     #: a CPU's own model applies to the targets whose profile names it (the profile's ``timing`` key)
     generic: ClassVar[bool] = False
+    #: the names of the parameters, in order (set for each subclass from its annotations)
+    parameters: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        own = [key for key, kind in vars(cls).get("__annotations__", {}).items()
+               if not (kind if isinstance(kind, str) else repr(kind)).removeprefix("typing.").startswith("ClassVar")]
+        cls.parameters = tuple(dict.fromkeys((*cls.parameters, *own)))
+
+    def __init__(self, *args, **options) -> None:
+        cls = type(self)
+        if len(args) > len(cls.parameters):
+            raise TypeError(f"{cls.__name__} takes at most {len(cls.parameters)} parameters, {len(args)} given")
+        given = dict(zip(cls.parameters, args))
+        for key, value in options.items():
+            if key not in cls.parameters:
+                raise TypeError(f"{cls.__name__} has no parameter {key!r}")
+            if key in given:
+                raise TypeError(f"{cls.__name__}: parameter {key!r} given twice")
+            given[key] = value
+        for key in cls.parameters:
+            if key not in given and not hasattr(cls, key):
+                raise TypeError(f"{cls.__name__}: parameter {key!r} missing")
+            object.__setattr__(self, key, given[key] if key in given else getattr(cls, key))
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:
+            post_init()
+
+    def __setattr__(self, key: str, value) -> None:
+        raise AttributeError(f"cannot assign to field {key!r}: a timing model is immutable")
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"cannot delete field {key!r}: a timing model is immutable")
+
+    def __eq__(self, other) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.params() == other.params()
+
+    def __hash__(self) -> int:
+        return hash((self.__class__, *self.params().values()))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}({', '.join(f'{k}={v!r}' for k, v in self.params().items())})"
 
     def cycles(self, insn: capstone.CsInsn, executed: bool | None = None) -> int:
         raise NotImplementedError
 
     def params(self) -> dict:
-        return dataclasses.asdict(self)
+        return {key: getattr(self, key) for key in self.parameters}
 
     def describe(self) -> str:
         options = ", ".join(f"{key}={value}" for key, value in self.params().items())
         return f"{self.name} ({options})" if options else self.name
 
 
-@dataclass(frozen=True)
 class Trivial(TimingModel):
     """A fixed cost per executed instruction (OTAWA's ``trivial`` script: 5)."""
 
@@ -167,7 +216,6 @@ _STACK_LISTS = _ids("PUSH", "POP", "VPUSH", "VPOP")
 _REGISTER_SHIFTS = {A.ARM_SFT_ASR_REG, A.ARM_SFT_LSL_REG, A.ARM_SFT_LSR_REG, A.ARM_SFT_ROR_REG, A.ARM_SFT_RRX_REG}
 
 
-@dataclass(frozen=True)
 class Arm7tdmi(TimingModel):
     """ARM7TDMI cycle counts in S, N and I cycles (ARM DDI 0210C, "Instruction Cycle Timings").
 
@@ -306,7 +354,6 @@ _FP_MULTIPLE = _ids("VLDMIA", "VLDMDB", "VSTMIA", "VSTMDB", "VPUSH", "VPOP")
 _FP_LOADS = _ids("VLDR", "VLDMIA", "VLDMDB", "VPOP")
 
 
-@dataclass(frozen=True)
 class CortexM4(TimingModel):
     """Cortex-M4 (with FPv4-SP) cycle counts (ARM DDI 0439B / 100166, Tables 3-1 and 7-1).
 
@@ -438,13 +485,14 @@ class CortexM4(TimingModel):
 GROUP = "assay.timing_models"
 
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(namedtuple("_Entry", [
+    "name",
+    "value",  # module:attribute
+    "info",  # the .dist-info / .egg-info folder
+])):
     """One entry point of ``GROUP``: its name, ``module:attribute`` and the metadata folder declaring it."""
 
-    name: str
-    value: str
-    info: str  # the .dist-info / .egg-info folder
+    __slots__ = ()
 
     def load(self):
         import importlib
@@ -543,9 +591,8 @@ def model_class(name: str) -> type[TimingModel]:
 def get(name: str, **options) -> TimingModel:
     """The model called ``name`` with its parameters set from ``options`` (unknown keys are refused)."""
     cls = model_class(name)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = set(options) - set(fields)
+    unknown = set(options) - set(cls.parameters)
     if unknown:
         raise ConfigurationError(f"timing model {name} has no option {', '.join(sorted(unknown))}; "
-                          f"its options: {', '.join(fields) or 'none'}")
+                                 f"its options: {', '.join(cls.parameters) or 'none'}")
     return cls(**{key: int(value) for key, value in options.items()})

@@ -129,6 +129,59 @@ def test_a_plugin_runner_kind_declares_its_capabilities(site):
     assert not runners.capable(profile, runners.PAINTS_STACK)
 
 
+UNIT_MODELS = '''"""Two timing models: one cycle per instruction (times ``k``), declared as Assay's are and as a frozen dataclass
+(the form before issue 45, which docs/recipes.md showed)."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from wcet.errors import ConfigurationError
+from wcet.timing import TimingModel
+
+
+class Unit(TimingModel):
+    name: ClassVar[str] = "unit"
+    generic: ClassVar[bool] = True
+    k: int = 1
+    floor: int = 0
+
+    def __post_init__(self):
+        if self.k < 1:
+            raise ConfigurationError("unit timing: k must be >= 1")
+
+    def cycles(self, insn, executed=None) -> int:
+        return max(self.k, self.floor)
+
+
+@dataclass(frozen=True)
+class OldUnit(TimingModel):
+    name: ClassVar[str] = "old-unit"
+    k: int = 1
+
+    def cycles(self, insn, executed=None) -> int:
+        return self.k
+'''
+
+
+def test_a_plugin_timing_model_declares_its_parameters_with_or_without_dataclasses(site):
+    install(site, "assay-unit", {"assay.timing_models": {"unit": "assay_unit:Unit",
+                                                         "old-unit": "assay_unit:OldUnit"}},
+            {"assay_unit": UNIT_MODELS})
+    assert {"unit", "old-unit"} <= set(timing.names())
+    for name in ("unit", "old-unit"):
+        model = timing.get(name, k="3")
+        assert model.cycles(None) == 3 and model.params()["k"] == 3 and model == timing.get(name, k=3)
+        assert hash(model) == hash(timing.get(name, k=3)) and model != timing.get(name)
+        assert model.describe() == f"{name} (k=3{', floor=0' if name == 'unit' else ''})"
+        with pytest.raises(AttributeError):
+            model.k = 4
+        with pytest.raises(ConfigurationError, match=f"timing model {name} has no option speed; its options: k"):
+            timing.get(name, speed=2)
+    assert repr(timing.get("unit", floor=7)) == "Unit(k=1, floor=7)" and timing.get("unit", floor=7).cycles(None) == 7
+    with pytest.raises(ConfigurationError, match="k must be >= 1"):
+        timing.get("unit", k=0)
+
+
 def test_a_plugin_model_format_loads_its_suffix(site, tmp_path):
     """``.onnxz``: an ONNX file under another suffix, copied into the cache folder and read there."""
     import onnx

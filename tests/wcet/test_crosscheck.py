@@ -57,13 +57,13 @@ def form_cases(elf):
         "loop-in-context": ("entry", FlowFacts(loops=context)),
         "multicall": ("pointer_call", FlowFacts(multicalls={site: (program.address("twice"), program.address("square"))
                                                             for site in indirect})),
-        "noreturn": ("entry", dataclasses.replace(base, noreturn=frozenset({"triangular"}))),
-        "nocall": ("entry", dataclasses.replace(base, nocall=frozenset({"diamond"}))),
-        "ignoreseq": ("entry", dataclasses.replace(base, ignoreseq=frozenset(conditional[:1]))),
-        "ignorecontrol": ("entry", dataclasses.replace(base, ignorecontrol=frozenset(final[:1]))),
-        "ignore-entry": ("entry", dataclasses.replace(base, ignore_entry=frozenset({"twice"}))),
-        "preserve": ("entry", dataclasses.replace(base, preserve=frozenset(conditional[:1]))),  # F4 only
-        "force": ("entry", dataclasses.replace(base, forced={final[0]: "branch"})),  # F4 only
+        "noreturn": ("entry", base._replace(noreturn=frozenset({"triangular"}))),
+        "nocall": ("entry", base._replace(nocall=frozenset({"diamond"}))),
+        "ignoreseq": ("entry", base._replace(ignoreseq=frozenset(conditional[:1]))),
+        "ignorecontrol": ("entry", base._replace(ignorecontrol=frozenset(final[:1]))),
+        "ignore-entry": ("entry", base._replace(ignore_entry=frozenset({"twice"}))),
+        "preserve": ("entry", base._replace(preserve=frozenset(conditional[:1]))),  # F4 only
+        "force": ("entry", base._replace(forced={final[0]: "branch"})),  # F4 only
     }
 
 
