@@ -12,8 +12,8 @@ of the two a C output follows, and by how many LSB a disagreement goes beyond wh
 
 ``evaluate(model, inputs, rule, tensors)`` runs the graph in numpy int64 under one named rule and returns the graph's
 outputs (float32, after the final DequantizeLinear) and the integer values of named intermediate tensors (for the
-per-layer comparison). It never imports ``codegen``: the contract (/tmp/q42/CONTRACT.md, the manifest's
-``"quantization"`` object, docs/semantic.md) is written down here again from TFLite's and ONNX Runtime's sources.
+per-layer comparison). It never imports ``codegen``: the contract (docs/quantized.md, the manifest's
+``"quantization"`` object) is written down here again from TFLite's and ONNX Runtime's sources.
 
 Models: ONNX Runtime's ``quantize_static`` output, QOperator (QuantizeLinear, QLinearConv, QLinearMatMul, QGemm,
 QLinearAdd, QLinearGlobalAveragePool, QLinearAveragePool (fixed-point rule only), MaxPool/Flatten/Reshape/Relu on
@@ -90,6 +90,7 @@ C's own input.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -143,6 +144,41 @@ def evaluate(model, inputs: np.ndarray, rule: str, tensors=()) -> Evaluation:
         values[node.output[0]] = handler(_Context(node, rule), args, attrs)
     outputs = [_materialise(values[value.name], value.name) for value in graph.output]
     return Evaluation(outputs, {name: _integer_value(values.get(name)) for name in tensors})
+
+
+# a graph with any of these is a quantized model: the integer arbiter, not the float64 one, is its yardstick (and
+# an op of them it cannot evaluate is refused by name there)
+QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                           "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool",
+                           "QLinearAveragePool", "QLinearSigmoid", "QLinearSoftmax", "QLinearLeakyRelu",
+                           "QLinearConcat", "ConvInteger", "MatMulInteger"})
+
+
+def quantized(path: Path | str) -> bool:
+    """Whether the ONNX graph at ``path`` is a quantized model (one of ``QUANTIZED_OPS``)."""
+    path = Path(path)
+    return _graph_facts(str(path), path.stat().st_mtime_ns)[0]
+
+
+def output_scale(path: Path | str) -> float | None:
+    """The scale of the graph's output DequantizeLinear (one LSB of the output, in real units), or None when it is
+    not one per-tensor constant."""
+    path = Path(path)
+    return _graph_facts(str(path), path.stat().st_mtime_ns)[1]
+
+
+@functools.lru_cache(maxsize=16)
+def _graph_facts(path: str, _mtime_ns: int) -> tuple[bool, float | None]:
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(path, load_external_data=False).graph
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    producers = {out: node for node in graph.node for out in node.output}
+    last = producers.get(graph.output[0].name) if len(graph.output) == 1 else None
+    scale = constants.get(last.input[1]) if last is not None and last.op_type == "DequantizeLinear" else None
+    return (any(node.op_type in QUANTIZED_OPS for node in graph.node),
+            float(scale.reshape(())) if scale is not None and scale.size == 1 else None)
 
 
 def _label(node) -> str:

@@ -25,7 +25,8 @@ from harness.core.inputs import campaign_inputs, campaign_sha256, make_inputs, u
 from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build,
                                    to_code_layout)
 from harness.core import arbiter, layerlocal, oracle
-from harness.core.refcache import ARBITER, BrokenBound, bounds_identity, derived_bound, reference_outputs
+from harness.core.refcache import (ARBITER, FALLBACK, BrokenBound, bounds_identity, derived_bound,
+                                   reference_outputs)
 from harness.core.fingerprint import item_fingerprint
 from harness.core.plan import Item, Plan, expand, load_model
 from harness.core.provenance import record_provenance
@@ -36,7 +37,7 @@ from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models import user_files, zoo
 from harness.models.model import Model
-from harness.references import bounds
+from harness.references import bounds, integer
 from harness.stages.semantic import bitcompare, decisions, exportcheck, parallel, sanitize
 from harness.stages.semantic.settings import Settings
 
@@ -63,7 +64,8 @@ def base_record(item: Item, model: Model | None, reference: str, settings: Setti
 
 
 def content_key(item: Item, model: Model, settings: Settings) -> str:
-    return item_fingerprint(item, model, settings, references=sorted(item.checks),
+    quantized = {"integer_arbiter": digest([Path(integer.__file__).read_text()])} if is_quantized(model) else {}
+    return item_fingerprint(item, model, settings, references=sorted(item.checks), **quantized,
                             tolerances=settings.tolerances(model), arbiter=settings.arbiter,
                             **({"tolerance_rule": DERIVED, "bounds": bounds_identity(), "layer_local":
                                 layerlocal.identity(), "derived_inputs": settings.derived_inputs}
@@ -85,6 +87,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     warnings: list[str] = []
     failure = oracle.ERROR  # the verdict when no outputs exist
     order: bounds.Order | None = None
+    rule: str | None = None  # the requantization rule the code declares (a quantized model)
     layers: dict | None = None  # the layer-local verdict (--tolerance derived)
     rows: np.ndarray | None = None  # the inputs the derived rule judges (derived_rows)
     checked: dict = {}  # what the parallel run checked (parallel.py), filled as far as it got
@@ -99,6 +102,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
         code = generate_code(item, model, settings, timings, provenance)
         warnings += model_mismatch(code, model)
         order = bounds.Order.from_manifest(code.manifest)
+        rule = quantization_rule(code.manifest)
         if settings.parallel is not None:
             code, outputs = parallel.generate_and_run(item, model, code, settings.parallel, settings, timings,
                                                       checked)
@@ -116,7 +120,7 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
     except Exception as exc:  # an unexpected fault is a verdict too, not the campaign's end
         outputs, cause = None, f"internal error: {user_files.cause(exc)}"
     return store_records(item, model, settings, store,
-                         Outcome(outputs, cause, failure, bits, warnings, order, layers, rows),
+                         Outcome(outputs, cause, failure, bits, warnings, order, layers, rows, rule),
                          fingerprint, timings, provenance, checked)
 
 
@@ -132,6 +136,20 @@ class Outcome:
     order: bounds.Order | None = None  # the order of accumulation the code's manifest declares (derived bound)
     layer_local: dict | None = None  # the layer-local verdict's figures (``layer_local``), None when not judged
     rows: np.ndarray | None = None  # the inputs the derived rule judges (``derived_rows``), made once per item
+    rule: str | None = None  # the requantization rule the code's manifest declares (``quantization_rule``)
+
+
+def is_quantized(model: Model | None) -> bool:
+    """Whether ``model`` is a quantized ONNX graph (``integer.QUANTIZED_OPS``): its yardstick is the integer arbiter,
+    not the float64 one (docs/semantic.md, "Quantized models")."""
+    return model is not None and "onnx" in model.files and integer.quantized(model.file("onnx"))
+
+
+def quantization_rule(manifest: dict) -> str | None:
+    """The requantization rule a generator's manifest declares for its integer code (``"quantization": {"rule":
+    ...}``, docs/quantized.md), or None."""
+    declared = manifest.get("quantization")
+    return declared.get("rule") if isinstance(declared, dict) and isinstance(declared.get("rule"), str) else None
 
 
 def derived_rows(item: Item, model: Model, settings: Settings, outputs: np.ndarray) -> np.ndarray:
@@ -140,7 +158,8 @@ def derived_rows(item: Item, model: Model, settings: Settings, outputs: np.ndarr
     every input the fixed one would have failed; all of them with N = 0 or N >= the campaign's size. Why a sample:
     the bound costs 10-100 times the C's run per input (docs/semantic.md, "Cost")."""
     count = len(outputs)
-    if settings.derived_inputs <= 0 or settings.derived_inputs >= count:
+    if settings.derived_inputs <= 0 or settings.derived_inputs >= count or is_quantized(model):
+        # every input of a quantized model: its integer arbiter costs no more than a reference
         return np.arange(count)
     chosen = sanitize.sample(count, settings.derived_inputs, settings.seed)
     atol, rtol = settings.tolerances(model)
@@ -165,6 +184,9 @@ def layer_local(item: Item, code: GeneratedCode, model: Model, settings: Setting
     of another target is not judged so (its record says why); the host item of the same code is."""
     if settings.tolerance != DERIVED or rows is None:
         return None
+    if is_quantized(model):
+        return {"rule": layerlocal.RULE, "judged": False, "reason": "a quantized model: the integer arbiter judges "
+                                                                      "its outputs bit for bit"}
     if item.target != HOST:
         return {"rule": layerlocal.RULE, "judged": False, "reason": f"layers are read on the {HOST} build alone"}
     start = time.perf_counter()
@@ -186,19 +208,25 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
     """
     outputs, cause = outcome.outputs, outcome.cause
     derived = settings.tolerance == DERIVED
-    exact = arbiter_outputs(model, settings, timings) if outputs is not None and (settings.arbiter or derived) \
-        else None
+    quantized = outputs is not None and is_quantized(model)
+    reference_exact: dict[str, np.ndarray | str] | None = None  # a quantized model's references' own yardsticks
+    if quantized:
+        exact, bound, reference_exact = integer_yardstick(model, settings, timings, outcome.rule, item.checks)
+    else:
+        exact = arbiter_outputs(model, settings, timings) if outputs is not None and (settings.arbiter or derived) \
+            else None
     if isinstance(exact, dict):
         print(f"{item.id}: {exact['error']}", file=sys.stderr)
     rows = outcome.rows if outcome.rows is not None or outputs is None or not derived \
         else derived_rows(item, model, settings, outputs)
     judged = campaign_inputs(model, settings)[rows] if rows is not None else None
-    bound = derived_bound(model, settings, timings, judged, outcome.order, rows) if rows is not None else None
+    if not quantized:
+        bound = derived_bound(model, settings, timings, judged, outcome.order, rows) if rows is not None else None
     if isinstance(bound, str) and not isinstance(bound, BrokenBound):  # a broken bound is each record's error
         print(f"{item.id}: {bound}", file=sys.stderr)
     # the references sum in orders of their own: they are held to the bound of any order
     any_order = derived_bound(model, settings, timings, judged, index=rows) \
-        if outcome.order and isinstance(bound, np.ndarray) else bound
+        if outcome.order and isinstance(bound, np.ndarray) and not quantized else bound
     whole = rows is not None and len(rows) == len(outputs)  # a bound of every input, not of a sample
     export = export_check(model, settings, exact, any_order if whole else None) if outputs is not None and \
         exportcheck.applies(model, item.checks) else None
@@ -223,7 +251,12 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
             record.update(verdict=oracle.ERROR, cause=export)
         else:
             record.update(compare_with(ref_name, model, outputs, exact, settings, record["timings"], bound=bound,
-                                       reference_bound=any_order, subset=rows))
+                                       reference_bound=any_order, subset=rows,
+                                       reference_exact=None if reference_exact is None else reference_exact.get(
+                                           ref_name, f"no integer arbiter rule for reference {ref_name}")))
+            if quantized:
+                record["quantized"] = integer_figures(model, outputs, reference_outputs(ref_name, model, settings),
+                                                      outcome.rule) if record["max_abs_error"] is not None else None
             decided = record.get("derived") or {"fallback": True}
             if "fallback" not in decided:  # the derived rule decided; the fixed one is a second opinion
                 record["verdict"], record["cause"] = oracle.with_layers(record["verdict"], record["cause"],
@@ -319,6 +352,46 @@ def arbiter_outputs(model: Model, settings: Settings, timings: dict) -> np.ndarr
     return exact
 
 
+def integer_yardstick(model: Model, settings: Settings, timings: dict, rule: str | None, checks: tuple[str, ...]
+                      ) -> tuple[np.ndarray | dict, np.ndarray | str, dict[str, np.ndarray | str]]:
+    """A quantized model's yardsticks (docs/semantic.md, "Quantized models"): the integer arbiter's outputs under
+    the requantization rule the C declares, and the bound 0 (the C must equal them bit for bit); or why not (the
+    record falls back to the fixed tolerance, visibly); and, per reference, the arbiter's outputs under that
+    reference's own rule (ONNX Runtime's float32 requantization), or why it has none."""
+    own: dict[str, np.ndarray | str] = {}
+    for ref_name in checks:
+        if ref_name != integer.ONNXRUNTIME:
+            own[ref_name] = f"no integer arbiter rule for reference {ref_name}"
+            continue
+        try:
+            own[ref_name] = reference_outputs(f"integer-{integer.ONNXRUNTIME}", model, settings)
+        except USER_ERRORS as exc:
+            own[ref_name] = f"integer arbiter: {exc}"
+    if rule not in integer.RULES:
+        why = ("the generated code declares no requantization rule (its manifest's 'quantization')" if rule is None
+               else f"the generated code declares the requantization rule {rule!r}, which the integer arbiter does "
+                    f"not know ({', '.join(integer.RULES)})")
+        return {"error": f"integer arbiter not applicable: {why}"}, f"{why}: {FALLBACK}", own
+    start = time.perf_counter()
+    try:
+        exact = reference_outputs(f"integer-{rule}", model, settings)
+    except Exception as exc:  # an op or pattern the arbiter refuses, by name: the fixed tolerance decides, visibly
+        line = str(exc) if isinstance(exc, USER_ERRORS) else user_files.cause(exc)
+        return {"error": f"integer arbiter not available: {line}", **_detail(exc)}, \
+            f"no integer verdict ({line}): {FALLBACK}", own
+    timings["arbiter_s"] = time.perf_counter() - start
+    return exact, np.zeros(exact.shape), own
+
+
+def integer_figures(model: Model, outputs: np.ndarray, expected: np.ndarray, rule: str | None) -> dict:
+    """What a quantized model's record says beside its verdict: the C's declared rule, one LSB of the output (its
+    DequantizeLinear's scale) and the largest |C - reference| in LSB (the two follow different documented roundings,
+    so they may differ: the verdict is against the integer arbiter)."""
+    lsb = integer.output_scale(model.file("onnx"))
+    distance = float(np.abs(np.asarray(outputs, np.float64) - np.asarray(expected, np.float64)).max(initial=0.0))
+    return {"rule": rule, "lsb": lsb, "c_vs_reference_lsb": round(distance / lsb, 6) if lsb else None}
+
+
 def _detail(exc: BaseException) -> dict:
     """``{"detail": the library's whole message}`` when its one-line cause had to shorten it, else nothing."""
     whole = user_files.detail(exc)
@@ -352,11 +425,13 @@ def export_check(model: Model, settings: Settings, exact: np.ndarray | dict | No
 def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.ndarray | dict | None,
                  settings: Settings, timings: dict, rows: slice = slice(None),
                  bound: np.ndarray | str | None = None, reference_bound: np.ndarray | str | None = None,
-                 subset: np.ndarray | None = None) -> dict:
+                 subset: np.ndarray | None = None, reference_exact: np.ndarray | str | None = None) -> dict:
     """The verdict and errors of ``outputs`` against reference ``ref_name``'s outputs for inputs ``rows``; with
     ``--tolerance derived`` and a bound of the inputs ``subset`` (``derived_rows``; default all), the verdict is the
     C's distance to float64 against it (``derived``), the reference's against ``reference_bound`` (any order of
-    accumulation; default ``bound``), and the fixed rule's verdict and cause are kept beside it."""
+    accumulation; default ``bound``) and, for a quantized model, to ``reference_exact`` (its own rule's integer
+    arbiter outputs, or why it has none; default ``exact``), and the fixed rule's verdict and cause are kept beside
+    it."""
     try:
         start = time.perf_counter()
         expected = reference_outputs(ref_name, model, settings)[rows]
@@ -380,7 +455,9 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
         picked = np.arange(len(outputs)) if subset is None else subset
         result["derived"] = {**derived_verdict(ref_name, outputs[picked], expected[picked],
                                                exact[rows][picked] if isinstance(exact, np.ndarray) else exact,
-                                               bound, reference_bound, picked),
+                                               bound, reference_bound, picked,
+                                               reference_exact[rows][picked] if isinstance(reference_exact, np.ndarray)
+                                               else reference_exact),
                              "inputs": len(picked), "fixed_verdict": comparison.verdict,
                              "fixed_cause": comparison.cause}
         if "fallback" not in result["derived"]:
@@ -390,7 +467,7 @@ def compare_with(ref_name: str, model: Model, outputs: np.ndarray, exact: np.nda
 
 def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, exact: np.ndarray | dict | None,
                     bound: np.ndarray | str | None, reference_bound: np.ndarray | str | None = None,
-                    index: np.ndarray | None = None) -> dict:
+                    index: np.ndarray | None = None, reference_exact: np.ndarray | str | None = None) -> dict:
     """The record's ``derived`` figures of the judged inputs (the arrays' rows; ``index``: their numbers in the
     campaign, for the cause): the C's verdict against the bound, the largest bound, the C's and the reference's
     distance to float64, the tightness (bound / |C - f64|), and a reference outside its own bound
@@ -407,8 +484,12 @@ def derived_verdict(ref_name: str, outputs: np.ndarray, expected: np.ndarray, ex
     if not isinstance(bound, np.ndarray):
         return {"fallback": bound or "no derived bound: the fixed tolerance decides"}
     c = oracle.compare_to_bound(outputs, exact, bound, index)
+    if isinstance(reference_exact, str):  # a quantized model's reference without an integer rule of its own
+        return {"verdict": c.verdict, "cause": c.cause, "bound": c.bound, "c_distance": c.c_distance,
+                "reference_distance": None, "tightness": c.tightness,
+                "reference_defect": f"reference {ref_name} not judged: {reference_exact}"}
     own = reference_bound if isinstance(reference_bound, np.ndarray) else bound
-    r = oracle.compare_to_bound(expected, exact, own, index)
+    r = oracle.compare_to_bound(expected, exact if reference_exact is None else reference_exact, own, index)
     defect = None if r.verdict == oracle.PASS else f"reference {ref_name} is outside its own bound: {r.cause}"
     if isinstance(reference_bound, BrokenBound):
         defect = f"reference {ref_name} not judged: its any-order {reference_bound}"

@@ -39,7 +39,7 @@ from harness.references import bounds
 from harness.stages.semantic import sanitize
 from harness.stages.semantic.run import (DERIVED, Outcome, Settings, arbiter_outputs, base_record, content_key,
                                          model_mismatch, build_and_run, compare_with, derived_rows, keep_outputs,
-                                         layer_local, run_item, store_records)
+                                         layer_local, quantization_rule, run_item, store_records)
 
 OUTPUTS = "outputs"  # the shard file's array of C outputs (canonical layout)
 
@@ -113,6 +113,7 @@ def merge(item: Item, settings: Settings, shard_size: int, shards: ShardStore, s
     try:
         code = generate_once(item, model, settings, {}, {})
         outcome.order = bounds.Order.from_manifest(code.manifest)
+        outcome.rule = quantization_rule(code.manifest)
         outcome.cause = _different_code(stored, code.source_hashes())
         if outcome.cause is None:
             outcome.outputs = concatenate(stored, OUTPUTS)
