@@ -29,12 +29,15 @@ def write_inference(graph: Graph, prefix: str, plan: MemoryPlan, param_symbols: 
     w = CWriter()
     w.comment(banner)
     w.line("#include <math.h>")
+    if graph.quantization:
+        w.line("#include <stdint.h>")
     for header in headers:
         w.line(f'#include "{header}"')
     w.line()
-    if plan.arena_size:
+    if plan.arena_size or plan.integer_arenas:
         w.comment("intermediate tensors; offsets assigned by liveness (see manifest layers)")
-        w.line(f"static float {plan.arena_symbol}[{plan.arena_size}];")
+        for line in plan.declarations():
+            w.line(line)
         w.line()
     ctx = Context(w, graph, plan.buffers, param_symbols)
     layers = []
@@ -77,10 +80,14 @@ def output_record(ctx: Context, tensor: str) -> dict:
     """Where the layer's output tensor is once the layer has run: the source model's tensor name, the C
     array (``output``, ``input`` or the arena) and the offset and size in floats, in the tensor's layout.
     The harness reads a layer's intermediate output from there (per-layer error against the reference)
-    and knows which arena floats no tensor ever uses (padding a write must not reach)."""
+    and knows which arena floats no tensor ever uses (padding a write must not reach). A quantized tensor
+    adds its ``dtype``, ``scale`` and ``zero_point`` (offset and size then count its int8 or uint8 values)."""
     buffer, t = ctx.buffers[tensor], ctx.graph.tensors[tensor]
-    return {"tensor": tensor, "symbol": buffer.symbol, "offset": buffer.offset, "size": t.size,
-            "shape": list(t.shape), "layout": t.layout}
+    record = {"tensor": tensor, "symbol": buffer.symbol, "offset": buffer.offset, "size": t.size,
+              "shape": list(t.shape), "layout": t.layout}
+    if t.quantized:
+        record.update(dtype=t.dtype, scale=t.scale, zero_point=t.zero_point)
+    return record
 
 
 def write_header(prefix: str, signature: str, graph: Graph, banner: str) -> str:

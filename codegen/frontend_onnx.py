@@ -18,6 +18,7 @@ handler in ``HANDLERS``; any other op type is reported as unsupported.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +179,12 @@ class _Builder:
 
 
 HANDLERS = {}
+# Op types of other domains than ONNX's own that have a handler (``frontend_onnx_quant`` adds ONNX Runtime's).
+OTHER_DOMAINS: set[tuple[str, str]] = set()
+# Extensions of ``load`` (``frontend_onnx_quant.register``, which the pipeline calls): ``(rewrite, finish)``;
+# ``rewrite(builder, nodes, outputs)`` returns, per node id, what runs instead of the node's handler (a callable
+# ``(builder, name)``, or None for nothing), ``finish(builder, outputs, instead)`` runs once every node is built.
+EXTENSIONS: list[tuple[Callable, Callable]] = []
 
 
 def handles(*op_types):
@@ -210,13 +217,16 @@ def _image(b: _Builder, node, name: str, tensor: str, volumes: bool = False) -> 
 
 
 def _image_out(b: _Builder, node, name: str, op: str, x: str, shape: tuple[int, ...], one_d: bool,
-               attrs: dict, params: dict | None = None) -> None:
-    """The node writing IR image ``shape``; a 1-D node's output is viewed back as ``[1, C, L]``."""
+               attrs: dict, params: dict | None = None, output: str | None = None) -> Node:
+    """The node writing IR image ``shape`` (returned); a 1-D node's output is viewed back as ``[1, C, L]``.
+
+    ``output``: the ONNX tensor written (default the node's first output; a folded QDQ group's is its
+    QuantizeLinear's)."""
     if not one_d:
-        b.add(node, name, op, [x], (1, *shape), attrs, params, lead=True)
-        return
+        return b.add(node, name, op, [x], (1, *shape), attrs, params, lead=True, output=output)
     image = b.internal(node, name, op, [x], shape, attrs, params)
-    b.add(node, f"{name}:1d", "View", [image], (1, shape[0], shape[2]))
+    b.add(node, f"{name}:1d", "View", [image], (1, shape[0], shape[2]), output=output)
+    return b.graph.producer(image)
 
 
 def _window_attrs(b: _Builder, node, name: str, kernel, one_d: bool, rank: int = 2) -> tuple[tuple, tuple, tuple,
@@ -288,9 +298,16 @@ def _group(b: _Builder, node, name: str, c_in: int, c_out: int, per_group: int) 
 
 @handles("Conv")
 def _conv(b, node, name):
-    x, one_d = _image(b, node, name, b.tensor(node, name))
+    params = {"bias": b.const(node, name, 2, "bias")} if b.has_input(node, 2) else {}
+    conv_layer(b, node, name, b.tensor(node, name), b.const(node, name, 1, "weight"), params)
+
+
+def conv_layer(b: _Builder, node, name: str, x: str, weight: np.ndarray, params: dict, op: str = "Conv2D",
+               output: str | None = None) -> Node:
+    """The Conv2D (or ``op``: QConv2D) node of an ONNX Conv of tensor ``x`` by ``weight`` (``OIHW``) with the
+    node's window attributes; ``params`` besides the kernel (bias...); ``output`` as in ``_image_out``."""
+    x, one_d = _image(b, node, name, x)
     c, h, w = b.shape(x)
-    weight = b.const(node, name, 1, "weight")
     if weight.ndim != (3 if one_d else 4):
         raise b.reject(node, name, f"has weights of shape {list(weight.shape)} for a {2 - one_d}-D input")
     group = _group(b, node, name, c, weight.shape[0], weight.shape[1])
@@ -301,12 +318,10 @@ def _conv(b, node, name):
         raise b.reject(node, name, f"has kernel_shape {list(kernel)} but weights {list(weight.shape)}")
     kernel, strides, dilations, pads, (oh, ow) = _window(b, node, name, (h, w), weight.shape[2 + one_d:],
                                                           one_d=one_d)
-    params = {"kernel": weight}
-    if b.has_input(node, 2):
-        params["bias"] = b.const(node, name, 2, "bias")
     attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads, "kernel_layout": "OIHW",
              "group": group}
-    _image_out(b, node, name, "Conv2D", x, (weight.shape[0], oh, ow), one_d, attrs, params)
+    return _image_out(b, node, name, op, x, (weight.shape[0], oh, ow), one_d, attrs, {"kernel": weight, **params},
+                      output)
 
 
 @handles("ConvTranspose")
@@ -396,14 +411,15 @@ def _batch_norm(b, node, name):
 
 
 def _dense(b: _Builder, node, name: str, x: str, x_axes, weight: np.ndarray, w_axes, full, attrs=None,
-           params=None) -> Node:
+           params=None, op: str = "Dense", output: str | None = None) -> Node:
     """A Dense node from index maps over ONNX axes (input ``x``, constant ``weight``, output ``full``).
 
     ``x_axes``/``w_axes`` name, per ONNX axis, the ONNX output axis it runs
     along, ``CONTRACTED``, or None (size 1, read at 0); the axes the IR drops
     (leading 1s) are removed here, giving the maps of ``ir.dense_axes``.
+    ``op``: QDense for a quantized product; ``output`` the ONNX tensor written (default the node's first).
     """
-    node_ = b.add(node, name, "Dense", [x], full, attrs, {"kernel": weight, **(params or {})})
+    node_ = b.add(node, name, op, [x], full, attrs, {"kernel": weight, **(params or {})}, output=output)
     out_lead = b.lead[node_.output]
 
     def ir(axis):
@@ -422,10 +438,26 @@ def _dense(b: _Builder, node, name: str, x: str, x_axes, weight: np.ndarray, w_a
 @handles("Gemm")
 def _gemm(b, node, name):
     """Y = alpha * A' B' + beta * C, A' = A or its transpose (transA), B' likewise; one of A, B is constant."""
-    trans = bool(b.attr(node, "transA", 0)), bool(b.attr(node, "transB", 0))
     side = 0 if node.input[0] in b.graph.tensors else 1
     x = b.tensor(node, name, side)
     weight = b.const(node, name, 1 - side, "A" if side else "B")
+    x_axes, w_axes, (m, n) = gemm_axes(b, node, name, x, weight, side)
+    attrs, params = {"alpha": float(b.attr(node, "alpha", 1.0))}, {}
+    if b.has_input(node, 2):
+        bias = np.asarray(b.const(node, name, 2, "C"), dtype=np.float32)
+        try:
+            if bias.ndim > 2 or np.broadcast_shapes(bias.shape, (m, n)) != (m, n):
+                raise ValueError
+        except ValueError:
+            raise b.reject(node, name, f"has C of shape {list(bias.shape)} for an output of {[m, n]}") from None
+        params["bias"], attrs["beta"] = bias, float(b.attr(node, "beta", 1.0))
+    _dense(b, node, name, x, x_axes, weight, w_axes, (m, n), attrs, params)
+
+
+def gemm_axes(b: _Builder, node, name: str, x: str, weight: np.ndarray, side: int) -> tuple[tuple, tuple, tuple]:
+    """The ONNX index maps of tensor ``x`` and constant ``weight`` (``side``: 0 when x is A) of a Gemm
+    (transA, transB) and its output's (M, N)."""
+    trans = bool(b.attr(node, "transA", 0)), bool(b.attr(node, "transB", 0))
     x_full = b.full(x)
     if len(x_full) != 2 or weight.ndim != 2:
         raise b.reject(node, name, f"multiplies {list(x_full)} by {list(weight.shape)}; Gemm needs two matrices")
@@ -439,17 +471,7 @@ def _gemm(b, node, name):
     if k != k_b:
         raise b.reject(node, name, f"multiplies A {list(shapes[0])} by B {list(shapes[1])} "
                                    f"(transA={int(trans[0])}, transB={int(trans[1])}): inner sizes {k} and {k_b}")
-    attrs, params = {"alpha": float(b.attr(node, "alpha", 1.0))}, {}
-    if b.has_input(node, 2):
-        bias = np.asarray(b.const(node, name, 2, "C"), dtype=np.float32)
-        try:
-            if bias.ndim > 2 or np.broadcast_shapes(bias.shape, (m, n)) != (m, n):
-                raise ValueError
-        except ValueError:
-            raise b.reject(node, name, f"has C of shape {list(bias.shape)} for an output of {[m, n]}") from None
-        params["bias"], attrs["beta"] = bias, float(b.attr(node, "beta", 1.0))
-    x_axes, w_axes = (a_axes, b_axes) if side == 0 else (b_axes, a_axes)
-    _dense(b, node, name, x, x_axes, weight, w_axes, (m, n), attrs, params)
+    return ((a_axes, b_axes) if side == 0 else (b_axes, a_axes)) + ((m, n),)
 
 
 @handles("MatMul")
@@ -478,12 +500,14 @@ def _matmul(b, node, name):
     _dense(b, node, name, x, x_axes, weight, w_axes, full)
 
 
-def _matmul_by_constant(b: _Builder, node, name: str, x: str, x_full: tuple[int, ...], weight: np.ndarray) -> None:
+def _matmul_by_constant(b: _Builder, node, name: str, x: str, x_full: tuple[int, ...], weight: np.ndarray,
+                        params: dict | None = None, op: str = "Dense", output: str | None = None) -> Node:
     """X [..., M, K] @ W [..., K, N] as numpy's matmul: the leading axes broadcast, a 1-D operand promoted
     (X to [1, K], W to [K, 1]) and its added axis removed from the result.
 
-    One Dense node: its index maps send each leading axis to its output axis,
-    or to index 0 (None) where it has size 1 against a larger one.
+    One Dense node (or ``op``, with ``params`` besides the kernel, writing ``output``: see ``_dense``): its
+    index maps send each leading axis to its output axis, or to index 0 (None) where it has size 1 against a
+    larger one.
     """
     xs = (1,) + tuple(x_full) if len(x_full) == 1 else tuple(x_full)
     ws = weight.shape + (1,) if weight.ndim == 1 else weight.shape
@@ -504,8 +528,10 @@ def _matmul_by_constant(b: _Builder, node, name: str, x: str, x_full: tuple[int,
         return tuple(kept[stored])  # a promoted operand's added axis (X: first, W: last) is not stored
 
     full = tuple(d for k, d in enumerate(promoted) if k not in dropped)
-    _dense(b, node, name, x, axes(xs, (rank - 2, CONTRACTED), slice(-1, None) if len(x_full) == 1 else slice(None)),
-           weight, axes(ws, (CONTRACTED, rank - 1), slice(0, 1) if weight.ndim == 1 else slice(None)), full)
+    return _dense(b, node, name, x,
+                  axes(xs, (rank - 2, CONTRACTED), slice(-1, None) if len(x_full) == 1 else slice(None)), weight,
+                  axes(ws, (CONTRACTED, rank - 1), slice(0, 1) if weight.ndim == 1 else slice(None)), full,
+                  params=params, op=op, output=output)
 
 
 def _const_operand(value: np.ndarray, rank: int) -> np.ndarray:
@@ -1099,14 +1125,23 @@ def load(path: Path) -> Graph:
     else:
         graph.input = graph.input_name = inputs[0].name
         b.new(inputs[0].name, *_input_shape(source, inputs[0]))
+    nodes = list(g.node)  # one Python object per node for the whole loop: ``instead`` is keyed by id()
+    outputs = [out.name for out in g.output]
+    instead = {}
+    for rewrite, _ in EXTENSIONS:
+        instead.update(rewrite(b, nodes, set(outputs)))
     names: set[str] = set()
-    for k, node in enumerate(g.node):
+    for k, node in enumerate(nodes):
         name = node.name or f"{node.op_type}_{k}"
         while name in names:
             name += "_"
         names.add(name)
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx") and (node.domain, node.op_type) not in OTHER_DOMAINS:
             raise b.reject(node, name, f"is from domain '{node.domain}', which is not supported")
+        if id(node) in instead:
+            if instead[id(node)] is not None:
+                instead[id(node)](b, name)
+            continue
         if _fold(b, node):
             continue
         handler = HANDLERS.get(node.op_type)
@@ -1119,6 +1154,8 @@ def load(path: Path) -> Graph:
         if len(graph.tensors[out.name].shape) > MAX_RANK:
             raise UnsupportedModel(f"{source}: the output '{out.name}' has shape {list(b.full(out.name))}; "
                                    f"ranks 1 to {MAX_RANK} (without a batch axis) are supported")
+    for _, finish in EXTENSIONS:
+        finish(b, outputs, instead)
     if packed:
         pack_outputs(graph, [(out.name, out.name) for out in g.output])
     else:

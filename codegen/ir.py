@@ -55,6 +55,27 @@ Ops and their attrs (the contract every front end builds to; shapes are IR shape
   sum over the taps of every axis of the product of their weights times x
   at their indices (nearest, linear, cubic, antialias: all data).
 * ``LRN``: ``size``, ``alpha``, ``beta``, ``bias`` over channel ``axis``.
+
+Quantized tensors and ops (int8 models, ``codegen/quantize.py``; docs/codegen.md "Quantized models"): a tensor
+whose ``dtype`` is ``int8`` or ``uint8`` stores q, the real value being ``scale * (q - zero_point)`` (its
+``scale`` and ``zero_point``); every other tensor is float32. Integer ops compute in int32 and requantize with
+per-channel fixed-point constants made at generation time (``quantize.requantization``), so the C does integer
+arithmetic only between ``Quantize`` and ``Dequantize``:
+
+* ``Quantize``: float32 input to its quantized output (ONNX QuantizeLinear with the output tensor's scale and
+  zero point: saturate(round_half_even(x / scale) + zero_point), in float32).
+* ``Dequantize``: quantized input to float32, attrs ``scale`` and ``zero_point`` (the DequantizeLinear's own):
+  (float)(q - zero_point) * scale.
+* ``QConv2D``: the ``Conv2D`` attrs (kernel layout ``OIHW``) and ``x_zero_point``, ``y_zero_point``, ``low``,
+  ``high`` (the saturation bounds, ``low`` raised to ``y_zero_point`` by a fused ReLU); params ``kernel`` (int8),
+  ``bias`` (int32, optional), ``multiplier`` and ``shift`` (int32, one per output channel or one for all) and
+  ``w_zero_point`` (int32, per channel or one; absent when every weight zero point is 0). Output channel c:
+  acc = bias[c] + sum (x - x_zero_point) * (w - w_zero_point[c]) over the window (padding adds 0), then
+  y = clamp(y_zero_point + requantize(acc, multiplier[c], shift[c]), low, high).
+* ``QDense``: the ``Dense`` attrs (index maps; ``alpha`` is in the multiplier) and the quantized attrs and params
+  of ``QConv2D``, per output column (the output's last axis); ``bias`` broadcast to the output.
+* ``Pool2D`` (max), ``View``, ``Slice`` and ``Transpose`` read a quantized tensor as they read a float one and
+  write the same representation (a max of q values is the q of the max: the scale is positive).
 """
 
 from __future__ import annotations
@@ -63,8 +84,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from codegen.errors import UnsupportedModel
+
 # Ops that only reinterpret their input's memory; they emit no code.
 VIEW_OPS = frozenset({"View"})
+# Quantized tensor types: (lowest, highest value, C type).
+QUANTIZED_TYPES = {"int8": (-128, 127, "int8_t"), "uint8": (0, 255, "uint8_t")}
+# Ops that read quantized tensors and rescale them themselves, and ops that copy a quantized tensor's values
+# (their output has the input's representation; ``Pool2D`` only as a max).
+INTEGER_OPS = frozenset({"Dequantize", "QConv2D", "QDense"})
+REPRESENTATION_OPS = frozenset({"View", "Pool2D", "Slice", "Transpose"})
 # Ops that emit no code at all because another layer absorbed them.
 FUSED_OP = "Fused"
 # Producers that can apply an elementwise activation to each value they store.
@@ -261,11 +290,23 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass
 class Tensor:
-    """A float32 tensor without its batch axis, stored contiguously in ``shape`` order."""
+    """A tensor without its batch axis, stored contiguously in ``shape`` order: float32, or quantized (``dtype``
+    int8 or uint8, the real value of a stored q being ``scale * (q - zero_point)``)."""
 
     name: str
     shape: tuple[int, ...]
     layout: str | None  # one letter per axis, or None for ranks without a name (> 4)
+    dtype: str = "float32"
+    scale: float | None = None
+    zero_point: int | None = None
+
+    @property
+    def quantized(self) -> bool:
+        return self.dtype in QUANTIZED_TYPES
+
+    @property
+    def ctype(self) -> str:
+        return QUANTIZED_TYPES[self.dtype][2] if self.quantized else "float"
 
     @property
     def size(self) -> int:
@@ -329,6 +370,8 @@ class Graph:
     # packed ``input`` and ``output`` vectors, in the source's order; empty for one input and one output.
     packed_inputs: list[tuple[str, tuple[int, ...], int]] = field(default_factory=list)
     packed_outputs: list[tuple[str, tuple[int, ...], int]] = field(default_factory=list)
+    # A quantized model (int8 or uint8 tensors): {"format": "qoperator" | "qdq", "activations": "int8" | "uint8"}.
+    quantization: dict | None = None
 
     def add_tensor(self, name: str, shape: tuple[int, ...], layout: str | None) -> Tensor:
         tensor = Tensor(name, tuple(int(d) for d in shape), layout)
@@ -336,6 +379,19 @@ class Graph:
         return tensor
 
     def add_node(self, node: Node) -> Node:
+        """Append ``node``; an op of ``REPRESENTATION_OPS`` reading a quantized tensor writes the same
+        representation, and any other op but ``INTEGER_OPS`` is refused on one (it would read q as reals)."""
+        quantized = [self.tensors[name] for name in node.inputs if self.tensors[name].quantized]
+        if quantized:
+            copies = node.op in REPRESENTATION_OPS and (node.op != "Pool2D" or node.attrs.get("kind") == "max")
+            if not copies and node.op not in INTEGER_OPS:
+                raise UnsupportedModel(
+                    f"{self.source}: node '{node.name}' ({node.kind}) reads the quantized ({quantized[0].dtype}) "
+                    f"tensor '{quantized[0].name}'; on quantized tensors only the quantized ops, MaxPool and the "
+                    "reshaping ops (Flatten, Reshape, Transpose, Slice...) are supported")
+            if copies:
+                out = self.tensors[node.output]
+                out.dtype, out.scale, out.zero_point = quantized[0].dtype, quantized[0].scale, quantized[0].zero_point
         node.input_shapes = [self.tensors[name].shape for name in node.inputs]
         if node.output is not None:
             node.output_shape = self.tensors[node.output].shape

@@ -18,7 +18,7 @@ import numpy as np
 
 from codegen.activations import expression
 from codegen.cwriter import CWriter, c_float
-from codegen.ir import CONTRACTED, Graph, Node, Tensor, row_major_strides
+from codegen.ir import CONTRACTED, QUANTIZED_TYPES, Graph, Node, Tensor, row_major_strides
 from codegen.memory import Buffer
 
 EMITTERS: dict[str, Callable[["Context", Node], None]] = {}
@@ -131,6 +131,21 @@ def emit_dense(ctx: Context, node: Node) -> None:
     weight axis runs along, so X @ W, W @ X and transposed Gemm operands are
     one loop nest; the bias is broadcast to the output (numpy rules).
     """
+    alpha, beta = node.attrs.get("alpha", 1.0), node.attrs.get("beta", 1.0)
+
+    def finish(target: str, bias: str | None) -> None:
+        value = "acc" if alpha == 1.0 else f"{c_float(alpha)} * acc"
+        if bias is not None:
+            value = f"{value} + {bias if beta == 1.0 else f'{c_float(beta)} * {bias}'}"
+        ctx.store(node, target, value)
+
+    _dense_nest(ctx, node, "float acc = 0.0f;", lambda x, w: f"acc += {x} * {w};", finish)
+
+
+def _dense_nest(ctx: Context, node: Node, start: str, tap: Callable[[str, str], str],
+                finish: Callable[[str, str | None], None]) -> None:
+    """The loops of a Dense or QDense node: per output value ``start``, ``tap(x read, weight read)`` per
+    contracted index, then ``finish(output lvalue, bias read or None)``; the output's last axis is ``o``."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     kernel = node.params["kernel"]
     x_axes, w_axes = node.attrs["x_axes"], node.attrs["w_axes"]
@@ -143,18 +158,16 @@ def emit_dense(ctx: Context, node: Node) -> None:
     x_index = index(x.strides, subscripts(x_axes))
     w_index = index(row_major_strides(kernel.shape), subscripts(w_axes))
     weight = ctx.param(node, "kernel")
-    alpha, beta = node.attrs.get("alpha", 1.0), node.attrs.get("beta", 1.0)
     w = ctx.w
     with w.nest(zip(variables, y.shape)):
-        w.line("float acc = 0.0f;")
+        w.line(start)
         with w.loop("i", k_in):
-            w.line(f"acc += {ctx.at(x.name, x_index)} * {weight}[{w_index}];")
-        value = "acc" if alpha == 1.0 else f"{c_float(alpha)} * acc"
+            w.line(tap(ctx.at(x.name, x_index), f"{weight}[{w_index}]"))
+        bias = None
         if "bias" in node.params:
             strides = broadcast_strides(node.params["bias"].shape, y.shape)
             bias = f"{ctx.param(node, 'bias')}[{index(strides, variables)}]"
-            value = f"{value} + {bias if beta == 1.0 else f'{c_float(beta)} * {bias}'}"
-        ctx.store(node, ctx.at(y.name, index(y.strides, variables)), value)
+        finish(ctx.at(y.name, index(y.strides, variables)), bias)
 
 
 # ------------------------------------------------- convolution and pooling
@@ -235,6 +248,16 @@ def group_base(ctx: Context, node: Node, x: Tensor, y: Tensor) -> None:
 @emitter("Conv2D")
 def emit_conv(ctx: Context, node: Node) -> None:
     """Definition 14: activation(bias + convolution(padding(I))), padding as guards; grouped: ONNX's groups."""
+    def finish(target: str) -> None:
+        ctx.store(node, target, f"acc + {ctx.param(node, 'bias')}[oc]" if "bias" in node.params else "acc")
+
+    _conv_nest(ctx, node, "float acc = 0.0f;", lambda x, w: f"acc += {x} * {w};", finish)
+
+
+def _conv_nest(ctx: Context, node: Node, start: str, tap: Callable[[str, str], str],
+               finish: Callable[[str], None]) -> None:
+    """The loops of a Conv2D or QConv2D node: per output value (oc, oh, ow) ``start``, ``tap(x read, weight
+    read)`` per window cell inside the input, then ``finish(output lvalue)``."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     layout = node.attrs["kernel_layout"]  # "HWIO" (Keras) or "OIHW" (ONNX)
     group = node.attrs.get("group", 1)
@@ -245,14 +268,13 @@ def emit_conv(ctx: Context, node: Node) -> None:
 
     def body(coords: dict[str, str]) -> None:
         x_index = index(x.strides, [coords[letter] for letter in x.layout])
-        w.line(f"acc += {ctx.at(x.name, x_index)} * {kernel}[{index(k_strides, k_vars)}];")
+        w.line(tap(ctx.at(x.name, x_index), f"{kernel}[{index(k_strides, k_vars)}]"))
 
     with w.nest([(OUT_VARS[letter], dim) for letter, dim in zip(y.layout, y.shape)]):
-        w.line("float acc = 0.0f;")
+        w.line(start)
         group_base(ctx, node, x, y)
         _spatial_window(ctx, node, x, y, layout.replace("O", ""), {}, body)
-        value = f"acc + {ctx.param(node, 'bias')}[oc]" if "bias" in node.params else "acc"
-        ctx.store(node, ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout])), value)
+        finish(ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout])))
 
 
 def transposed_taps(node: Node, x: Tensor, letter: str, out: int, tap: int) -> int | None:
@@ -365,11 +387,15 @@ def emit_pool(ctx: Context, node: Node) -> None:
                 w.line("n += 1.0f;")
 
     with w.nest([(OUT_VARS[letter], dim) for letter, dim in zip(y.layout, y.shape)]):
-        w.line("float acc = -INFINITY;" if kind == "max" else "float acc = 0.0f;")
+        if x.quantized:  # a max of stored values (the scale is positive); the accumulator starts at the lowest
+            w.line(f"int acc = {QUANTIZED_TYPES[x.dtype][0]};")
+        else:
+            w.line("float acc = -INFINITY;" if kind == "max" else "float acc = 0.0f;")
         if count:
             w.line("float n = 0.0f;")
         _spatial_window(ctx, node, x, y, spatial_letters(x), {"C": "oc"}, body)
         value = "acc" if kind == "max" else f"acc / {'n' if count else _padded_divisor(node, x, y)}"
+        value = f"({x.ctype})acc" if x.quantized else value
         ctx.store(node, ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout])), value)
 
 
@@ -671,3 +697,111 @@ def emit_view(ctx: Context, node: Node) -> None:
 @emitter("Fused")
 def emit_fused(ctx: Context, node: Node) -> None:
     """A layer another layer computes (its comment says which); no code."""
+
+
+# ----------------------------------------------------------- quantized (int8)
+
+def requantize(w: CWriter, result: str, acc: str, m0: str, shift: str, left: bool) -> None:
+    """``result = MultiplyByQuantizedMultiplier(acc, m0, shift)`` (TFLite), integer-only, as a C block.
+
+    ``result`` is a declared ``int32_t``; ``acc`` an int32 expression; ``m0`` in [0, 2^31) and ``shift``
+    (``quantize.quantize_multiplier``) C expressions; ``left``: some shift of this layer is positive (else the
+    left shift is not written). The steps, for docs/codegen.md's formulas:
+    a = acc * 2^max(shift, 0), saturated to int32 (TFLite leaves an overflow undefined);
+    h = SaturatingRoundingDoublingHighMul(a, m0) = (a * m0 + (a * m0 >= 0 ? 2^30 : 1 - 2^30)) / 2^31 truncated
+    toward zero (m0 is never INT32_MIN, so the saturating case does not arise); then RoundingDivideByPOT(h, e),
+    e = max(-shift, 0): floor(h / 2^e) plus 1 when the remainder exceeds (2^e - 1) / 2 (+ 1 when h < 0), i.e.
+    rounding half away from zero. Right shifts apply to non-negative values only (C99 leaves the shift of a
+    negative value implementation-defined), and no 64-bit division is written (no library call on Cortex-M).
+    """
+    with w.block(""):
+        if left:
+            w.line(f"const int64_t up = (int64_t){acc} * ((int64_t)1 << ({shift} > 0 ? {shift} : 0));")
+            w.line("const int32_t a = up > INT32_MAX ? INT32_MAX : up < INT32_MIN ? INT32_MIN : (int32_t)up;")
+            acc = "a"
+        w.line(f"const int64_t p = (int64_t){acc} * {m0};")
+        w.line("const int64_t n = p >= 0 ? p + 1073741824 : p - 1073741823;")
+        w.line("const int64_t h = n >= 0 ? n >> 31 : -(-n >> 31);")
+        w.line(f"const int e = {shift} < 0 ? -{shift} : 0;")
+        w.line("const int64_t q = h >= 0 ? h >> e : ~(~h >> e);")
+        w.line("const int64_t mask = ((int64_t)1 << e) - 1;")
+        w.line(f"{result} = (int32_t)(q + ((h & mask) > (mask >> 1) + (h < 0 ? 1 : 0) ? 1 : 0));")
+
+
+def minus_zero_point(value: str, zero_point: int) -> str:
+    """``value - zero_point`` as C (nothing for 0, ``+ 128`` rather than ``- -128``)."""
+    if not zero_point:
+        return value
+    return f"({value} - {zero_point})" if zero_point > 0 else f"({value} + {-zero_point})"
+
+
+def store_saturated(ctx: Context, node: Node, target: str, value: str) -> None:
+    """``target = clamp(zero_point + value, low, high)`` for int32 ``value``, clamped before the zero point is
+    added (no overflow), cast to the output's C type."""
+    a, y = node.attrs, ctx.tensor(node.output)
+    zero_point = a["y_zero_point"]
+    low, high = a["low"] - zero_point, a["high"] - zero_point
+    clamped = f"({value} < {low} ? {low} : {value} > {high} ? {high} : {value})"
+    ctx.w.line(f"{target} = ({y.ctype}){clamped if not zero_point else minus_zero_point(clamped, -zero_point)};")
+
+
+def requantize_store(ctx: Context, node: Node, target: str, channel: str, bias: str | None) -> None:
+    """The end of a QConv2D or QDense output value: ``acc`` plus the bias, requantized with the channel's
+    multiplier and shift (one for all when the params hold one), saturated to the output (``store_saturated``)."""
+    w = ctx.w
+    if bias is not None:
+        w.line(f"acc += {bias};")
+    at = channel if node.params["multiplier"].size > 1 else "0"
+    w.line("int32_t v;")
+    requantize(w, "v", "acc", f"{ctx.param(node, 'multiplier')}[{at}]", f"{ctx.param(node, 'shift')}[{at}]",
+               left=bool((node.params["shift"] > 0).any()))
+    store_saturated(ctx, node, target, "v")
+
+
+def quantized_tap(ctx: Context, node: Node, channel: str) -> Callable[[str, str], str]:
+    """``acc += (x - x_zero_point) * (w - w_zero_point[channel])`` for a QConv2D or QDense node."""
+    x_zero = node.attrs["x_zero_point"]
+    w_zero = None
+    if "w_zero_point" in node.params:
+        w_zero = f"{ctx.param(node, 'w_zero_point')}[{channel if node.params['w_zero_point'].size > 1 else '0'}]"
+
+    def tap(x: str, weight: str) -> str:
+        return f"acc += {minus_zero_point(x, x_zero)} * {f'({weight} - {w_zero})' if w_zero else weight};"
+    return tap
+
+
+@emitter("QConv2D")
+def emit_qconv(ctx: Context, node: Node) -> None:
+    """The Conv2D loops in int32 (padding adds nothing: it reads x_zero_point), then per-channel requantization."""
+    bias = f"{ctx.param(node, 'bias')}[oc]" if "bias" in node.params else None
+    _conv_nest(ctx, node, "int32_t acc = 0;", quantized_tap(ctx, node, "oc"),
+               lambda target: requantize_store(ctx, node, target, "oc", bias))
+
+
+@emitter("QDense")
+def emit_qdense(ctx: Context, node: Node) -> None:
+    """The Dense loops in int32, then requantization per output column (``o``)."""
+    _dense_nest(ctx, node, "int32_t acc = 0;", quantized_tap(ctx, node, "o"),
+                lambda target, bias: requantize_store(ctx, node, target, "o", bias))
+
+
+@emitter("Quantize")
+def emit_quantize(ctx: Context, node: Node) -> None:
+    """ONNX QuantizeLinear in float32: saturate(nearbyintf(x / scale) + zero_point) (round half to even in the
+    default rounding mode); a NaN gives the lowest value."""
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
+    low, high, _ = QUANTIZED_TYPES[y.dtype]
+    with ctx.w.loop("i", y.size):
+        zero = f" {'-' if y.zero_point < 0 else '+'} {c_float(abs(y.zero_point))}" if y.zero_point else ""
+        ctx.w.line(f"const float r = nearbyintf({ctx.at(x.name, 'i')} / {c_float(y.scale)}){zero};")
+        ctx.w.line(f"{ctx.at(y.name, 'i')} = r >= {c_float(high)} ? {high} : r > {c_float(low)} ? "
+                   f"({y.ctype})r : {low};")
+
+
+@emitter("Dequantize")
+def emit_dequantize(ctx: Context, node: Node) -> None:
+    """ONNX DequantizeLinear in float32: (float)(q - zero_point) * scale."""
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
+    with ctx.w.loop("i", y.size):
+        value = minus_zero_point(f"(int){ctx.at(x.name, 'i')}", node.attrs["zero_point"])
+        ctx.w.line(f"{ctx.at(y.name, 'i')} = (float){value} * {c_float(node.attrs['scale'])};")

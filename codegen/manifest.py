@@ -55,6 +55,8 @@ def build(*, generator: dict, model: dict, prefix: str, entry: str, signature: s
     }
     if accumulation:
         result["accumulation"] = accumulation
+    if graph.quantization:
+        result["quantization"] = {"rule": "fixed-point", **graph.quantization}
     if indirect_calls:
         result["indirect_calls"] = indirect_calls
     return result

@@ -25,14 +25,20 @@ PER_LINE = 8
 AUTO_INCBIN_ABOVE = 1_000_000
 
 
+# Parameter arrays by numpy type: quantized weights keep their 8 bits; other integers (index tables, int32 biases
+# and requantization constants) are ``int`` (32 bits on every target).
+CTYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.uint8): "uint8_t", np.dtype(np.int32): "int",
+          np.dtype(np.float32): "float"}
+
+
 @dataclass(frozen=True)
 class Param:
     symbol: str
-    values: np.ndarray  # flat float32, or int32 for index tables
+    values: np.ndarray  # flat float32, int32 (index tables, quantized biases), or int8/uint8 (quantized weights)
 
     @property
     def ctype(self) -> str:
-        return "int" if self.values.dtype == np.int32 else "float"
+        return CTYPES[self.values.dtype]
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,9 @@ def collect(graph: Graph, prefix: str) -> tuple[list[Param], dict[tuple[int, str
                 symbol, n = f"{base}_{n}", n + 1
             taken.add(symbol)
             symbols[(id(node), key)] = symbol
-            dtype = np.int32 if np.issubdtype(np.asarray(array).dtype, np.integer) else np.float32
+            dtype = np.asarray(array).dtype
+            dtype = dtype if dtype in (np.int8, np.uint8) else np.int32 if np.issubdtype(dtype, np.integer) \
+                else np.float32
             params.append(Param(symbol, np.ascontiguousarray(array, dtype=dtype).reshape(-1)))
     return params, symbols
 
@@ -70,8 +78,10 @@ def write(params: list[Param], out_dir: Path, prefix: str, mode: str, banner: st
     header = f"{prefix}params.h"
     guard = f"{prefix.upper()}PARAMS_H"
     lines = [f"/* {banner} */", f"#ifndef {guard}", f"#define {guard}", ""]
-    # Index tables (int) are always C text; float parameters follow the mode.
-    in_c = params if mode == "c" else [p for p in params if p.ctype == "int"]
+    if any(p.ctype.endswith("_t") for p in params):
+        lines += ["#include <stdint.h>", ""]
+    # Integer arrays (index tables, quantized weights) are always C text; float parameters follow the mode.
+    in_c = params if mode == "c" else [p for p in params if p.ctype != "float"]
     lines += [f"extern const {p.ctype} {p.symbol}[{p.values.size}];" for p in in_c]
     sources, symbols = [], [p.symbol for p in in_c]
     if in_c:
@@ -110,11 +120,12 @@ def _write_c_arrays(params: list[Param], path: Path, header: str, banner: str) -
 
 def _format(values: np.ndarray) -> str:
     """The values as C initialisers, ``PER_LINE`` a line, vectorised."""
-    if values.dtype == np.int32:
+    integer = values.dtype != np.float32
+    if integer:
         text = values.astype(str)
     else:
         text = np.char.mod("%.9g", values.astype(np.float64))
-    if values.dtype != np.int32 and not np.all(np.isfinite(values)):
+    if not integer and not np.all(np.isfinite(values)):
         text = np.where(np.isnan(values), "NAN", text)
         text = np.where(np.isposinf(values), "INFINITY", text)
         text = np.where(np.isneginf(values), "-INFINITY", text)

@@ -23,8 +23,9 @@ def _load(path: Path, fmt: str) -> Graph:
 
         return frontend_keras.load(path)
     if fmt == "onnx":
-        from codegen import frontend_onnx
+        from codegen import frontend_onnx, frontend_onnx_quant
 
+        frontend_onnx_quant.register()
         return frontend_onnx.load(path)
     if fmt == "nnef":
         from codegen import frontend_nnef
@@ -107,6 +108,12 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
         raise ValueError(f"weights must be 'c', 'incbin' or 'auto', not {weights!r}")
     chosen = transforms_module.parse(transforms)
     path, fmt, graph = _open(model_path, frontend)
+    if graph.quantization and (strategy != "v2" or schedule is not None):
+        generator = generator_name or STRATEGIES[strategy]
+        what = f"{generator} generates float code only" if strategy != "v2" else \
+            "parallel code is generated for float models only"
+        raise UnsupportedModel(f"{path.name}: {what}: the model is quantized ({graph.quantization['activations']}, "
+                               f"{graph.quantization['format']}); assay-v2 generates its integer code")
     changed = transforms_module.apply(graph, chosen)
     if strategy == "v3":
         v3.check_size(graph, max_macs)
@@ -181,12 +188,16 @@ def generate(model_path: str | Path, out_dir: str | Path, *, name: str | None = 
     (out / h_file).write_text(emit.write_header(prefix, inference.signature, graph, banner))
 
     data_symbols = list(param_files.data_symbols) + ([plan.arena_symbol] if plan.arena_size else [])
+    data_symbols += [symbol for symbol, _ in plan.integer_arenas.values()]
     result = manifest.build(
         generator=generator, entry=inference.entry, signature=inference.signature,
         sources=[c_file, *param_files.sources], headers=[h_file, param_files.header],
         code_symbols=[inference.entry], data_symbols=data_symbols, layers=inference.layers, **common)
     if plan.arena_size:
         result["arena"] = {"symbol": plan.arena_symbol, "floats": plan.arena_size}
+    if plan.integer_arenas:
+        result["integer_arenas"] = [{"symbol": symbol, "dtype": dtype, "size": size}
+                                    for dtype, (symbol, size) in plan.integer_arenas.items()]
     manifest.write(result, out)
     return result
 

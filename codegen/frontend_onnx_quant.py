@@ -1,0 +1,375 @@
+"""Quantized ONNX graphs (int8, uint8) to the IR's integer ops (``ir``'s docstring, docs/codegen.md).
+
+Two forms of the same model reach the same IR nodes:
+
+* QOperator: QuantizeLinear at the input, QLinearConv, QLinearMatMul, QGemm (com.microsoft), MaxPool, Flatten,
+  Reshape on the quantized tensors, DequantizeLinear at the output. Each handler reads its scales and zero
+  points as constants.
+* QDQ: float ops between DequantizeLinear and QuantizeLinear nodes. ``fold_qdq`` finds, before the handlers
+  run, each ``DQ(x), DQ(w), DQ(bias) -> Conv | Gemm | MatMul (-> Relu) -> Q`` group and each
+  ``DQ -> MaxPool | Flatten | Reshape | Transpose -> Q`` group keeping the scale, and builds the same integer
+  node from the group's integers, named after its Conv (or other) node; the ReLU of a group raises the
+  saturation's low bound to the output zero point (Q(relu(v)) = max(Q(v), zero point), exactly).
+
+Everything else quantized is refused by name: other types (int4, float8, int16...), DynamicQuantizeLinear,
+ConvInteger, MatMulInteger, a DQ whose values a float op reads (a pattern that does not fold), a zero point or
+scale that is not a constant, per-axis activation scales.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from codegen import quantize
+from codegen.errors import UnsupportedModel
+from codegen.frontend_onnx import (EXTENSIONS, HANDLERS, OTHER_DOMAINS, _Builder, _dense, _matmul_by_constant,
+                                   conv_layer, gemm_axes, handles)
+from codegen.ir import QUANTIZED_TYPES, Node
+
+# Ops of another domain than ONNX's own that are handled (ONNX Runtime's quantizer writes them).
+MICROSOFT_OPS = (("com.microsoft", "QGemm"), ("com.microsoft", "QuantizeLinear"), ("com.microsoft", "DequantizeLinear"))
+# QDQ: the float ops that fold with their DQ inputs and Q output into one integer node, and the ops that only
+# move values (they fold when the Q keeps the DQ's scale and zero point).
+COMPUTE_OPS = ("Conv", "Gemm", "MatMul")
+MOVE_OPS = ("MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze")
+
+
+@dataclass(frozen=True)
+class QParams:
+    """A scale and zero point pair as constants: float32 scales, integer zero points, one or per channel."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    dtype: str
+
+
+def _qparams(b: _Builder, node, name: str, k_scale: int, k_zero: int, what: str, default: str | None = None,
+             per_tensor: bool = True) -> QParams:
+    """The constant scale (input ``k_scale``) and zero point (input ``k_zero``, absent: zeros of ``default``)."""
+    scale = b.const(node, name, k_scale, f"{what} scale")
+    if scale.dtype != np.float32:
+        raise b.reject(node, name, f"has a {scale.dtype} {what} scale; float32 scales are supported")
+    if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        raise b.reject(node, name, f"has {what} scale {scale.reshape(-1)[:4].tolist()}; scales must be positive")
+    if b.has_input(node, k_zero):
+        zero = b.const(node, name, k_zero, f"{what} zero point")
+    elif default is None:
+        raise b.reject(node, name, f"needs a constant {what} zero point (input {k_zero})")
+    else:
+        zero = np.zeros(scale.shape, dtype=default)
+    dtype = str(zero.dtype)
+    if dtype not in QUANTIZED_TYPES:
+        raise b.reject(node, name, f"quantizes {what} to {dtype}; int8 and uint8 are supported")
+    if per_tensor and scale.size != 1:
+        raise b.reject(node, name, f"has a per-axis {what} scale of {scale.size} values; activations are "
+                                   "quantized per tensor")
+    return QParams(scale.reshape(-1), zero.reshape(-1).astype(np.int64), dtype)
+
+
+def _bias(b: _Builder, node, name: str, bias: np.ndarray | None, channels: int) -> dict:
+    """An int32 bias (QLinearConv's B, QGemm's C) as the node's ``bias`` param, or none."""
+    if bias is None:
+        return {}
+    if bias.dtype != np.int32:
+        raise b.reject(node, name, f"has a {bias.dtype} bias; int32 is supported")
+    return {"bias": bias.reshape(-1) if bias.size == channels else bias}
+
+
+def _quantized_input(b: _Builder, node, name: str, k: int = 0) -> str:
+    x = b.tensor(node, name, k)
+    if not b.graph.tensors[x].quantized:
+        raise b.reject(node, name, f"reads '{x}', which is not a quantized (int8 or uint8) tensor")
+    return x
+
+
+def _mark(b: _Builder, node, name: str, tensor: str, q: QParams) -> None:
+    """Make ``tensor`` quantized with ``q``; one activation type per model."""
+    kinds = {t.dtype for t in b.graph.tensors.values() if t.quantized} - {q.dtype}
+    if kinds:
+        raise b.reject(node, name, f"makes {q.dtype} values in a model of {kinds.pop()} activations; one "
+                                   "activation type per model is supported")
+    t = b.graph.tensors[tensor]
+    t.dtype, t.scale, t.zero_point = q.dtype, float(q.scale[0]), int(q.zero_point[0])
+
+
+def _integer_layer(b: _Builder, node, name: str, layer: Node, xq: QParams, wq: QParams, yq: QParams,
+                   channels: int, relu: bool, alpha: float = 1.0) -> None:
+    """Complete a QConv2D or QDense ``layer`` (its kernel and bias set): zero points, saturation bounds,
+    per-channel (m0, shift) from the scales (``quantize.requantization``), its output marked quantized."""
+    if wq.scale.size not in (1, channels) or wq.zero_point.size not in (1, channels):
+        raise b.reject(node, name, f"has {wq.scale.size} weight scales for {channels} output channels")
+    kernel = layer.params["kernel"]
+    if str(kernel.dtype) not in QUANTIZED_TYPES or str(kernel.dtype) != wq.dtype:
+        raise b.reject(node, name, f"has {kernel.dtype} weights with {wq.dtype} zero points; int8 and uint8 "
+                                   "weights are supported")
+    try:
+        multiplier, shift = quantize.requantization(xq.scale[0], wq.scale, yq.scale[0], alpha)
+    except ValueError as exc:
+        raise b.reject(node, name, f"cannot be requantized: {exc}") from None
+    low, high, _ = QUANTIZED_TYPES[yq.dtype]
+    zero = int(yq.zero_point[0])
+    layer.attrs.update(x_zero_point=int(xq.zero_point[0]), y_zero_point=zero, low=max(low, zero) if relu else low,
+                       high=high)
+    layer.params.update(multiplier=multiplier, shift=shift)
+    if np.any(wq.zero_point):
+        layer.params["w_zero_point"] = wq.zero_point.astype(np.int32)
+    _mark(b, node, name, layer.output, yq)
+
+
+def _qconv(b: _Builder, node, name: str, x: str, xq: QParams, weight: np.ndarray, wq: QParams, bias,
+           yq: QParams, relu: bool = False, output: str | None = None) -> None:
+    channels = weight.shape[0]
+    layer = conv_layer(b, node, name, x, weight, _bias(b, node, name, bias, channels), op="QConv2D", output=output)
+    _integer_layer(b, node, name, layer, xq, wq, yq, channels, relu)
+
+
+def _qgemm(b: _Builder, node, name: str, x: str, xq: QParams, weight: np.ndarray, wq: QParams, bias,
+           yq: QParams, relu: bool = False, output: str | None = None) -> None:
+    """A Gemm whose A is the quantized tensor and B a constant; ``alpha`` scales the multiplier (QGemm adds its
+    int32 C to the accumulator before it)."""
+    x_axes, w_axes, (m, n) = gemm_axes(b, node, name, x, weight, side=0)
+    params = _bias(b, node, name, bias, n)
+    if "bias" in params and params["bias"].size not in (1, n, m * n):
+        raise b.reject(node, name, f"has C of shape {list(bias.shape)} for an output of {[m, n]}")
+    if "bias" in params and params["bias"].size == m * n:
+        params["bias"] = params["bias"].reshape(m, n)
+    alpha = float(b.attr(node, "alpha", 1.0))
+    if alpha <= 0:
+        raise b.reject(node, name, f"has alpha={alpha}; a positive alpha is supported")
+    layer = _dense(b, node, name, x, x_axes, weight, w_axes, (m, n), {}, params, op="QDense", output=output)
+    _integer_layer(b, node, name, layer, xq, wq, yq, n, relu, alpha)
+
+
+def _qmatmul(b: _Builder, node, name: str, x: str, xq: QParams, weight: np.ndarray, wq: QParams, bias,
+             yq: QParams, relu: bool = False, output: str | None = None) -> None:
+    """X @ W with the quantized tensor on the left and a constant W (per-column scales along its last axis)."""
+    n = weight.shape[-1] if weight.ndim > 1 else 1
+    layer = _matmul_by_constant(b, node, name, x, b.full(x), weight, _bias(b, node, name, bias, n), op="QDense",
+                                output=output)
+    _integer_layer(b, node, name, layer, xq, wq, yq, n, relu)
+
+
+# ------------------------------------------------------------------------------------------------ QOperator
+
+OUTPUT_DTYPES = {0: "uint8", 2: "uint8", 3: "int8"}
+
+
+@handles("QuantizeLinear")
+def _quantize_linear(b, node, name):
+    x = b.tensor(node, name)
+    if b.graph.tensors[x].quantized:
+        raise b.reject(node, name, f"quantizes '{x}', which is already quantized")
+    if b.attr(node, "block_size", 0):
+        raise b.reject(node, name, "uses blocked quantization (block_size); per-tensor activations are supported")
+    output_dtype = b.attr(node, "output_dtype", 0)  # TensorProto UINT8 = 2, INT8 = 3; ONNX: uint8 unless told
+    if output_dtype not in OUTPUT_DTYPES:
+        raise b.reject(node, name, f"quantizes to output_dtype {output_dtype}; int8 and uint8 are supported")
+    if b.attr(node, "precision", 0) not in (0, 1):
+        raise b.reject(node, name, "divides in another precision than float32 (precision)")
+    q = _qparams(b, node, name, 1, 2, "y", OUTPUT_DTYPES[output_dtype])
+    layer = b.add(node, name, "Quantize", [x], b.full(x), lead=b.lead[x])
+    _mark(b, node, name, layer.output, q)
+
+
+@handles("DequantizeLinear")
+def _dequantize_linear(b, node, name):
+    x = _quantized_input(b, node, name)
+    if b.attr(node, "block_size", 0):
+        raise b.reject(node, name, "uses blocked quantization (block_size)")
+    q = _qparams(b, node, name, 1, 2, "x", b.graph.tensors[x].dtype)
+    if q.dtype != b.graph.tensors[x].dtype:
+        raise b.reject(node, name, f"reads {b.graph.tensors[x].dtype} values with a {q.dtype} zero point")
+    b.add(node, name, "Dequantize", [x], b.full(x), {"scale": float(q.scale[0]), "zero_point": int(q.zero_point[0])},
+          lead=b.lead[x])
+
+
+@handles("QLinearConv")
+def _qlinear_conv(b, node, name):
+    x = _quantized_input(b, node, name)
+    bias = b.const(node, name, 8, "bias") if b.has_input(node, 8) else None
+    _qconv(b, node, name, x, _qparams(b, node, name, 1, 2, "x"), b.const(node, name, 3, "weight"),
+           _qparams(b, node, name, 4, 5, "w", per_tensor=False), bias, _qparams(b, node, name, 6, 7, "y"))
+
+
+@handles("QLinearMatMul")
+def _qlinear_matmul(b, node, name):
+    x = _quantized_input(b, node, name)
+    _qmatmul(b, node, name, x, _qparams(b, node, name, 1, 2, "a"), b.const(node, name, 3, "b"),
+             _qparams(b, node, name, 4, 5, "b", per_tensor=False), None, _qparams(b, node, name, 6, 7, "y"))
+
+
+@handles("QGemm")
+def _qgemm_op(b, node, name):
+    """com.microsoft QGemm (ONNX Runtime): C is int32 at scale s_a * s_b, added before alpha and the output
+    scale; without y_scale the output is float, which is refused."""
+    x = _quantized_input(b, node, name)
+    if not b.has_input(node, 7):
+        raise b.reject(node, name, "has no y_scale (a float output); a quantized output is supported")
+    if float(b.attr(node, "beta", 1.0)) != 1.0:
+        raise b.reject(node, name, f"has beta={b.attr(node, 'beta')}; QGemm adds its int32 C as it is")
+    bias = b.const(node, name, 6, "C") if b.has_input(node, 6) else None
+    _qgemm(b, node, name, x, _qparams(b, node, name, 1, 2, "a"), b.const(node, name, 3, "B"),
+           _qparams(b, node, name, 4, 5, "b", per_tensor=False), bias, _qparams(b, node, name, 7, 8, "y"))
+
+
+REFUSED = {
+    "DynamicQuantizeLinear": "computes its scale and zero point at run time (dynamic quantization); static "
+                             "quantization (QuantizeLinear with constant scales) is supported",
+    "ConvInteger": "leaves an int32 output without requantization; QLinearConv or a QDQ Conv is supported",
+    "MatMulInteger": "leaves an int32 output without requantization; QLinearMatMul or a QDQ MatMul is supported",
+}
+
+
+def _refuse(b, node, name):
+    raise b.reject(node, name, REFUSED[node.op_type])
+
+
+for _op in REFUSED:
+    HANDLERS[_op] = _refuse
+
+
+# ------------------------------------------------------------------------------------------------------ QDQ
+
+def fold_qdq(b: _Builder, nodes: list, outputs: set[str]) -> dict[int, Callable | None]:
+    """The QDQ groups of ``nodes``: per node id, what the front end does instead of its handler (a callable
+    ``(builder, name)``) or None to skip it (a DQ, ReLU or Q its group computes). Empty for a graph without
+    DequantizeLinear of computed values (QOperator or float)."""
+    producer = {out: node for node in nodes for out in node.output}
+    readers: dict[str, list] = {}
+    for node in nodes:
+        for tensor in node.input:
+            readers.setdefault(tensor, []).append(node)
+
+    def dq(tensor: str, constant: bool):
+        node = producer.get(tensor)
+        if node is None or node.op_type != "DequantizeLinear":
+            return None
+        source = producer.get(node.input[0])
+        is_constant = node.input[0] in b.consts or (source is not None and source.op_type == "Constant")
+        return node if is_constant == constant else None
+
+    actions: dict[int, Callable | None] = {}
+    for node in nodes:
+        if node.op_type not in COMPUTE_OPS + MOVE_OPS or not node.input or dq(node.input[0], False) is None:
+            continue
+        x_dq = dq(node.input[0], False)
+        relu = None
+        out = node.output[0]
+        after = readers.get(out, [])
+        if node.op_type in COMPUTE_OPS and len(after) == 1 and after[0].op_type == "Relu" and out not in outputs:
+            relu, out = after[0], after[0].output[0]
+            after = readers.get(out, [])
+        if len(after) != 1 or after[0].op_type != "QuantizeLinear" or out in outputs:
+            actions[id(node)] = _refusal(node, "reads dequantized values but its output is not quantized by one "
+                                               "QuantizeLinear: the DQ -> op -> Q pattern does not fold")
+            continue
+        q = after[0]
+        actions[id(q)] = None
+        if relu is not None:
+            actions[id(relu)] = None
+        if node.op_type in MOVE_OPS:
+            actions[id(node)] = _moved(node, x_dq, q)
+            continue
+        k_bias = 2 if node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and node.input[2] else None
+        w_dq = dq(node.input[1], True) if len(node.input) > 1 else None
+        b_dq = dq(node.input[k_bias], True) if k_bias else None
+        if w_dq is None or (k_bias and b_dq is None):
+            what = "weights" if w_dq is None else "bias"
+            actions[id(node)] = _refusal(node, f"reads dequantized values but its {what} are not a "
+                                               "DequantizeLinear of a constant: the pattern does not fold")
+            continue
+        actions[id(node)] = _group(node, x_dq, w_dq, b_dq, q, relu is not None)
+    for node in nodes:
+        if node.op_type == "DequantizeLinear" and dq(node.output[0], False) is node:
+            others = [r for r in readers.get(node.output[0], []) if id(r) not in actions]
+            if others:
+                actions[id(node)] = _refusal(node, f"feeds '{others[0].name}' ({others[0].op_type}), which does not "
+                                                   "fold into an integer layer (DQ -> Conv/Gemm/MatMul [-> Relu] -> "
+                                                   "Q, DQ -> MaxPool/Flatten/Reshape/Transpose -> Q)")
+            elif node.output[0] not in outputs:
+                actions[id(node)] = None
+        elif node.op_type == "DequantizeLinear" and dq(node.output[0], True) is node and node.output[0] not in \
+                outputs and all(id(r) in actions for r in readers.get(node.output[0], [])):
+            actions[id(node)] = None  # weights and biases the groups read as integers
+    return actions
+
+
+def _refusal(node, why: str) -> Callable:
+    def refuse(b: _Builder, name: str) -> None:
+        raise b.reject(node, name, why)
+    return refuse
+
+
+def _moved(node, x_dq, q) -> Callable:
+    """``DQ -> op -> Q`` of an op that only moves values: the op on the quantized tensor, when Q keeps DQ's scale
+    and zero point (else the values would be requantized)."""
+    def build(b: _Builder, name: str) -> None:
+        source = _qparams(b, x_dq, x_dq.name or name, 1, 2, "x", "uint8")
+        target = _qparams(b, q, q.name or name, 1, 2, "y", "uint8")
+        if (source.dtype, source.scale[0], source.zero_point[0]) != (target.dtype, target.scale[0],
+                                                                     target.zero_point[0]):
+            raise b.reject(node, name, "changes its values' scale or zero point between its DequantizeLinear and "
+                                       "QuantizeLinear; the pattern folds when they are the same")
+        clone = type(node)()
+        clone.CopyFrom(node)
+        clone.input[0], clone.output[0] = x_dq.input[0], q.output[0]
+        HANDLERS[node.op_type](b, clone, name)
+    return build
+
+
+def _group(node, x_dq, w_dq, b_dq, q, relu: bool) -> Callable:
+    """``DQ(x), DQ(w), DQ(bias) -> Conv | Gemm | MatMul (-> Relu) -> Q`` as the integer node of its QOperator
+    form, named after the float op; the bias must be int32 at scale s_x * s_w with zero point 0 (the
+    QLinearConv rule), Gemm's alpha and beta 1."""
+    def build(b: _Builder, name: str) -> None:
+        x = _quantized_input(b, x_dq, x_dq.name or name)
+        xq = _qparams(b, x_dq, x_dq.name or name, 1, 2, "x", b.graph.tensors[x].dtype)
+        weight = b.consts[w_dq.input[0]]
+        wq = _qparams(b, w_dq, w_dq.name or name, 1, 2, "w", str(weight.dtype), per_tensor=False)
+        axis = int(b.attr(w_dq, "axis", 1)) % weight.ndim
+        out_axis = 0 if node.op_type == "Conv" or (node.op_type == "Gemm" and b.attr(node, "transB", 0)) else \
+            weight.ndim - 1
+        if wq.scale.size > 1 and axis != out_axis:
+            raise b.reject(node, name, f"has weights quantized along axis {axis}, not per output channel")
+        yq = _qparams(b, q, q.name or name, 1, 2, "y", "uint8")
+        bias = None
+        if b_dq is not None:
+            bias = b.consts[b_dq.input[0]]
+            bq_scale = b.const(b_dq, b_dq.name or name, 1, "bias scale").reshape(-1).astype(np.float64)
+            expected = (np.float64(xq.scale[0]) * wq.scale.astype(np.float64))
+            zero = b.consts.get(b_dq.input[2]) if len(b_dq.input) > 2 and b_dq.input[2] else None
+            if bias.dtype != np.int32 or (zero is not None and np.any(zero)) or not np.allclose(
+                    bq_scale, expected, rtol=1e-6, atol=0):
+                raise b.reject(node, name, "has a bias that is not int32 at scale x_scale * w_scale with zero point "
+                                           "0; the pattern does not fold")
+        if node.op_type == "Gemm" and (float(b.attr(node, "alpha", 1.0)) != 1.0 or
+                                       float(b.attr(node, "beta", 1.0)) != 1.0):
+            raise b.reject(node, name, "has alpha or beta other than 1 between dequantized operands")
+        build_layer = {"Conv": _qconv, "Gemm": _qgemm, "MatMul": _qmatmul}[node.op_type]
+        build_layer(b, node, name, x, xq, weight, wq, bias, yq, relu, q.output[0])
+    return build
+
+
+def register() -> None:
+    """Make ``frontend_onnx.load`` read quantized graphs (once): the QDQ folding, ONNX Runtime's ops and the
+    quantization description. The front end does not import this module (no import cycle); the pipeline calls
+    this before loading an ONNX model."""
+    if (fold_qdq, describe) not in EXTENSIONS:
+        EXTENSIONS.append((fold_qdq, describe))
+        OTHER_DOMAINS.update(MICROSOFT_OPS)
+
+
+def describe(b: _Builder, outputs: list[str], instead: dict) -> None:
+    """Set ``graph.quantization`` of a model with quantized tensors (format QDQ when ``fold_qdq`` folded groups);
+    its outputs must be float32 (Assay's entry writes floats: a DequantizeLinear ends the model)."""
+    kinds = {t.dtype for t in b.graph.tensors.values() if t.quantized}
+    if not kinds:
+        return
+    for out in outputs:
+        if b.graph.tensors[out].quantized:
+            raise UnsupportedModel(f"{b.graph.source}: the output '{out}' is quantized ({b.graph.tensors[out].dtype});"
+                                   " a DequantizeLinear must end the model (the entry writes float32)")
+    b.graph.quantization = {"activations": kinds.pop(), "format": "qdq" if instead else "qoperator"}

@@ -1,0 +1,193 @@
+"""int8 quantized ONNX models through assay-v2 (issue 42): integer-only C, checked three ways.
+
+Each float model is quantized by ONNX Runtime (``quantize_static``, per-channel int8) into its QDQ and QOperator
+forms (``quantized_support.quantized_pair``), generated, compiled warning-free and run on the host:
+
+* bit for bit against ``FixedPoint``, the contract's fixed-point rule re-implemented in numpy int64 in the test
+  support (the C and that model are independent codes of the same formulas);
+* against ONNX Runtime on the same quantized model, in LSB of the output scale: within 1 LSB for one layer
+  (ORT requantizes in float32, the contract in fixed point: they differ only in rounding), printed for the
+  deeper models, where a 1-LSB difference propagates;
+* refusals by name of what the slice does not support, and a cross-compile for Cortex-M4 without 64-bit
+  division helpers.
+"""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from codegen_support import draw_inputs, onnx_reference, run_c  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from quantized_support import FixedPoint, lsb, output_quantization, quantized_pair  # noqa: E402
+
+import codegen  # noqa: E402
+
+FORMATS = ("qdq", "qop")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """``models(kind)``: the float, QDQ and QOperator files of a model of ``quantized_support.MODELS``."""
+    cache = {}
+
+    def get(kind: str) -> dict:
+        if kind not in cache:
+            cache[kind] = quantized_pair(kind, tmp_path_factory.mktemp(kind))
+        return cache[kind]
+    return get
+
+
+def inputs_for(manifest: dict) -> np.ndarray:
+    return draw_inputs(tuple(manifest["inputs"][0]["shape"]))
+
+
+def fixed_point(path, x: np.ndarray) -> np.ndarray:
+    reference = FixedPoint(path)
+    return np.concatenate([reference.run(sample).reshape(1, -1) for sample in x])
+
+
+@pytest.mark.parametrize("kind", ["cnn", "ds_cnn", "dense"])
+def test_integer_code_equals_the_fixed_point_rule_and_reports_its_distance_to_onnxruntime(kind, models, tmp_path):
+    paths = models(kind)
+    for fmt in FORMATS:
+        manifest = codegen.generate(paths[fmt], tmp_path / fmt)
+        assert manifest["quantization"] == {"rule": "fixed-point", "activations": "int8",
+                                            "format": "qdq" if fmt == "qdq" else "qoperator"}
+        x = inputs_for(manifest)
+        c = run_c(tmp_path / fmt, x)
+        expected = fixed_point(paths["qop"], x)  # QDQ and QOperator share their constants (same calibration)
+        scale, zero = output_quantization(manifest)
+        q_c, q_expected = (np.rint(v / np.float32(scale)).astype(np.int64) + zero for v in (c, expected))
+        assert np.array_equal(q_c, q_expected), f"{fmt}: integer outputs differ at {np.argwhere(q_c != q_expected)}"
+        assert np.array_equal(c, expected)  # and so do the dequantized floats
+        print(f"{kind} {fmt}: max |C - ORT| = {lsb(c, onnx_reference(paths[fmt], x), scale):g} LSB of the output "
+              f"scale {scale:.6g} over {len(x)} inputs")
+
+
+@pytest.mark.parametrize("kind", ["single_conv", "single_gemm"])
+def test_one_layer_is_within_one_lsb_of_onnxruntime(kind, models, tmp_path):
+    paths = models(kind)
+    for fmt in FORMATS:
+        manifest = codegen.generate(paths[fmt], tmp_path / fmt)
+        x = draw_inputs(tuple(manifest["inputs"][0]["shape"]), n=64)
+        c = run_c(tmp_path / fmt, x)
+        scale, _ = output_quantization(manifest)
+        assert np.array_equal(c, fixed_point(paths["qop"], x))
+        difference = lsb(c, onnx_reference(paths[fmt], x), scale)
+        print(f"{kind} {fmt}: max |C - ORT| = {difference:g} LSB")
+        assert difference <= 1.0 + 1e-4, f"{fmt}: {difference} LSB from onnxruntime"
+
+
+def test_manifest_describes_the_integer_tensors(models, tmp_path):
+    paths = models("cnn")
+    manifest = codegen.generate(paths["qop"], tmp_path / "qop")
+    layers = {layer["op"]: layer for layer in manifest["layers"]}  # the last of each op
+    conv = layers["QLinearConv"]["output"]
+    assert conv["dtype"] == "int8" and conv["symbol"] == "cnn_qop_arena_i8"
+    assert conv["zero_point"] == -128 and conv["scale"] > 0  # a ReLU's range: its zero point is the lowest value
+    assert layers["Flatten"]["output"]["dtype"] == "int8"  # a view keeps its input's representation
+    assert "dtype" not in layers["DequantizeLinear"]["output"]  # the Dequantize writes floats
+    assert manifest["integer_arenas"] == [{"symbol": "cnn_qop_arena_i8", "dtype": "int8", "size": 320}]
+    assert "arena" not in manifest and manifest["inputs"][0]["dtype"] == "float32"
+    source = (tmp_path / "qop" / manifest["entry"]["file"]).read_text()
+    body = source[source.index("{", source.index("cnn_qop_inference(")):]
+    assert "float" not in body.split("/* layer 1:")[1].split("/* layer 6:")[0]  # integer-only between Q and DQ
+    qdq = codegen.generate(paths["qdq"], tmp_path / "qdq")
+    assert [layer["op"] for layer in qdq["layers"] if "output" in layer] == [
+        "QuantizeLinear", "Conv", "MaxPool", "Conv", "Flatten", "Gemm", "DequantizeLinear"]
+
+
+def test_other_strategies_refuse_a_quantized_model_by_name(models, tmp_path):
+    paths = models("single_conv")
+    for strategy in ("v1", "v3"):
+        with pytest.raises(codegen.UnsupportedModel, match=rf"^single_conv_qop.onnx: assay-{strategy} generates "
+                                                            r"float code only: the model is quantized \(int8, "
+                                                            r"qoperator\); assay-v2 generates its integer code$"):
+            codegen.generate(paths["qop"], tmp_path / strategy, strategy=strategy)
+
+
+def _model(nodes, inits, opset: int = 21, domains=()) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *domains])
+    model.ir_version = 10
+    return model
+
+
+def _refusal(model, tmp_path) -> str:
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    with pytest.raises(codegen.UnsupportedModel) as error:
+        codegen.generate(path, tmp_path / "out")
+    message = str(error.value)
+    assert "\n" not in message
+    return message
+
+
+SCALE = numpy_helper.from_array(np.array(0.02, dtype=np.float32), "s")
+
+
+def test_dynamic_quantization_is_refused_by_name(tmp_path):
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "qs", "qz"], name="dq_input"),
+             helper.make_node("DequantizeLinear", ["q", "qs", "qz"], ["y"], name="back")]
+    assert _refusal(_model(nodes, []), tmp_path) == (
+        "m.onnx: node 'dq_input' (DynamicQuantizeLinear) computes its scale and zero point at run time (dynamic "
+        "quantization); static quantization (QuantizeLinear with constant scales) is supported")
+
+
+@pytest.mark.parametrize("elem, name", [(TensorProto.INT4, "int4"), (TensorProto.FLOAT8E4M3FN, "float8_e4m3fn"),
+                                        (TensorProto.INT16, "int16")])
+def test_other_quantized_types_are_refused_by_name(elem, name, tmp_path):
+    zero = helper.make_tensor("z", elem, [], [0])
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quantize_input"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="back")]
+    assert _refusal(_model(nodes, [SCALE, zero]), tmp_path) == (
+        f"m.onnx: node 'quantize_input' (QuantizeLinear) quantizes y to {name}; int8 and uint8 are supported")
+
+
+def test_a_qdq_pattern_that_does_not_fold_is_refused_by_name(tmp_path):
+    """A float op (Softmax) reading dequantized values: the code would not be integer-only."""
+    zero = numpy_helper.from_array(np.array(0, dtype=np.int8), "z")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quantize_input"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequantize_input"),
+             helper.make_node("Softmax", ["d"], ["f"], name="softmax"),
+             helper.make_node("QuantizeLinear", ["f", "s", "z"], ["q2"], name="quantize_softmax"),
+             helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["y"], name="back")]
+    assert _refusal(_model(nodes, [SCALE, zero]), tmp_path) == (
+        "m.onnx: node 'dequantize_input' (DequantizeLinear) feeds 'softmax' (Softmax), which does not fold into an "
+        "integer layer (DQ -> Conv/Gemm/MatMul [-> Relu] -> Q, DQ -> MaxPool/Flatten/Reshape/Transpose -> Q)")
+
+
+def test_a_qdq_layer_without_its_quantize_is_refused_by_name(models, tmp_path):
+    """A Gemm reading dequantized values whose output stays float."""
+    model = onnx.load(models("single_gemm")["qdq"])
+    nodes = list(model.graph.node)
+    gemm = next(node for node in nodes if node.op_type == "Gemm")
+    for node in nodes:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear") and node.input[0] in (gemm.output[0], "y") or \
+                node.output[0] == "y":
+            model.graph.node.remove(node)
+    gemm.output[0] = "y"
+    message = _refusal(model, tmp_path)
+    assert message == (f"m.onnx: node '{gemm.name}' (Gemm) reads dequantized values but its output is not quantized "
+                       "by one QuantizeLinear: the DQ -> op -> Q pattern does not fold")
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc not installed")
+def test_integer_code_cross_compiles_for_cortex_m4_without_library_calls(models, tmp_path):
+    manifest = codegen.generate(models("ds_cnn")["qop"], tmp_path / "qop")
+    undefined, defined = set(), set()
+    for source in manifest["sources"]:
+        obj = tmp_path / f"{source}.o"
+        subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O2",
+                        "-ffp-contract=off", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16",
+                        "-c", source, "-o", str(obj)], cwd=tmp_path / "qop", check=True, capture_output=True)
+        symbols = subprocess.run(["arm-none-eabi-nm", str(obj)], capture_output=True, text=True, check=True)
+        for line in symbols.stdout.splitlines():
+            kind, symbol = line.split()[-2:]
+            (undefined if kind == "U" else defined).add(symbol)
+    assert undefined - defined == {"nearbyintf"}  # no __aeabi_ldivmod & co: the int64 code needs no helper
