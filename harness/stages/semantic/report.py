@@ -262,7 +262,7 @@ def _fallbacks(records: list[dict]) -> set[str]:
 def derived_lines(records: list[dict]) -> list[str]:
     """Per record of ``--tolerance derived``: the bound, the C's and the reference's distance to float64, the
     tightness, a reference outside its own bound; and each fallback to the fixed tolerance with its reason."""
-    judged = [r for r in records if r.get("derived") and "fallback" not in r["derived"]]
+    judged = [r for r in records if r.get("derived") and "fallback" not in r["derived"] and not r.get("quantized")]
     fallbacks = sorted({f"{r['model']}: {r['derived']['fallback']}" for r in records
                         if r.get("derived") and "fallback" in r["derived"]})
     if not judged and not fallbacks:
@@ -298,6 +298,31 @@ def derived_lines(records: list[dict]) -> list[str]:
                   f"that far from the exact result)"
                   for r in judged if r["derived"]["verdict"] == "pass" and r["derived"].get("fixed_verdict") == "fail"]
     return lines + [f"- Fixed tolerance used for {line}" for line in fallbacks] + layer_lines(judged)
+
+
+def quantized_lines(records: list[dict]) -> list[str]:
+    """Per record of a quantized model judged by the integer arbiter (docs/semantic.md, "Quantized models"): the
+    rule its C declares, the C's distance to the arbiter under that rule and the reference's under its own (both 0
+    when each follows its rule), and the C's distance to the reference in LSB of the output."""
+    judged = [r for r in records if r.get("quantized") and r.get("derived") and "fallback" not in r["derived"]]
+    if not judged:
+        return []
+    lines = ["## Quantized models", "",
+             "Judged bit for bit against the integer arbiter (`harness/references/integer.py`): the C under the "
+             "requantization rule its manifest declares, the reference under its own (ONNX Runtime's float32 "
+             "requantization). The two rules may differ by 1 LSB per layer from the same input (docs/quantized.md), "
+             "so the C's distance to the reference is reported, not judged.", "",
+             "| Model | Generator (variant) | Target | Reference | C's rule | inputs judged | LSB | C vs arbiter | "
+             "reference vs its arbiter | C vs reference (LSB) | verdict |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
+        d, q = r["derived"], r["quantized"]
+        lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
+                     f"{r['reference']} | {q['rule']} | {d.get('inputs', '–')} | {_figure(q['lsb'], '.4e')} | "
+                     f"{_figure(d['c_distance'], '.4e')} | {_figure(d['reference_distance'], '.4e')} | "
+                     f"{_figure(q['c_vs_reference_lsb'], '.6g')} | {d['verdict']} |")
+    return lines + [f"- {r['model']} / {r['target']} {r['opt']}: {r['derived']['reference_defect']}"
+                    for r in judged if r["derived"].get("reference_defect")]
 
 
 def layer_lines(records: list[dict]) -> list[str]:
@@ -381,6 +406,9 @@ def markdown(records: list[dict], superseded: Sequence[dict] = ()) -> str:
     bounded = derived_lines(records)
     if bounded:
         out += ["", *bounded]
+    integers = quantized_lines(records)
+    if integers:
+        out += ["", *integers]
     decided = decision_lines(records)
     if decided:
         out += ["", *decided]

@@ -100,7 +100,7 @@ def test_a_c_off_its_declared_arithmetic_fails_and_one_that_declares_none_falls_
     del manifest["quantization"]
     (code / "manifest.json").write_text(json.dumps(manifest))
     done, (record,) = _semantic(models["qoperator"], tmp_path / "n", "--generators", f"dir:{code}")
-    assert record["derived"]["fallback"].startswith("the generated code declares no requantization rule")
+    assert "the generated code declares no requantization rule" in record["derived"]["fallback"]
     assert "integer arbiter not applicable" in done.stderr
 
 
