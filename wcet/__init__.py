@@ -8,5 +8,9 @@ for ``dataclasses.replace``; such a record is also a tuple, equal to the plain t
 relies on), mutable ones as classes with ``__slots__``, and a timing model's parameters as
 annotated class attributes read by ``TimingModel`` itself. ``dataclasses`` imports ``inspect`` (with ``ast``,
 ``dis``, ``tokenize``): about 1 MB of every ``python -m wcet`` process, against the per-ELF goal of issue 45 (at
-most 1.2x OTAWA's peak memory; docs/benchmarks.md). ``tests/wcet/test_startup.py`` checks it is not imported.
+most 1.2x OTAWA's peak memory; docs/benchmarks.md). For the same reason they do not import ``typing`` (a module's
+annotation-only imports sit under a local ``TYPE_CHECKING = False``, the value type checkers take as True; 0.6 MB),
+and ``wcet.bound`` reads the library annotations (TOML: ``tomllib`` imports ``typing`` and ``datetime``, 1.3 MB
+with it) only when a loop needs a bound the given facts lack. ``tests/wcet/test_startup.py`` checks that none of
+them is imported.
 """

@@ -42,13 +42,13 @@ import time
 from collections import namedtuple
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from wcet import elfread
 from wcet.disasm import A, Disassembler
 from wcet.errors import AnalysisError
 from wcet.timing import writes_pc
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING's value, without importing typing (wcet/__init__.py)
 if TYPE_CHECKING:
     import capstone
 

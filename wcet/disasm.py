@@ -25,8 +25,8 @@ import importlib.util
 import os
 import re
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 # capstone.h: the values the package's ``__init__`` defines and ``arm_const.py`` imports
 _CS_ARCH_ARM, _CS_MODE_THUMB, _CS_MODE_MCLASS, _CS_OPT_DETAIL, _CS_OPT_ON = 0, 1 << 4, 1 << 5, 2, 3

@@ -69,11 +69,11 @@ import re
 from collections import namedtuple
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from wcet.errors import WcetError
 from wcet.facts import FlowFacts, LoopBound
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING's value, without importing typing (wcet/__init__.py)
 if TYPE_CHECKING:
     from wcet.fflocate import ElfLocations
 

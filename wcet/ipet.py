@@ -53,10 +53,10 @@ import math
 import os
 import sys
 from collections import namedtuple
-from typing import TYPE_CHECKING
 
 from wcet.errors import AnalysisError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING's value, without importing typing (wcet/__init__.py)
 if TYPE_CHECKING:
     from fractions import Fraction
 

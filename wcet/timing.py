@@ -56,13 +56,14 @@ from __future__ import annotations
 
 import functools
 from collections import namedtuple
-from typing import TYPE_CHECKING, ClassVar
 
 from wcet.disasm import A
 from wcet.errors import ConfigurationError, WcetError
 
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING's value, without importing typing (wcet/__init__.py)
 if TYPE_CHECKING:
+    from typing import ClassVar
     import capstone
 
 

@@ -131,6 +131,21 @@ def test_every_loop_of_the_annotated_functions_is_annotated_and_nothing_else(pro
     assert [loop for routine in m4.call_graph("probe") for loop in m4.loops(routine)] == []
 
 
+@needs_tools
+@pytest.mark.arm
+def test_a_bound_reads_the_annotations_when_a_library_loop_needs_them(probes):
+    """``wcet.bound`` reads the annotation files only when the given facts leave a loop unbounded (issue 45: the
+    TOML reader's memory); the ARM7TDMI probe's soft-float loops still get their annotated bounds, the same WCET as
+    with the annotations read first."""
+    from wcet import bound, timing
+    from wcet.analyzer import analyze
+
+    elf = probes["arm7tdmi"].elf
+    eager = analyze(elf, "probe", library_facts(elf), "trivial").wcet_cycles
+    assert bound.bound(elf, "probe", timing.get("trivial")).wcet_cycles == eager
+    assert {loop.function for loop in bound.bound(elf, "probe", timing.get("trivial")).loops} >= set(PROBED)
+
+
 @pytest.mark.tor("TOR-WCET-006")
 @needs_tools
 @pytest.mark.arm
