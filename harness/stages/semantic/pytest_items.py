@@ -10,6 +10,7 @@ of the inputs, and the controller merges the shards into results.json.
 
 import pytest
 
+from harness.core import oracle
 from harness.stages.semantic.spec import SPEC
 
 
@@ -23,5 +24,6 @@ def test_semantic_preservation(assay_item, assay_campaign):
     assert [r["reference"] for r in records] == list(assay_item.checks)
     problems = [f"{r['reference']}: {r['verdict']}: {r['cause']}" for r in records if r["verdict"] != "pass"]
     assert not problems, "; ".join(problems)
-    for record in records:
-        assert 0.0 <= record["max_abs_error"] <= record["tolerance"]
+    for record in records:  # each pass follows from its own figures, by the rule that decided it (a derived or
+        # integer verdict may pass above the fixed tolerance, with its review line)
+        assert record["max_abs_error"] >= 0.0 and oracle.recheck(record) is None, oracle.recheck(record)
