@@ -2,14 +2,17 @@
 
 Two forms of the same model reach the same IR nodes:
 
-* QOperator: QuantizeLinear at the input, QLinearConv, QLinearMatMul, QGemm (com.microsoft), MaxPool, Flatten,
-  Reshape on the quantized tensors, DequantizeLinear at the output. Each handler reads its scales and zero
-  points as constants.
+* QOperator: QuantizeLinear at the input, QLinearConv, QLinearMatMul, QGemm, QLinearAdd, QLinearAveragePool,
+  QLinearGlobalAveragePool (the last four com.microsoft), MaxPool, Flatten, Reshape on the quantized tensors,
+  DequantizeLinear at the output. Each handler reads its scales and zero points as constants.
 * QDQ: float ops between DequantizeLinear and QuantizeLinear nodes. ``fold_qdq`` finds, before the handlers
   run, each ``DQ(x), DQ(w), DQ(bias) -> Conv | Gemm | MatMul (-> Relu) -> Q`` group and each
-  ``DQ -> MaxPool | Flatten | Reshape | Transpose -> Q`` group keeping the scale, and builds the same integer
-  node from the group's integers, named after its Conv (or other) node; the ReLU of a group raises the
-  saturation's low bound to the output zero point (Q(relu(v)) = max(Q(v), zero point), exactly).
+  ``DQ -> MaxPool | Flatten | Reshape | Transpose -> Q`` group keeping the scale, each ``DQ(a), DQ(b) -> Add -> Q``
+  and ``DQ -> AveragePool | GlobalAveragePool -> Q`` group, and builds the same integer node from the group's
+  integers as the QOperator form, named after its Conv (or other) node; the ReLU of a Conv/Gemm/MatMul group raises
+  the saturation's low bound to the output zero point (Q(relu(v)) = max(Q(v), zero point), exactly). ONNX
+  Runtime's quantizer writes no ``Add -> Relu -> Q``: it drops the Relu into the Q's range, or keeps it as its
+  own ``DQ -> Relu -> Q``; both the generator and the arbiter refuse an ``Add -> Relu -> Q``.
 
 Everything else quantized is refused by name: other types (int4, float8, int16...), DynamicQuantizeLinear,
 ConvInteger, MatMulInteger, a DQ whose values a float op reads (a pattern that does not fold), a zero point or
@@ -25,16 +28,21 @@ import numpy as np
 
 from codegen import quantize
 from codegen.errors import UnsupportedModel
-from codegen.frontend_onnx import (EXTENSIONS, HANDLERS, OTHER_DOMAINS, _Builder, _dense, _matmul_by_constant,
-                                   conv_layer, gemm_axes, handles)
+from codegen.frontend_onnx import (EXTENSIONS, HANDLERS, OTHER_DOMAINS, _Builder, _dense, _image, _image_out,
+                                   _matmul_by_constant, _window, conv_layer, gemm_axes, handles)
 from codegen.ir import QUANTIZED_TYPES, Node
 
 # Ops of another domain than ONNX's own that are handled (ONNX Runtime's quantizer writes them).
-MICROSOFT_OPS = (("com.microsoft", "QGemm"), ("com.microsoft", "QuantizeLinear"), ("com.microsoft", "DequantizeLinear"))
+MICROSOFT_OPS = tuple(("com.microsoft", op) for op in ("QGemm", "QuantizeLinear", "DequantizeLinear", "QLinearAdd",
+                                                       "QLinearAveragePool", "QLinearGlobalAveragePool"))
 # QDQ: the float ops that fold with their DQ inputs and Q output into one integer node, and the ops that only
 # move values (they fold when the Q keeps the DQ's scale and zero point).
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul")
 MOVE_OPS = ("MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze")
+# QDQ ops without weights whose Q may change the scale: an Add of two dequantized tensors, the average poolings.
+RESCALE_OPS = ("Add", "AveragePool", "GlobalAveragePool")
+# A window's sum of q stays in int32 (|q| <= 255) up to this many taps.
+MAX_POOL_TAPS = 2**23
 
 
 @dataclass(frozen=True)
@@ -109,14 +117,19 @@ def _integer_layer(b: _Builder, node, name: str, layer: Node, xq: QParams, wq: Q
         multiplier, shift = quantize.requantization(xq.scale[0], wq.scale, yq.scale[0], alpha)
     except ValueError as exc:
         raise b.reject(node, name, f"cannot be requantized: {exc}") from None
-    low, high, _ = QUANTIZED_TYPES[yq.dtype]
-    zero = int(yq.zero_point[0])
-    layer.attrs.update(x_zero_point=int(xq.zero_point[0]), y_zero_point=zero, low=max(low, zero) if relu else low,
-                       high=high)
+    layer.attrs.update(x_zero_point=int(xq.zero_point[0]), **_saturation(yq, relu))
     layer.params.update(multiplier=multiplier, shift=shift)
     if np.any(wq.zero_point):
         layer.params["w_zero_point"] = wq.zero_point.astype(np.int32)
     _mark(b, node, name, layer.output, yq)
+
+
+def _saturation(yq: QParams, relu: bool = False) -> dict:
+    """The attrs ``y_zero_point``, ``low`` and ``high`` of an integer node writing ``yq`` values; a fused ReLU raises
+    ``low`` to the zero point."""
+    low, high, _ = QUANTIZED_TYPES[yq.dtype]
+    zero = int(yq.zero_point[0])
+    return {"y_zero_point": zero, "low": max(low, zero) if relu else low, "high": high}
 
 
 def _qconv(b: _Builder, node, name: str, x: str, xq: QParams, weight: np.ndarray, wq: QParams, bias,
@@ -150,6 +163,59 @@ def _qmatmul(b: _Builder, node, name: str, x: str, xq: QParams, weight: np.ndarr
     layer = _matmul_by_constant(b, node, name, x, b.full(x), weight, _bias(b, node, name, bias, n), op="QDense",
                                 output=output)
     _integer_layer(b, node, name, layer, xq, wq, yq, n, relu)
+
+
+def _qadd(b: _Builder, node, name: str, a: str, aq: QParams, other: str, oq: QParams, yq: QParams,
+          output: str | None = None) -> None:
+    """A QAdd node (TFLite's 8-bit ADD, ``quantize.addition``) of quantized tensors ``a`` and ``other``: of the same
+    ONNX shape (a residual connection), or one of them of one element; other broadcasts are refused."""
+    shapes = [b.full(a), b.full(other)]
+    if shapes[0] != shapes[1] and min(int(np.prod(shape)) for shape in shapes) != 1:
+        raise b.reject(node, name, f"adds tensors of shapes {list(shapes[0])} and {list(shapes[1])}; equal shapes or "
+                                   "a one-element operand are supported")
+    full = tuple(np.broadcast_shapes(*shapes))
+    keeps = any(not b.lead[t] and len(b.full(t)) == len(full) for t in (a, other))  # as ``_binary``
+    try:
+        multiplier, shift = quantize.addition(aq.scale[0], oq.scale[0], yq.scale[0])
+    except ValueError as exc:
+        raise b.reject(node, name, f"cannot be requantized: {exc}") from None
+    layer = b.add(node, name, "QAdd", [a, other], full,
+                  {"a_zero_point": int(aq.zero_point[0]), "b_zero_point": int(oq.zero_point[0]), **_saturation(yq)},
+                  {"multiplier": multiplier, "shift": shift}, lead=False if keeps else None, output=output)
+    _mark(b, node, name, layer.output, yq)
+
+
+def _qaverage(b: _Builder, node, name: str, x: str, xq: QParams, yq: QParams, output: str | None = None) -> None:
+    """A QAvgPool node: a global average pool (``node``'s op type names one) as the window of the whole plane, or
+    an AveragePool's windows, counting their valid taps only (TFLite's; ``count_include_pad=1`` is refused)."""
+    if b.attr(node, "channels_last", 0):
+        raise b.reject(node, name, "has channels_last=1; channels-first ([N, C, H, W]) inputs are supported")
+    image, one_d = _image(b, node, name, x)
+    c, *size = b.shape(image)
+    if "Global" in node.op_type:
+        spatial = len(size)
+        kernel, strides, dilations, pads, out = tuple(size), (1,) * spatial, (1,) * spatial, (0,) * 2 * spatial, \
+            (1,) * spatial
+    else:
+        if b.attr(node, "count_include_pad", 0):
+            raise b.reject(node, name, "has count_include_pad=1; the quantized average counts a window's valid taps "
+                                       "only (TFLite's AveragePool)")
+        kernel, strides, dilations, pads, out = _window(b, node, name, tuple(size), b.attr(node, "kernel_shape", []),
+                                                        bool(b.attr(node, "ceil_mode", 0)), one_d)
+    if int(np.prod(kernel)) > MAX_POOL_TAPS:
+        raise b.reject(node, name, f"averages windows of {int(np.prod(kernel))} taps; at most {MAX_POOL_TAPS} keep "
+                                   "the sum in int32")
+    attrs = {"kernel": kernel, "strides": strides, "dilations": dilations, "pads": pads,
+             "x_zero_point": int(xq.zero_point[0]), **_saturation(yq)}
+    params = {}
+    if (xq.scale[0], xq.zero_point[0]) != (yq.scale[0], yq.zero_point[0]):
+        try:
+            params["multiplier"], params["shift"] = quantize.requantization(xq.scale[0], np.ones(1, np.float32),
+                                                                            yq.scale[0])
+        except ValueError as exc:
+            raise b.reject(node, name, f"cannot be requantized: {exc}") from None
+    layer = _image_out(b, node, name, "QAvgPool", image, (c, *out), one_d, attrs, params, output)
+    _mark(b, node, name, layer.output, yq)
 
 
 # ------------------------------------------------------------------------------------------------ QOperator
@@ -215,6 +281,21 @@ def _qgemm_op(b, node, name):
            _qparams(b, node, name, 4, 5, "b", per_tensor=False), bias, _qparams(b, node, name, 7, 8, "y"))
 
 
+@handles("QLinearAdd")
+def _qlinear_add(b, node, name):
+    """com.microsoft QLinearAdd: A, its scale and zero point, B, its scale and zero point, then C's."""
+    _qadd(b, node, name, _quantized_input(b, node, name, 0), _qparams(b, node, name, 1, 2, "A"),
+          _quantized_input(b, node, name, 3), _qparams(b, node, name, 4, 5, "B"), _qparams(b, node, name, 6, 7, "C"))
+
+
+@handles("QLinearAveragePool", "QLinearGlobalAveragePool")
+def _qlinear_average(b, node, name):
+    """com.microsoft QLinearAveragePool (AveragePool's attributes) and QLinearGlobalAveragePool: X, its scale and
+    zero point, then Y's."""
+    _qaverage(b, node, name, _quantized_input(b, node, name), _qparams(b, node, name, 1, 2, "x"),
+              _qparams(b, node, name, 3, 4, "y"))
+
+
 REFUSED = {
     "DynamicQuantizeLinear": "computes its scale and zero point at run time (dynamic quantization); static "
                              "quantization (QuantizeLinear with constant scales) is supported",
@@ -253,7 +334,8 @@ def fold_qdq(b: _Builder, nodes: list, outputs: set[str]) -> dict[int, Callable 
 
     actions: dict[int, Callable | None] = {}
     for node in nodes:
-        if node.op_type not in COMPUTE_OPS + MOVE_OPS or not node.input or dq(node.input[0], False) is None:
+        if node.op_type not in COMPUTE_OPS + MOVE_OPS + RESCALE_OPS or not node.input or \
+                dq(node.input[0], False) is None:
             continue
         x_dq = dq(node.input[0], False)
         relu = None
@@ -273,6 +355,12 @@ def fold_qdq(b: _Builder, nodes: list, outputs: set[str]) -> dict[int, Callable 
         if node.op_type in MOVE_OPS:
             actions[id(node)] = _moved(node, x_dq, q)
             continue
+        if node.op_type in RESCALE_OPS:
+            operands = [x_dq] + ([dq(node.input[1], False)] if node.op_type == "Add" else [])
+            actions[id(node)] = _rescaled(node, operands, q) if None not in operands else _refusal(
+                node, "reads dequantized values but its operand B is not a DequantizeLinear of a computed tensor: "
+                      "the DQ(a), DQ(b) -> Add -> Q pattern does not fold")
+            continue
         k_bias = 2 if node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and node.input[2] else None
         w_dq = dq(node.input[1], True) if len(node.input) > 1 else None
         b_dq = dq(node.input[k_bias], True) if k_bias else None
@@ -288,7 +376,8 @@ def fold_qdq(b: _Builder, nodes: list, outputs: set[str]) -> dict[int, Callable 
             if others:
                 actions[id(node)] = _refusal(node, f"feeds '{others[0].name}' ({others[0].op_type}), which does not "
                                                    "fold into an integer layer (DQ -> Conv/Gemm/MatMul [-> Relu] -> "
-                                                   "Q, DQ -> MaxPool/Flatten/Reshape/Transpose -> Q)")
+                                                   "Q, DQ -> MaxPool/Flatten/Reshape/Transpose -> Q, DQ, DQ -> Add "
+                                                   "-> Q, DQ -> AveragePool/GlobalAveragePool -> Q)")
             elif node.output[0] not in outputs:
                 actions[id(node)] = None
         elif node.op_type == "DequantizeLinear" and dq(node.output[0], True) is node and node.output[0] not in \
@@ -317,6 +406,19 @@ def _moved(node, x_dq, q) -> Callable:
         clone.CopyFrom(node)
         clone.input[0], clone.output[0] = x_dq.input[0], q.output[0]
         HANDLERS[node.op_type](b, clone, name)
+    return build
+
+
+def _rescaled(node, dqs: list, q) -> Callable:
+    """``DQ(a), DQ(b) -> Add -> Q`` and ``DQ -> AveragePool | GlobalAveragePool -> Q`` as the QLinearAdd and
+    QLinear pooling nodes of the QOperator form, named after the float op."""
+    def build(b: _Builder, name: str) -> None:
+        operands = []
+        for dq in dqs:
+            x = _quantized_input(b, dq, dq.name or name)
+            operands += [x, _qparams(b, dq, dq.name or name, 1, 2, "x", b.graph.tensors[x].dtype)]
+        yq = _qparams(b, q, q.name or name, 1, 2, "y", "uint8")
+        (_qadd if node.op_type == "Add" else _qaverage)(b, node, name, *operands, yq, q.output[0])
     return build
 
 

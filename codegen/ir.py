@@ -74,6 +74,14 @@ arithmetic only between ``Quantize`` and ``Dequantize``:
   y = clamp(y_zero_point + requantize(acc, multiplier[c], shift[c]), low, high).
 * ``QDense``: the ``Dense`` attrs (index maps; ``alpha`` is in the multiplier) and the quantized attrs and params
   of ``QConv2D``, per output column (the output's last axis); ``bias`` broadcast to the output.
+* ``QAdd``: two quantized inputs of the same shape (or one of one element, read at stride 0), attrs
+  ``a_zero_point``, ``b_zero_point``, ``y_zero_point``, ``low``, ``high``; params ``multiplier`` and ``shift`` of
+  three values (``quantize.addition``: operand A, operand B, the sum): TFLite's 8-bit ADD, docs/quantized.md.
+* ``QAvgPool``: the ``Pool2D`` window attrs, ``x_zero_point``, ``y_zero_point``, ``low``, ``high``; each window's
+  valid taps only are counted (n). Without params, the output has the input's scale and zero point and stores
+  the rounded-half-away-from-zero division of the sum of q by n (TFLite's AveragePool); with ``multiplier`` and
+  ``shift`` (one each, M = s_x / s_y), that division of the sum of q - x_zero_point is requantized and saturated.
+  A global average pool is the window of the whole plane.
 * ``Pool2D`` (max), ``View``, ``Slice`` and ``Transpose`` read a quantized tensor as they read a float one and
   write the same representation (a max of q values is the q of the max: the scale is positive).
 """
@@ -92,7 +100,7 @@ VIEW_OPS = frozenset({"View"})
 QUANTIZED_TYPES = {"int8": (-128, 127, "int8_t"), "uint8": (0, 255, "uint8_t")}
 # Ops that read quantized tensors and rescale them themselves, and ops that copy a quantized tensor's values
 # (their output has the input's representation; ``Pool2D`` only as a max).
-INTEGER_OPS = frozenset({"Dequantize", "QConv2D", "QDense"})
+INTEGER_OPS = frozenset({"Dequantize", "QConv2D", "QDense", "QAdd", "QAvgPool"})
 REPRESENTATION_OPS = frozenset({"View", "Pool2D", "Slice", "Transpose"})
 # Ops that emit no code at all because another layer absorbed them.
 FUSED_OP = "Fused"

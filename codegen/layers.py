@@ -20,6 +20,7 @@ from codegen.activations import expression
 from codegen.cwriter import CWriter, c_float
 from codegen.ir import CONTRACTED, QUANTIZED_TYPES, Graph, Node, Tensor, row_major_strides
 from codegen.memory import Buffer
+from codegen.quantize import ADD_LEFT_SHIFT
 
 EMITTERS: dict[str, Callable[["Context", Node], None]] = {}
 
@@ -735,11 +736,12 @@ def minus_zero_point(value: str, zero_point: int) -> str:
     return f"({value} - {zero_point})" if zero_point > 0 else f"({value} + {-zero_point})"
 
 
-def store_saturated(ctx: Context, node: Node, target: str, value: str) -> None:
+def store_saturated(ctx: Context, node: Node, target: str, value: str, zero_point: int | None = None) -> None:
     """``target = clamp(zero_point + value, low, high)`` for int32 ``value``, clamped before the zero point is
-    added (no overflow), cast to the output's C type."""
+    added (no overflow), cast to the output's C type; ``zero_point`` defaults to the node's ``y_zero_point`` (0:
+    ``value`` is already a stored q, as TFLite's same-scale average)."""
     a, y = node.attrs, ctx.tensor(node.output)
-    zero_point = a["y_zero_point"]
+    zero_point = a["y_zero_point"] if zero_point is None else zero_point
     low, high = a["low"] - zero_point, a["high"] - zero_point
     clamped = f"({value} < {low} ? {low} : {value} > {high} ? {high} : {value})"
     ctx.w.line(f"{target} = ({y.ctype}){clamped if not zero_point else minus_zero_point(clamped, -zero_point)};")
@@ -783,6 +785,69 @@ def emit_qdense(ctx: Context, node: Node) -> None:
     """The Dense loops in int32, then requantization per output column (``o``)."""
     _dense_nest(ctx, node, "int32_t acc = 0;", quantized_tap(ctx, node, "o"),
                 lambda target, bias: requantize_store(ctx, node, target, "o", bias))
+
+
+@emitter("QAdd")
+def emit_qadd(ctx: Context, node: Node) -> None:
+    """TFLite's 8-bit ADD (docs/quantized.md): each operand, centred and multiplied by 2^20, is rescaled to units
+    of 2^-20 of twice the larger input scale (multipliers 0 and 1), the two are added, and the sum is requantized
+    to the output (multiplier 2) and saturated. A one-element operand is read at stride 0."""
+    y, w = ctx.tensor(node.output), ctx.w
+    variables = [f"e{k}" for k in range(len(y.shape))]
+    multiplier, shift = ctx.param(node, "multiplier"), ctx.param(node, "shift")
+    left = node.params["shift"] > 0
+    zero_points = (node.attrs["a_zero_point"], node.attrs["b_zero_point"])
+    with w.nest(zip(variables, y.shape)):
+        w.line("int32_t sum = 0;")
+        for k, (operand, zero_point) in enumerate(zip(node.inputs, zero_points)):
+            x = ctx.tensor(operand)
+            read = ctx.at(x.name, index(broadcast_strides(x.shape, y.shape), variables))
+            with w.block(""):  # |q - zero point| <= 255: times 2^20 it stays below 2^28
+                w.line(f"const int32_t shifted = (int32_t){minus_zero_point(read, zero_point)} * "
+                       f"{1 << ADD_LEFT_SHIFT};")
+                w.line("int32_t v;")
+                requantize(w, "v", "shifted", f"{multiplier}[{k}]", f"{shift}[{k}]", left=bool(left[k]))
+                w.line("sum += v;")
+        w.line("int32_t v;")
+        requantize(w, "v", "sum", f"{multiplier}[2]", f"{shift}[2]", left=bool(left[2]))
+        store_saturated(ctx, node, ctx.at(y.name, index(y.strides, variables)), "v")
+
+
+@emitter("QAvgPool")
+def emit_qavg_pool(ctx: Context, node: Node) -> None:
+    """Average pooling of q values over each window's valid taps (n, counted at run time only where a window
+    can leave the input), rounded half away from zero (TFLite's reference AveragePool): ``r = (s + n / 2) / n``
+    or ``(s - n / 2) / n`` with C's truncating 32-bit division (a hardware ``sdiv`` on Cortex-M4; a literal n
+    becomes a multiplication). Same scale and zero point in and out: s is the sum of q and r is stored; else s is
+    the sum of q - x_zero_point and r is requantized by M = s_x / s_y (``requantize``)."""
+    x, y, w, a = ctx.tensor(node.inputs[0]), ctx.tensor(node.output), ctx.w, node.attrs
+    counted = any(low or high for low, high in _reach(node, x, y).values())
+    rescale = "multiplier" in node.params
+
+    def body(coords: dict[str, str]) -> None:
+        w.line(f"acc += {ctx.at(x.name, index(x.strides, [coords[letter] for letter in x.layout]))};")
+        if counted:
+            w.line("n += 1;")
+
+    with w.nest([(OUT_VARS[letter], dim) for letter, dim in zip(y.layout, y.shape)]):
+        w.line("int32_t acc = 0;")
+        if counted:
+            w.line("int32_t n = 0;")
+        _spatial_window(ctx, node, x, y, spatial_letters(x), {"C": "oc"}, body)
+        n = "n" if counted else str(int(np.prod(a["kernel"])))
+        half = "n / 2" if counted else str(int(n) // 2)
+        zero = a["x_zero_point"] if rescale else 0
+        if zero:
+            w.line(f"acc {'-' if zero > 0 else '+'}= {abs(zero)} * {n};")
+        w.line(f"const int32_t r = acc > 0 ? (acc + {half}) / {n} : (acc - {half}) / {n};")
+        target = ctx.at(y.name, index(y.strides, [OUT_VARS[letter] for letter in y.layout]))
+        if rescale:
+            w.line("int32_t v;")
+            requantize(w, "v", "r", f"{ctx.param(node, 'multiplier')}[0]", f"{ctx.param(node, 'shift')}[0]",
+                       left=bool(node.params["shift"][0] > 0))
+            store_saturated(ctx, node, target, "v")
+        else:
+            store_saturated(ctx, node, target, "r", zero_point=0)
 
 
 @emitter("Quantize")

@@ -54,3 +54,23 @@ def requantization(x_scale: float, w_scales: np.ndarray, y_scale: float,
     if shifts.max() > MAX_SHIFT:
         raise ValueError(f"requantization multiplier above 2^{MAX_SHIFT}")
     return multipliers, shifts
+
+
+# TFLite's ADD of 8-bit operands scales both to 2^20 units of twice the larger input scale before adding them.
+ADD_LEFT_SHIFT = 20
+
+
+def addition(a_scale: float, b_scale: float, y_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(m0, shift) as int32 arrays of TFLite's 8-bit ADD: operand A, operand B, then the sum (in that order).
+
+    With t = 2 * max(s_a, s_b) (float32 doubled, exact), the real multipliers s_a / t and s_b / t (at most 1/2)
+    bring each operand, first multiplied by 2^20, to units of t / 2^20, where their sum is exact to 2^-20 of an
+    input step; t / (2^20 * s_y) then brings the sum to the output scale (docs/quantized.md). Doubles throughout.
+    """
+    s_a, s_b, s_y = (float(np.float32(s)) for s in (a_scale, b_scale, y_scale))
+    twice = 2.0 * max(s_a, s_b)
+    pairs = [quantize_multiplier(real) for real in (s_a / twice, s_b / twice,
+                                                    twice / (2.0**ADD_LEFT_SHIFT * s_y))]
+    if max(shift for _, shift in pairs) > MAX_SHIFT:
+        raise ValueError(f"requantization multiplier above 2^{MAX_SHIFT}")
+    return (np.array([m for m, _ in pairs], dtype=np.int32), np.array([s for _, s in pairs], dtype=np.int32))

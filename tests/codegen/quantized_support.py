@@ -1,16 +1,18 @@
 """int8 models for the quantized code generator's tests, and an independent numpy model of the int8 contract.
 
 ``quantized_pair`` builds a float ONNX model from a fixed seed and quantizes it with ONNX Runtime's
-``quantize_static`` (per-channel int8, the same calibration data) in both formats, QDQ and QOperator.
-``FixedPoint`` runs a QOperator model in numpy int64 by the contract's "fixed-point" rule (TFLite's
-``QuantizeMultiplier`` and ``MultiplyByQuantizedMultiplier``, /tmp/q42/CONTRACT.md, docs/codegen.md), written
-here from the formulas and not from codegen's code, so the C's integer outputs can be checked bit for bit.
+``quantize_static`` (per-channel int8 weights, int8 or uint8 activations, the same calibration data) in both
+formats, QDQ and QOperator. ``FixedPoint`` runs a QOperator or QDQ model in numpy int64 by the contract's
+"fixed-point" rule (TFLite's ``QuantizeMultiplier``, ``MultiplyByQuantizedMultiplier``, ADD and AveragePool;
+docs/quantized.md), written here from the formulas and not from codegen's or the harness's code, so the C's
+integer outputs can be checked bit for bit.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -112,8 +114,45 @@ def single_gemm() -> FloatNet:
     return net
 
 
+def residual() -> FloatNet:
+    """A residual block (ResNet-like): a stem Conv-Relu, then Conv-Relu-Conv added to the block's input, Relu,
+    Flatten, Gemm, on a 1x6x6 image (the Add quantizes to QLinearAdd, QDQ's DQ, DQ -> Add -> Q)."""
+    net = FloatNet((1, 6, 6), seed=5)
+    block = net.conv("x", 1, 4, 3, pads=[1, 1, 1, 1])
+    x = net.conv(block, 4, 4, 3, pads=[1, 1, 1, 1])
+    x = net.conv(x, 4, 4, 3, relu=False, pads=[1, 1, 1, 1])
+    x = net.op("Relu", [net.op("Add", [x, block])])
+    net.gemm(net.op("Flatten", [x]), 4 * 6 * 6, 5)
+    return net
+
+
+def average_head() -> FloatNet:
+    """DS-CNN's head: a strided Conv, a depthwise-separable block, a full-window 4x4 AveragePool, Flatten, Gemm,
+    on a 1x8x8 'spectrogram'."""
+    net = FloatNet((1, 8, 8), seed=6)
+    x = net.conv("x", 1, 8, 3, strides=[2, 2], pads=[1, 1, 1, 1])
+    x = net.conv(x, 8, 8, 3, group=8, pads=[1, 1, 1, 1])
+    x = net.conv(x, 8, 8, 1)
+    x = net.op("AveragePool", [x], kernel_shape=[4, 4])
+    net.gemm(net.op("Flatten", [x]), 8, 6)
+    return net
+
+
+def global_average() -> FloatNet:
+    """Conv-Relu, a padded strided 3x3 AveragePool (its border windows count their valid taps), Conv-Relu,
+    GlobalAveragePool, Flatten, Gemm, on a 2x7x7 image."""
+    net = FloatNet((2, 7, 7), seed=8)
+    x = net.conv("x", 2, 6, 3, pads=[1, 1, 1, 1])
+    x = net.op("AveragePool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    x = net.conv(x, 6, 8, 3, pads=[1, 1, 1, 1])
+    x = net.op("GlobalAveragePool", [x])
+    net.gemm(net.op("Flatten", [x]), 8, 4)
+    return net
+
+
 MODELS = {"cnn": small_cnn, "ds_cnn": ds_cnn, "dense": dense_only, "single_conv": single_conv,
-          "single_gemm": single_gemm}
+          "single_gemm": single_gemm, "residual": residual, "average_head": average_head,
+          "global_average": global_average}
 
 
 def calibration(shape: tuple[int, ...], n: int = 32, seed: int = 7) -> list[np.ndarray]:
@@ -121,9 +160,10 @@ def calibration(shape: tuple[int, ...], n: int = 32, seed: int = 7) -> list[np.n
     return [rng.uniform(-1, 1, (1, *shape)).astype(np.float32) for _ in range(n)]
 
 
-def quantized_pair(kind: str, directory: Path) -> dict[str, Path]:
-    """The float model ``kind`` of ``MODELS`` and its QDQ and QOperator int8 quantizations (per channel, the same
-    calibration data), saved in ``directory``: {"float", "qdq", "qop"} -> path."""
+def quantized_pair(kind: str, directory: Path, activations: str = "int8") -> dict[str, Path]:
+    """The float model ``kind`` of ``MODELS`` and its QDQ and QOperator quantizations (int8 weights per channel,
+    ``activations`` int8 or uint8, the same calibration data), saved in ``directory``: {"float", "qdq", "qop"}
+    -> path."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     net = MODELS[kind]()
@@ -142,7 +182,8 @@ def quantized_pair(kind: str, directory: Path) -> dict[str, Path]:
     for fmt, key in ((QuantFormat.QDQ, "qdq"), (QuantFormat.QOperator, "qop")):
         paths[key] = directory / f"{kind}_{key}.onnx"
         quantize_static(str(paths["float"]), str(paths[key]), Reader(), quant_format=fmt, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+                        activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8,
+                        weight_type=QuantType.QInt8)
     return paths
 
 
@@ -189,9 +230,44 @@ def requantize(acc: np.ndarray, s_x: float, s_w: np.ndarray, s_y: float, zp_y: i
     return np.clip(zp_y + multiply_by_quantized_multiplier(acc, m0, shift), low, high)
 
 
+def round_divide(total: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """total / count rounded half away from zero: TFLite's ``(total + count / 2) / count`` for a positive total,
+    ``(total - count / 2) / count`` else, in C's division toward zero."""
+    return np.sign(total) * ((np.abs(total) + count // 2) // count)
+
+
+class Dequantized(NamedTuple):
+    """A DequantizeLinear's integers and parameters, which the QDQ op reading it uses as they are."""
+
+    q: np.ndarray
+    scale: np.ndarray
+    zero_point: np.ndarray
+
+
+class Pending(NamedTuple):
+    """A float op of a QDQ graph reading dequantized values: its integer meaning is known at its QuantizeLinear."""
+
+    node: object
+    ins: list
+
+
+# A QDQ float op's QOperator form: its method and its inputs from the group's (dequantized inputs d, then the
+# QuantizeLinear's scale and zero point).
+QDQ_FORMS = {
+    "Conv": ("_QLinearConv", lambda d, s, z: [*d[0], *d[1], s, z] + ([d[2].q] if len(d) > 2 else [])),
+    "Gemm": ("_QGemm", lambda d, s, z: [*d[0], *d[1], d[2].q if len(d) > 2 else None, s, z]),
+    "MatMul": ("_QLinearMatMul", lambda d, s, z: [*d[0], *d[1], s, z]),
+    "Add": ("_QLinearAdd", lambda d, s, z: [*d[0], *d[1], s, z]),
+    "AveragePool": ("_QLinearAveragePool", lambda d, s, z: [*d[0], s, z]),
+    "GlobalAveragePool": ("_QLinearGlobalAveragePool", lambda d, s, z: [*d[0], s, z]),
+}
+
+
 class FixedPoint:
     """Runs a QOperator model (QuantizeLinear, QLinearConv, MaxPool, Flatten, Reshape, QGemm, QLinearMatMul,
-    DequantizeLinear) on one sample by the contract: int64 accumulators, fixed-point requantization."""
+    QLinearAdd, QLinearAveragePool, QLinearGlobalAveragePool, DequantizeLinear) or its QDQ form (each float op
+    between DequantizeLinear and QuantizeLinear nodes evaluated as its QOperator form) on one sample by the
+    contract: int64 accumulators, fixed-point requantization."""
 
     def __init__(self, path: Path) -> None:
         self.model = onnx.load(str(path))
@@ -208,9 +284,29 @@ class FixedPoint:
             self.model.graph.input[0].type.tensor_type.shape.dim) - 1 else x}
         values.update(self.consts)
         for node in self.model.graph.node:
-            values[node.output[0]] = getattr(self, "_" + node.op_type)(node, [values.get(i) for i in node.input])
+            ins = [values.get(i) for i in node.input]
+            if node.op_type == "QuantizeLinear" and isinstance(ins[0], Pending):
+                values[node.output[0]] = self._fold(ins[0], *ins[1:])
+            elif node.op_type == "DequantizeLinear" and ins[0].dtype != np.float32:
+                values[node.output[0]] = Dequantized(*ins)
+            elif any(isinstance(value, Dequantized) for value in ins):
+                values[node.output[0]] = Pending(node, ins)
+            else:
+                values[node.output[0]] = getattr(self, "_" + node.op_type)(node, ins)
         out = values[self.model.graph.output[0].name]
+        out = self._DequantizeLinear(None, list(out)) if isinstance(out, Dequantized) else out
         return (out, values) if probes else out
+
+    def _fold(self, pending: Pending, s_y: np.ndarray, zp_y: np.ndarray) -> np.ndarray:
+        """A QDQ group ``DQ... -> op -> Q`` as its QOperator op; an op that moves values (the Q keeping the DQ's
+        scale and zero point) on the integers."""
+        node, ins = pending.node, pending.ins
+        if node.op_type in QDQ_FORMS:
+            method, inputs = QDQ_FORMS[node.op_type]
+            return getattr(self, method)(node, inputs([value for value in ins if value is not None], s_y, zp_y))
+        x = ins[0]
+        assert (x.scale, x.zero_point) == (s_y, zp_y), f"{node.name}: a rescaling {node.op_type}"
+        return getattr(self, "_" + node.op_type)(node, [x.q, *ins[1:]])
 
     def _QuantizeLinear(self, node, ins):
         x, s, zp = ins
@@ -278,6 +374,51 @@ class FixedPoint:
 
     def _QLinearMatMul(self, node, ins):
         return self._product(*ins)
+
+    def _QLinearAdd(self, node, ins):
+        """TFLite's ADD: t = 2 max(s_a, s_b); each (q - zp) 2^20 by QM(s / t), the sum by QM(t / (2^20 s_y))."""
+        a, s_a, zp_a, b, s_b, zp_b, s_y, zp_y = ins
+        twice = 2.0 * max(float(s_a), float(s_b))
+        scaled = [multiply_by_quantized_multiplier((q.astype(np.int64) - np.int64(zp)) * 2**20,
+                                                   *quantize_multiplier(float(s) / twice))
+                  for q, s, zp in ((a, s_a, zp_a), (b, s_b, zp_b))]
+        total = multiply_by_quantized_multiplier(scaled[0] + scaled[1], *quantize_multiplier(
+            twice / (2.0**20 * float(s_y))))
+        low, high = RANGES[zp_y.dtype]
+        return np.clip(np.int64(zp_y) + total, low, high).astype(zp_y.dtype)
+
+    def _average(self, sums: np.ndarray, counts: np.ndarray, s_x, zp_x, s_y, zp_y) -> np.ndarray:
+        """The window sums of q over ``counts`` valid taps: their rounded average as it is (same scale and zero
+        point in and out) or, of the centred sums, requantized by s_x / s_y."""
+        low, high = RANGES[zp_y.dtype]
+        if (float(s_x), int(zp_x)) == (float(s_y), int(zp_y)):
+            return np.clip(round_divide(sums, counts), low, high).astype(zp_y.dtype)
+        centred = round_divide(sums - np.int64(zp_x) * counts, counts)
+        return requantize(centred, s_x, np.ones(1, np.float32), s_y, int(zp_y), zp_y.dtype, axis=1).astype(
+            zp_y.dtype)
+
+    def _QLinearGlobalAveragePool(self, node, ins):
+        x, s_x, zp_x, s_y, zp_y = ins
+        sums = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
+        return self._average(sums, np.int64(x.shape[2] * x.shape[3]), s_x, zp_x, s_y, zp_y)
+
+    def _QLinearAveragePool(self, node, ins):
+        """Windows clipped to the input (count_include_pad = 0: the valid taps only)."""
+        x, s_x, zp_x, s_y, zp_y = ins
+        assert not self.attr(node, "count_include_pad", 0) and not self.attr(node, "ceil_mode", 0)
+        kh, kw = self.attr(node, "kernel_shape")
+        sh, sw = self.attr(node, "strides", [1, 1])
+        top, left, bottom, right = self.attr(node, "pads", [0, 0, 0, 0])
+        oh, ow = (x.shape[2] + top + bottom - kh) // sh + 1, (x.shape[3] + left + right - kw) // sw + 1
+        sums = np.zeros((*x.shape[:2], oh, ow), dtype=np.int64)
+        counts = np.zeros((1, 1, oh, ow), dtype=np.int64)
+        for i in range(oh):
+            rows = slice(max(i * sh - top, 0), min(i * sh - top + kh, x.shape[2]))
+            for j in range(ow):
+                columns = slice(max(j * sw - left, 0), min(j * sw - left + kw, x.shape[3]))
+                window = x[:, :, rows, columns].astype(np.int64)
+                sums[:, :, i, j], counts[0, 0, i, j] = window.sum(axis=(2, 3)), window.shape[2] * window.shape[3]
+        return self._average(sums, counts, s_x, zp_x, s_y, zp_y)
 
 
 def lsb(c: np.ndarray, reference: np.ndarray, scale: float) -> float:

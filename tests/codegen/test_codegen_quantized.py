@@ -1,7 +1,8 @@
 """int8 quantized ONNX models through assay-v2 (issue 42): integer-only C, checked three ways.
 
-Each float model is quantized by ONNX Runtime (``quantize_static``, per-channel int8) into its QDQ and QOperator
-forms (``quantized_support.quantized_pair``), generated, compiled warning-free and run on the host:
+Each float model is quantized by ONNX Runtime (``quantize_static``, per-channel int8 weights, int8 or uint8
+activations) into its QDQ and QOperator forms (``quantized_support.quantized_pair``), generated, compiled
+warning-free and run on the host:
 
 * bit for bit against ``FixedPoint``, the contract's fixed-point rule re-implemented in numpy int64 in the test
   support (the C and that model are independent codes of the same formulas);
@@ -31,13 +32,15 @@ FORMATS = ("qdq", "qop")
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """``models(kind)``: the float, QDQ and QOperator files of a model of ``quantized_support.MODELS``."""
+    """``models(kind, activations)``: the float, QDQ and QOperator files of a model of
+    ``quantized_support.MODELS`` with int8 (default) or uint8 activations."""
     cache = {}
 
-    def get(kind: str) -> dict:
-        if kind not in cache:
-            cache[kind] = quantized_pair(kind, tmp_path_factory.mktemp(kind))
-        return cache[kind]
+    def get(kind: str, activations: str = "int8") -> dict:
+        if (kind, activations) not in cache:
+            cache[kind, activations] = quantized_pair(kind, tmp_path_factory.mktemp(f"{kind}_{activations}"),
+                                                      activations)
+        return cache[kind, activations]
     return get
 
 
@@ -66,6 +69,37 @@ def test_integer_code_equals_the_fixed_point_rule_and_reports_its_distance_to_on
         assert np.array_equal(c, expected)  # and so do the dequantized floats
         print(f"{kind} {fmt}: max |C - ORT| = {lsb(c, onnx_reference(paths[fmt], x), scale):g} LSB of the output "
               f"scale {scale:.6g} over {len(x)} inputs")
+
+
+# The ops each model of the add and average-pooling tests must be generated with, per format.
+RESCALING_OPS = {"residual": {"qop": "QLinearAdd", "qdq": "Add"},
+                 "average_head": {"qop": "QLinearAveragePool", "qdq": "AveragePool"},
+                 "global_average": {"qop": "QLinearGlobalAveragePool", "qdq": "GlobalAveragePool"}}
+
+
+@pytest.mark.parametrize("kind, activations", [("residual", "int8"), ("residual", "uint8"), ("average_head", "int8"),
+                                               ("global_average", "int8")])
+def test_add_and_average_pooling_equal_the_fixed_point_rule(kind, activations, models, tmp_path):
+    """QLinearAdd (TFLite's ADD) and the average poolings (TFLite's AveragePool, then a requantization when the
+    scale changes), in both forms: the C bit for bit equal to ``FixedPoint`` run on the same file (ONNX Runtime's
+    quantizer gives the QDQ AveragePool its input's scale, QLinearAveragePool its own: the forms differ there),
+    and within a few LSB of ONNX Runtime (a 1-LSB requantization difference propagates through the layers)."""
+    paths = models(kind, activations)
+    for fmt in FORMATS:
+        manifest = codegen.generate(paths[fmt], tmp_path / fmt)
+        assert manifest["quantization"]["activations"] == activations
+        assert RESCALING_OPS[kind][fmt] in {layer["op"] for layer in manifest["layers"]}
+        x = inputs_for(manifest)
+        c = run_c(tmp_path / fmt, x)
+        expected = fixed_point(paths[fmt], x)
+        scale, zero = output_quantization(manifest)
+        q_c, q_expected = (np.rint(v / np.float32(scale)).astype(np.int64) + zero for v in (c, expected))
+        assert np.array_equal(q_c, q_expected), f"{fmt}: integer outputs differ at {np.argwhere(q_c != q_expected)}"
+        assert np.array_equal(c, expected)
+        difference = lsb(c, onnx_reference(paths[fmt], x), scale)
+        print(f"{kind} {activations} {fmt}: max |C - ORT| = {difference:g} LSB of the output scale {scale:.6g} over "
+              f"{len(x)} inputs")
+        assert difference <= 4.0 + 1e-4, f"{fmt}: {difference} LSB from onnxruntime"
 
 
 @pytest.mark.parametrize("kind", ["single_conv", "single_gemm"])
@@ -159,7 +193,8 @@ def test_a_qdq_pattern_that_does_not_fold_is_refused_by_name(tmp_path):
              helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["y"], name="back")]
     assert _refusal(_model(nodes, [SCALE, zero]), tmp_path) == (
         "m.onnx: node 'dequantize_input' (DequantizeLinear) feeds 'softmax' (Softmax), which does not fold into an "
-        "integer layer (DQ -> Conv/Gemm/MatMul [-> Relu] -> Q, DQ -> MaxPool/Flatten/Reshape/Transpose -> Q)")
+        "integer layer (DQ -> Conv/Gemm/MatMul [-> Relu] -> Q, DQ -> MaxPool/Flatten/Reshape/Transpose -> Q, DQ, DQ "
+        "-> Add -> Q, DQ -> AveragePool/GlobalAveragePool -> Q)")
 
 
 def test_a_qdq_layer_without_its_quantize_is_refused_by_name(models, tmp_path):
@@ -177,9 +212,57 @@ def test_a_qdq_layer_without_its_quantize_is_refused_by_name(models, tmp_path):
                        "by one QuantizeLinear: the DQ -> op -> Q pattern does not fold")
 
 
+def _quantized_add(a_shape: list, b_shape: list) -> onnx.ModelProto:
+    """x [N, 4] quantized, a Reshape to ``a_shape``, and a QLinearAdd of it with a Slice of it of ``b_shape``."""
+    int8 = numpy_helper.from_array(np.array(0, dtype=np.int8), "z")
+    shapes = [numpy_helper.from_array(np.array(shape, dtype=np.int64), name)
+              for shape, name in ((a_shape, "a_shape"), (b_shape, "b_ends"), ([4], "back"))]
+    starts = numpy_helper.from_array(np.zeros(len(b_shape), dtype=np.int64), "starts")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quantize_input"),
+             helper.make_node("Reshape", ["q", "a_shape"], ["a"], name="reshape"),
+             helper.make_node("Slice", ["a", "starts", "b_ends"], ["b"], name="slice"),
+             helper.make_node("QLinearAdd", ["a", "s", "z", "b", "s", "z", "s", "z"], ["sum"], name="add",
+                              domain="com.microsoft"),
+             helper.make_node("Reshape", ["sum", "back"], ["r"], name="flatten"),
+             helper.make_node("DequantizeLinear", ["r", "s", "z"], ["y"], name="back_to_float")]
+    return _model(nodes, [SCALE, int8, starts, *shapes], opset=13, domains=[helper.make_opsetid("com.microsoft", 1)])
+
+
+def test_qlinear_add_broadcasting_is_refused_by_name(tmp_path):
+    assert _refusal(_quantized_add([1, 2, 2], [1, 1, 2]), tmp_path) == (
+        "m.onnx: node 'add' (QLinearAdd) adds tensors of shapes [1, 2, 2] and [1, 1, 2]; equal shapes or a "
+        "one-element operand are supported")
+
+
+def test_average_pooling_counting_its_padding_is_refused_by_name(models, tmp_path):
+    model = onnx.load(models("global_average")["qop"])
+    pool = next(node for node in model.graph.node if node.op_type == "QLinearAveragePool")
+    pool.attribute.append(helper.make_attribute("count_include_pad", 1))
+    assert _refusal(model, tmp_path) == (
+        f"m.onnx: node '{pool.name}' (QLinearAveragePool) has count_include_pad=1; the quantized average counts a "
+        "window's valid taps only (TFLite's AveragePool)")
+
+
+def test_a_qdq_add_with_a_relu_before_its_quantize_is_refused_by_name(models, tmp_path):
+    """ONNX Runtime's quantizer folds the Relu after an Add into the Q's range (or keeps it as DQ -> Relu -> Q);
+    an ``Add -> Relu -> Q`` (another tool's) is refused, by the generator as by the integer arbiter."""
+    model = onnx.load(models("residual")["qdq"])
+    add = next(node for node in model.graph.node if node.op_type == "Add")
+    relu = helper.make_node("Relu", [add.output[0]], ["relu_out"], name="add_relu")
+    quantize = next(node for node in model.graph.node if add.output[0] in node.input)
+    quantize.input[0] = "relu_out"
+    model.graph.node.insert(list(model.graph.node).index(quantize), relu)
+    assert _refusal(model, tmp_path) == (
+        f"m.onnx: node '{add.name}' (Add) reads dequantized values but its output is not quantized by one "
+        "QuantizeLinear: the DQ -> op -> Q pattern does not fold")
+
+
 @pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc not installed")
-def test_integer_code_cross_compiles_for_cortex_m4_without_library_calls(models, tmp_path):
-    manifest = codegen.generate(models("ds_cnn")["qop"], tmp_path / "qop")
+@pytest.mark.parametrize("kind", ["ds_cnn", "residual", "global_average"])
+def test_integer_code_cross_compiles_for_cortex_m4_without_library_calls(kind, models, tmp_path):
+    """No 64-bit division helper (``__aeabi_ldivmod``) nor a 32-bit one: the average's division by a window's
+    count is a hardware ``sdiv`` on the Cortex-M4."""
+    manifest = codegen.generate(models(kind)["qop"], tmp_path / "qop")
     undefined, defined = set(), set()
     for source in manifest["sources"]:
         obj = tmp_path / f"{source}.o"
