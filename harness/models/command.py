@@ -9,10 +9,11 @@ def cmd_zoo_list(args: argparse.Namespace) -> int:
     from harness.models import zoo
 
     entries = [e for e in zoo.entries() if args.tier in (None, e.tier)]
-    print(f"{'name':<15} {'tier':<8} {'inputs from':<14} {'tolerance':<10} description")
+    width = max([15, *(len(e.name) for e in entries)])  # mobilenet-vww-int8 is longer than the paper's names
+    print(f"{'name':<{width}} {'tier':<8} {'inputs from':<14} {'tolerance':<10} description")
     for e in entries:
         low, high = e.input_domain
-        print(f"{e.name:<15} {e.tier:<8} {f'[{low:g}, {high:g}]':<14} {e.tolerance:<10g} {e.description}")
+        print(f"{e.name:<{width}} {e.tier:<8} {f'[{low:g}, {high:g}]':<14} {e.tolerance:<10g} {e.description}")
     return 0
 
 

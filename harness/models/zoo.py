@@ -30,8 +30,8 @@ class ZooEntry:
     """A named benchmark: what it is, where its inputs live, how close outputs must be."""
 
     name: str
-    tier: str  # "default" (built by tests and campaigns), "full" (large, on request), "trained" (real data) or
-    # "tiny" (the MLPerf Tiny networks, harness.models.tiny)
+    tier: str  # "default" (built by tests and campaigns), "full" (large, on request), "trained" (real data),
+    # "tiny" (the MLPerf Tiny networks, harness.models.tiny) or "int8" (those quantized, harness.models.int8)
     description: str
     input_domain: tuple[float, float]
     tolerance: float = DEFAULT_TOLERANCE
@@ -89,6 +89,13 @@ _ENTRIES += (
              # float32 rounding of ten layers of 128 (float64 arbiter: C and references alike reach 3e-5)
              tolerance=1e-4),
 )
+_ENTRIES += tuple(
+    # The same networks quantized as MLPerf Tiny deploys them (harness.models.int8): ONNX only, judged bit for bit
+    # against the integer arbiter (docs/quantized.md), so no float tolerance is theirs.
+    ZooEntry(f"{tiny_entry.name}-int8", "int8", f"{tiny_entry.description}; quantized int8 without a softmax: the "
+             "last Dense layer's values (logits) out; QDQ by ONNX Runtime's quantize_static, batch norm folded, "
+             "per-channel weights, MinMax over 64 seeded calibration inputs", tiny_entry.input_domain)
+    for tiny_entry in _ENTRIES if tiny_entry.tier == "tiny")
 _BY_NAME = {entry.name: entry for entry in _ENTRIES}
 
 
@@ -132,10 +139,11 @@ def source_sha256(name_or_path: str | Path) -> str | None:
 
 
 def _builder(zoo_entry: ZooEntry):
-    """The module that builds an entry: ``fingerprint(name, seed)`` and ``build(name, seed)``."""
-    from harness.models import paper, tiny, trained
+    """The module that builds an entry: ``fingerprint(name, seed)`` and ``build(name, seed)`` (a Keras model), or
+    for the int8 tier ``quantize`` (of the float model's ONNX file)."""
+    from harness.models import int8, paper, tiny, trained
 
-    return {"trained": trained, "tiny": tiny}.get(zoo_entry.tier, paper)
+    return {"trained": trained, "tiny": tiny, "int8": int8}.get(zoo_entry.tier, paper)
 
 
 def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
@@ -148,15 +156,40 @@ def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
         model = cache.read_cached(directory, fingerprint)
         if model is not None:
             return model
+        if zoo_entry.tier == "int8":
+            return _build_int8(zoo_entry, directory, fingerprint, seed, cache_dir)
         return _build_benchmark(zoo_entry, directory, fingerprint, seed)
+
+
+def _build_int8(zoo_entry: ZooEntry, directory: Path, fingerprint: str, seed: int, cache_dir: Path) -> Model:
+    """The float model of the same seed, loaded through the cache like any benchmark (built on first use), its ONNX
+    file quantized (``harness.models.int8``) into ``directory/model.onnx``: the only file, same ABI and domain."""
+    import dataclasses
+
+    from harness.models import int8
+
+    float_model = _load_benchmark(_BY_NAME[int8.float_name(zoo_entry.name)], cache_dir, seed)
+    _fresh(directory)
+    int8.quantize(zoo_entry.name, seed, float_model, directory / "model.onnx")
+    model = dataclasses.replace(float_model, name=zoo_entry.name, files={"onnx": directory / "model.onnx"},
+                                file_layouts={"onnx": float_model.layouts_of("onnx")},
+                                input_domain=zoo_entry.input_domain, tolerance=zoo_entry.tolerance, tier=zoo_entry.tier,
+                                description=zoo_entry.description)
+    cache.write_cached(directory, model, fingerprint, {"seed": seed, "float": float_model.name})
+    return model
+
+
+def _fresh(directory: Path) -> None:
+    """A build's directory, without the ``model.json`` of an earlier build (a failed build leaves none)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.json").unlink(missing_ok=True)
 
 
 def _build_benchmark(zoo_entry: ZooEntry, directory: Path, fingerprint: str, seed: int) -> Model:
     from harness.models import onnx_export
     from harness.models.tf_runtime import save_keras
 
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "model.json").unlink(missing_ok=True)
+    _fresh(directory)
     keras_model = _builder(zoo_entry).build(zoo_entry.name, seed)
     save_keras(keras_model, directory / "model.keras")
     onnx_export.export(keras_model, directory / "model.onnx")
