@@ -26,11 +26,15 @@ import json
 import logging
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
 from harness.models import tiny
 from harness.models.model import Model
+
+if TYPE_CHECKING:  # a cached load imports no onnx
+    import onnx
 
 BUILDER_VERSION = 1
 CALIBRATION = 64  # representative inputs whose activation ranges fix the activation scales (MinMax)
@@ -70,10 +74,10 @@ def quantize(name: str, seed: int, float_model: Model, path: Path) -> Path:
     class Representative(CalibrationDataReader):
         """The whole representative set as one batch: MinMax keeps the extremes over it either way."""
 
-        def __init__(self):
+        def __init__(self) -> None:
             self.batches = iter([{feed: calibration}])
 
-        def get_next(self):
+        def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.batches, None)
 
     with _quiet():
@@ -95,7 +99,7 @@ def calibration_set(name: str, seed: int, float_model: Model) -> np.ndarray:
     return tensors.convert(batch, float_model.layout, float_model.layouts_of("onnx")[0])
 
 
-def fold_batch_norms(graph) -> None:
+def fold_batch_norms(graph: onnx.GraphProto) -> None:
     """Fold each ``BatchNormalization`` into the ``Conv`` or ``Gemm`` (``transB=1``, as the exporter writes it) whose
     output only it reads: ``w' = w g``, ``b' = (b - mean) g + beta`` with ``g = scale / sqrt(var + epsilon)`` per
     output channel, computed in float64 and rounded once to float32."""
@@ -125,7 +129,7 @@ def fold_batch_norms(graph) -> None:
         graph.initializer.remove(tensor)
 
 
-def drop_final_softmax(graph) -> None:
+def drop_final_softmax(graph: onnx.GraphProto) -> None:
     """Remove a ``Softmax`` that writes the graph's output: its input becomes the output (same name and shape)."""
     output = graph.output[0].name
     last = next(node for node in graph.node if output in node.output)
@@ -137,7 +141,7 @@ def drop_final_softmax(graph) -> None:
 
 
 @contextlib.contextmanager
-def _quiet():
+def _quiet() -> Iterator[None]:
     """The quantizer logs its advice (run ``quant_pre_process`` first) through the root logger: not for a zoo build."""
     root = logging.getLogger()
     level = root.level
