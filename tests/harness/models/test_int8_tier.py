@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -92,3 +93,17 @@ def test_autoencoder_passes_the_semantic_campaign_bit_for_bit(tmp_path):
     assert len(records) == 1 and records[0]["verdict"] == "pass", records
     assert records[0]["derived"]["bound"] == 0 and records[0]["derived"]["c_distance"] == 0
     assert records[0]["quantized"]["rule"] == "fixed-point"
+
+
+def test_cached_load_reads_model_json_only(cache):
+    """Built once; a later load (another process) reads ``model.json`` and imports no TensorFlow, onnx or ONNX
+    Runtime, like the tiers it is built from."""
+    model = zoo.load("fc-autoencoder-int8", cache_dir=cache)
+    code = ("import sys; from harness.models import zoo; "
+            f"m = zoo.load('fc-autoencoder-int8', cache_dir={str(cache)!r}); "
+            "print(m.file('onnx'), *(name in sys.modules for name in ('tensorflow', 'onnx', 'onnxruntime')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[3])
+    assert result.stdout.split() == [str(model.file("onnx")), "False", "False", "False"]
+    assert json.loads((cache / "fc-autoencoder-int8-s0" / "model.json").read_text())["model"]["files"] == {
+        "onnx": "model.onnx"}
