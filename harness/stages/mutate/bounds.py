@@ -41,7 +41,7 @@ from pycparser import c_ast, c_parser
 
 from harness.binary.elf import merge_intervals
 from harness.errors import AssayError
-from harness.stages.mutate.operators import blank, writes
+from harness.stages.mutate.operators import blank, syntax_tree, writes
 
 Affine = dict[str, int]  # variable -> coefficient; "" holds the constant
 _DECLARED = re.compile(r"\b(?:float|double|char|short|int|long|unsigned|signed|u?int(?:8|16|32|64)_t)\s+"
@@ -142,7 +142,7 @@ def check(text: str, arrays: dict[str, int], name: str = "source", entry: str | 
     they are as many (a parameter of any function hides a file-scope array of its name); and, on the lines of
     ``layers``, those that can leave the tensors the layer may touch in a buffer that holds tensors."""
     try:
-        tree = c_parser.CParser().parse(blank(text), filename=name)
+        tree = syntax_tree(blank(text), name)
     except c_parser.ParseError as exc:
         raise AssayError(f"{name}: cannot parse for the bounds check: {exc}") from None
     walker = _Walker(arrays, layers or [])

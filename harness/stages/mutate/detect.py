@@ -89,15 +89,7 @@ class Search:
         self.kept = sorted({name for _, names in self.cuts.values() for name in names})
         self.low, self.high = (b.reshape(-1) for b in model.domain_bounds())
         self.width = self.high - self.low
-        size = self.low.size
-        rng = np.random.default_rng(seed)
-        if 2 ** size <= CORNERS:
-            picks = np.array(list(itertools.product((0, 1), repeat=size)), dtype=bool)
-        else:
-            picks = rng.integers(0, 2, (CORNERS, size)).astype(bool)
-        corners = np.where(picks, self.high, self.low)
-        uniform = self.low + rng.random((RANDOM, size)) * self.width
-        self.candidates = self._representable(np.vstack([corners, (self.low + self.high) / 2, uniform]))
+        self.candidates = domain_points(model, np.random.default_rng(seed), RANDOM)
         self.base, self.base_kept = self._unmutated(self.candidates)
         missing = bounds.missing_rules(model)
         self.margin_rule = f"no derived bound for {', '.join(missing)}" if missing else None
@@ -195,15 +187,33 @@ class Search:
         return np.concatenate(runs).reshape(len(x), -1)
 
     def _representable(self, x: np.ndarray) -> np.ndarray:
-        """``x`` clipped to the domain and rounded to float32 (what the C can be given), as float64 rows."""
-        x = np.clip(np.atleast_2d(x), self.low, self.high).astype(np.float32).astype(np.float64)
-        return np.clip(x, self.low, self.high)
+        return _representable(x, self.low, self.high)
 
     def _margin(self, witness: np.ndarray) -> tuple[float, str]:
         """Twice the rounding allowance at the witness: the derived bound, or the clean code's observed error."""
         if self.margin_rule is None:
             return 2.0 * float(bounds.derive(self.model, witness).bound.max()), "derived bound at the witness"
         return 2.0 * self.clean_error, f"clean code's largest observed error ({self.margin_rule})"
+
+
+def domain_points(model: Model, rng: np.random.Generator, uniform: int) -> np.ndarray:
+    """Candidate inputs of the domain (``model.domain_bounds``), as float64 rows each a float32 input: every corner
+    (or ``CORNERS`` drawn from ``rng`` when there are more), the centre and ``uniform`` points drawn from ``rng``."""
+    low, high = (b.reshape(-1) for b in model.domain_bounds())
+    size = low.size
+    if 2 ** size <= CORNERS:
+        picks = np.array(list(itertools.product((0, 1), repeat=size)), dtype=bool)
+    else:
+        picks = rng.integers(0, 2, (CORNERS, size)).astype(bool)
+    corners = np.where(picks, high, low)
+    points = low + rng.random((uniform, size)) * (high - low)
+    return _representable(np.vstack([corners, (low + high) / 2, points]), low, high)
+
+
+def _representable(x: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """``x`` clipped to the domain and rounded to float32 (what the C can be given), as float64 rows."""
+    x = np.clip(np.atleast_2d(x), low, high).astype(np.float32).astype(np.float64)
+    return np.clip(x, low, high)
 
 
 def locate(constants: dict[str, np.ndarray], values: np.ndarray, position: int) -> tuple[str, tuple[int, ...]] | str:

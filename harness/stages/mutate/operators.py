@@ -17,8 +17,25 @@ the exact place of every token, and walks the syntax tree for mutation points:
   (ReduceL2, Sqrt), ``erff(x)`` (Gelu), a sigmoid or the ReLU select ``(x > 0 ? x : 0)`` swapped with others
   and the identity.
 
-``weight_mutants(path, symbols, ...)`` perturbs seeded-chosen elements of the
-initialisers of the named constant arrays by a relative amount.
+``weight_mutants(path, symbols, ...)`` mutates the initialisers of the named
+constant arrays, by their C type: a float array's seeded-chosen elements by a
+relative amount (``weight-<r>``); an integer array's (integer-only C for a
+quantized model, docs/quantized.md) as ``INTEGER_CONSTANTS`` lists, by the
+array's name as the generator writes it (``<prefix><layer>_shift``, ...):
+
+- ``shift``: every requantization shift +1 and -1 (the channel's output doubled or halved);
+- ``multiplier-1%``: every requantization multiplier x 1.01 and x 0.99;
+- ``multiplier-1``: every requantization multiplier +1 and -1 (an error of 2^-30 of its value or less);
+- ``zero-point``: every entry of a zero-point array +1 and -1;
+- ``int-bias``: seeded-chosen entries of an int32 bias +1 and -1;
+- ``int-weight``: seeded-chosen entries of an int8 weight array +1 and -1 (the integer counterpart of
+  ``weight-<r>``);
+
+a change that leaves the array's type's range is not made. ``zero_point_mutants(path, manifest)`` changes the
+zero points the C writes as literals (``(x + 128)``, ``... - 17``) by +1 and -1 (``zero-point`` too), found
+from the zero points the manifest gives each quantized layer's tensors. ``counted(operator)`` says which
+operators count in the code kill rate: the code mutants, ``shift`` and ``zero-point`` (gross changes of the
+arithmetic); the others are judged by their detectability, as float weights are (``run``, ``detect``).
 
 Each mutant carries ``equivalent``: the rule that proves it equivalent to the
 original, or None. The rules are syntactic and sound for the code they match:
@@ -87,6 +104,13 @@ class Mutant:
     equivalent: str | None = None  # the rule that proves the mutant equivalent, if one does
     relative: float | None = None  # weight mutants: the relative perturbation
     element: tuple[str, int] | None = None  # weight mutants: the array's symbol and the element's position in it
+    dtype: str = "float32"  # weight mutants: the element's type as the executable stores it (numpy's name)
+
+    def element_bytes(self, literal: str) -> bytes:
+        """The bytes the compiler makes of ``literal`` (the original or the replacement) as this mutant's element:
+        a float's decimal rounded to a double, then to a float; an integer's value."""
+        value = float(literal.rstrip("fF")) if self.dtype == "float32" else int(literal)
+        return np.array([value], np.dtype(self.dtype).newbyteorder("<")).tobytes()
 
     def apply(self, text: str) -> str:
         if text[self.start:self.end] != self.original:
@@ -173,7 +197,7 @@ def parse(text: str, name: str) -> tuple[_Source, c_ast.FileAST]:
     """The C ``text`` (of the file ``name``) and its tokens, with pycparser's tree of it."""
     plain = blank(text)
     try:
-        tree = c_parser.CParser().parse(plain, filename=name)
+        tree = syntax_tree(plain, name)
     except c_parser.ParseError as exc:
         raise AssayError(f"{name}: cannot parse for mutation: {exc}") from None
     source = _Source(name, text)
@@ -194,6 +218,26 @@ def parse(text: str, name: str) -> tuple[_Source, c_ast.FileAST]:
     return source, tree
 
 
+_STDINT = {"int8_t": "signed char", "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short",
+           "int32_t": "int", "uint32_t": "unsigned int", "int64_t": "long long", "uint64_t": "unsigned long long"}
+
+
+def _stdint(plain: str, name: str) -> str:
+    """The typedefs of the ``<stdint.h>`` types ``plain`` uses and does not define, then a line marker that makes
+    the line after it line 1 of ``name``: pycparser needs a type's name declared, the blanked ``#include`` no longer
+    declares it, and the marker keeps every coordinate of the text's own (integer C: docs/quantized.md)."""
+    used = [t for t in _STDINT if re.search(rf"\b{t}\b", plain) and not re.search(rf"typedef[^;]*\b{t}\s*;", plain)]
+    if not used:
+        return ""
+    return "".join(f"typedef {_STDINT[t]} {t};\n" for t in used) + f'# 1 "{name}"\n'
+
+
+def syntax_tree(plain: str, name: str) -> c_ast.FileAST:
+    """pycparser's tree of the blanked C ``plain`` (``blank``) of the file ``name``, its ``<stdint.h>`` types
+    declared (``_stdint``); a ``c_parser.ParseError`` when it is not C pycparser takes."""
+    return c_parser.CParser().parse(_stdint(plain, name) + plain, filename=name)
+
+
 def code_mutants(path: Path) -> list[Mutant]:
     """Every mutant of the function bodies in the C file ``path``, in source order."""
     source, tree = load(Path(path))
@@ -210,6 +254,7 @@ class _Finder(c_ast.NodeVisitor):
         self.mutants: list[Mutant] = []
         self.loop_conditions: dict[int, str | None] = {}  # id(cond node) -> the counting-loop rule, or None
         self.selects: dict[int, bool] = {}  # id(cond node) -> it is the comparison of its select's values
+        self.boundaries: dict[int, str] = {}  # id(cond node) -> the value both arms of its select have at equality
         self.bounded: set[int] = set()  # loop conditions with loop-bound mutants: i <= N is i < N + 1 again
         self.zero: list[str] = []  # counters of the enclosing loops that run once, from 0: always 0 in the body
         self.shift_loops: dict[int, str] = {}  # id(cond of a softmax's max loop) -> the shift variable
@@ -390,6 +435,10 @@ class _Finder(c_ast.NodeVisitor):
         if frozenset({node.op, other}) in STRICTNESS and self.selects.get(id(node)):
             return f"select of the compared values: a {node.op} b ? a : b and a {other} b ? a : b differ only " \
                    f"when a == b, where both give the same value (+0 and -0 are equal)"
+        if frozenset({node.op, other}) in STRICTNESS and id(node) in self.boundaries:
+            return f"select equal at the boundary: x {node.op} c ? A : B and x {other} c ? A : B differ only when " \
+                   f"x == c, where A and B, functions of x and constants alone, are equal " \
+                   f"({self.boundaries[id(node)]}; +0 and -0 are equal)"
         return None
 
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
@@ -403,6 +452,11 @@ class _Finder(c_ast.NodeVisitor):
             text = lambda n: re.sub(r"\s+", "", s.span_text(s.token(n), s.last(n)))  # noqa: E731
             self.selects[id(cond)] = (text(cond.left), text(cond.right)) in (
                 (text(node.iftrue), text(node.iffalse)), (text(node.iffalse), text(node.iftrue)))
+            at = _value(cond.right, {}) if isinstance(cond.left, c_ast.ID) else None  # x OP constant expression
+            if at is not None:
+                arms = [_value(arm, {cond.left.name: at}) for arm in (node.iftrue, node.iffalse)]
+                if arms[0] is not None and arms[0] == arms[1]:
+                    self.boundaries[id(cond)] = f"{cond.left.name} = {at:g}: both arms {arms[0]:g}"
         self.generic_visit(node)
 
     def _activation(self, node: c_ast.Node) -> None:
@@ -427,6 +481,51 @@ def _activation_of(node: c_ast.Node, s: _Source) -> tuple[str | None, c_ast.Node
             s.span_text(s.token(node.iftrue), s.last(node.iftrue)):
         return "relu", node.cond.left
     return None, None
+
+
+_INTEGER_CASTS = {"int8_t": 8, "uint8_t": 8, "int16_t": 16, "uint16_t": 16, "int32_t": 32, "uint32_t": 32,
+                  "int64_t": 64, "uint64_t": 64, "int": 32}
+_BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+           ">>": lambda a, b: a >> b, "<<": lambda a, b: a << b, "&": lambda a, b: a & b, "|": lambda a, b: a | b,
+           "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b),
+           ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b)}
+
+
+def _value(node: c_ast.Node, known: dict[str, float]) -> float | None:
+    """The value of the expression ``node`` when its only variables are those of ``known``, or None when it reads
+    anything else (an array, a call, another variable) or does what this evaluation does not model exactly: a
+    shift or bitwise operation of a non-integer, a cast to an integer type of a value it does not hold exactly
+    (a fraction, or outside the type's range), a cast to another type."""
+    if isinstance(node, c_ast.Constant) and node.type in ("int", "float", "double"):
+        text = node.value.rstrip("uUlLfF")
+        return int(text, 0) if node.type == "int" else float(text)
+    if isinstance(node, c_ast.ID):
+        return known.get(node.name)
+    if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "~"):
+        inner = _value(node.expr, known)
+        if inner is None or (node.op == "~" and not isinstance(inner, int)):
+            return None
+        return -inner if node.op == "-" else ~inner
+    if isinstance(node, c_ast.Cast):
+        inner = _value(node.expr, known)
+        names = node.to_type.type.type.names if isinstance(node.to_type.type, c_ast.TypeDecl) and \
+            isinstance(node.to_type.type.type, c_ast.IdentifierType) else []
+        bits = _INTEGER_CASTS.get(" ".join(names))
+        if inner is None or bits is None or inner != int(inner):
+            return None
+        signed = not names[0].startswith("u")
+        low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        return int(inner) if low <= inner <= high else None
+    if isinstance(node, c_ast.BinaryOp) and node.op in _BINARY:
+        left, right = _value(node.left, known), _value(node.right, known)
+        if left is None or right is None or \
+                (node.op in (">>", "<<", "&", "|") and not (isinstance(left, int) and isinstance(right, int))):
+            return None
+        return _BINARY[node.op](left, right)
+    if isinstance(node, c_ast.TernaryOp):
+        cond = _value(node.cond, known)
+        return None if cond is None else _value(node.iftrue if cond else node.iffalse, known)
+    return None
 
 
 def _max_scan(node: c_ast.Node, s: _Source) -> str | None:
@@ -502,12 +601,25 @@ def _walk(node: c_ast.Node):
         yield from _walk(child)
 
 
+def _header(text: str, symbol: str) -> re.Match | None:
+    """The declaration of the initialised array ``symbol`` in the C ``text`` up to its ``{``; group 1: the word
+    before the name (its type)."""
+    return re.search(rf"(\w+)\s+{re.escape(symbol)}\s*\[[^\]]*\]\s*=\s*\{{", text)
+
+
 def array_numbers(text: str, symbol: str) -> list[re.Match]:
     """The numbers initialising the array ``symbol`` in the C ``text``, in order (none when it is not there)."""
-    header = re.search(rf"\b{re.escape(symbol)}\s*\[[^\]]*\]\s*=\s*\{{", text)
+    header = _header(text, symbol)
     if header is None:
         return []
     return list(_NUMBER.finditer(text, header.end(), text.index("}", header.end())))
+
+
+def array_dtype(text: str, symbol: str) -> str:
+    """The numpy name of the type of the array ``symbol``'s elements in the C ``text``: an integer type's
+    (``INTEGER_TYPES``), else ``float32`` (a weight array of float C as every generator writes it)."""
+    header = _header(text, symbol)
+    return INTEGER_TYPES.get(header.group(1), "float32") if header else "float32"
 
 
 def array_values(text: str, symbol: str) -> np.ndarray:
@@ -518,13 +630,18 @@ def array_values(text: str, symbol: str) -> np.ndarray:
 
 def weight_mutants(path: Path, symbols: list[str], relatives: tuple[float, ...], per_array: int,
                    rng: np.random.Generator) -> list[Mutant]:
-    """``per_array`` seeded-chosen elements of each array in ``symbols`` initialised in ``path``, each scaled by
-    1 + r for every r in ``relatives``; a value that rounds to the same float32 is judged equivalent."""
+    """The mutants of the arrays in ``symbols`` initialised in ``path``: of a float array, ``per_array``
+    seeded-chosen elements each scaled by 1 + r for every r in ``relatives`` (a value that rounds to the same float32
+    is judged equivalent); of an integer array, those of its class in ``INTEGER_CONSTANTS`` (``integer_mutants``)."""
     text = Path(path).read_text()
     mutants = []
     for symbol in symbols:
         numbers = array_numbers(text, symbol)
         if not numbers:
+            continue
+        dtype = array_dtype(text, symbol)
+        if dtype != "float32":
+            mutants += integer_mutants(Path(path).name, text, symbol, numbers, dtype, per_array, rng)
             continue
         for position in sorted(rng.choice(len(numbers), size=min(per_array, len(numbers)), replace=False)):
             number = numbers[position]
@@ -538,3 +655,119 @@ def weight_mutants(path: Path, symbols: list[str], relatives: tuple[float, ...],
                                       f"{symbol}[{position}] {float(value):.9g} x (1 + {relative:g})", rule,
                                       relative, (symbol, int(position))))
     return mutants
+
+
+INTEGER_TYPES = {"int8_t": "int8", "uint8_t": "uint8", "int16_t": "int16", "int32_t": "int32", "int": "int32"}
+
+
+@dataclass(frozen=True)
+class IntegerConstants:
+    """One class of mutants of the integer constant arrays of quantized C: which arrays (their name's ending, as
+    the generator writes ``<prefix><layer>_<parameter>``, or their element type for the weights), the changes of an
+    entry (``+n``: added; ``*f``: multiplied, rounded half away from zero), every entry or a seeded sample of
+    ``--weights-per-array``, and whether the class counts in the code kill rate (``counted``) or is judged by its
+    detectability, as float weights are."""
+
+    operator: str
+    suffix: str | None  # the array's name ends so; None: an int8 or uint8 array no other class takes (weights)
+    changes: tuple[str, ...]
+    sampled: bool
+    counted: bool
+
+    def takes(self, symbol: str, dtype: str) -> bool:
+        return symbol.endswith(self.suffix) if self.suffix else dtype in ("int8", "uint8")
+
+
+INTEGER_CONSTANTS = (  # the one list of the integer constant mutants; an array takes the first classes that match
+    IntegerConstants("shift", "_shift", ("+1", "-1"), sampled=False, counted=True),
+    IntegerConstants("zero-point", "_zero_point", ("+1", "-1"), sampled=False, counted=True),
+    IntegerConstants("multiplier-1%", "_multiplier", ("*1.01", "*0.99"), sampled=False, counted=False),
+    IntegerConstants("multiplier-1", "_multiplier", ("+1", "-1"), sampled=False, counted=False),
+    IntegerConstants("int-bias", "_bias", ("+1", "-1"), sampled=True, counted=False),
+    IntegerConstants("int-weight", None, ("+1", "-1"), sampled=True, counted=False),
+)
+UNCOUNTED = {c.operator for c in INTEGER_CONSTANTS if not c.counted}
+
+
+def counted(operator: str) -> bool:
+    """Whether a mutant of ``operator`` counts in the code kill rate (else it is judged by its detectability: the
+    float weights' ``weight-<r>`` and the uncounted integer classes)."""
+    return not operator.startswith("weight-") and operator not in UNCOUNTED
+
+
+def _changed(value: int, change: str) -> int:
+    if change.startswith("*"):
+        scaled = abs(value) * float(change[1:])
+        return int(np.sign(value)) * int(np.floor(scaled + 0.5))
+    return value + int(change)
+
+
+def integer_mutants(file: str, text: str, symbol: str, numbers: list[re.Match], dtype: str, per_array: int,
+                    rng: np.random.Generator) -> list[Mutant]:
+    """The mutants of the integer array ``symbol`` (of element type ``dtype``, initialised by ``numbers`` in the
+    file ``file`` of text ``text``): every class of ``INTEGER_CONSTANTS`` that takes it, from the first whose name
+    ending matches (a multiplier takes both of its classes); a change outside ``dtype``'s range, or none, is not
+    made. An array no class takes (an int32 table the generator names otherwise) has none."""
+    classes = [c for c in INTEGER_CONSTANTS if c.suffix and c.takes(symbol, dtype)] or \
+        [c for c in INTEGER_CONSTANTS if c.takes(symbol, dtype)]
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    mutants = []
+    for kind in classes:
+        positions = sorted(rng.choice(len(numbers), size=min(per_array, len(numbers)), replace=False)) \
+            if kind.sampled else range(len(numbers))
+        for position in positions:
+            number = numbers[position]
+            value = int(number.group(0))
+            line = text.count("\n", 0, number.start()) + 1
+            for change in kind.changes:
+                mutated = _changed(value, change)
+                if mutated == value or not low <= mutated <= high:
+                    continue
+                mutants.append(Mutant(kind.operator, file, line, number.start(), number.end(), number.group(0),
+                                      str(mutated), f"{symbol}[{position}] {value} -> {mutated} ({change})",
+                                      element=(symbol, int(position)), dtype=dtype))
+    return mutants
+
+
+def zero_point_mutants(path: Path, manifest: dict) -> list[Mutant]:
+    """The zero points the C file ``path`` writes as literals, each +1 and -1 (``zero-point``): in the lines of a
+    layer the manifest gives (``layers``, docs/quantized.md), a ``+`` or ``-`` of an integer or float constant
+    whose signed addend is the negated zero point of one of the layer's input tensors (``x - zp``, written
+    ``(x + 128)`` for zp = -128) or the zero point of its output tensor (``... - 17`` for zp = -17), and whose
+    left operand is a value rather than an index (an array element, a cast, a select, a call): the subscripts'
+    ``+ 1`` and arena offsets are not zero points, whatever their value."""
+    path = Path(path)
+    layers = [layer for layer in manifest.get("layers", []) if layer.get("file") == path.name and layer.get("lines")]
+    zero_points = {layer.get("index"): (layer.get("output") or {}).get("zero_point") for layer in layers}
+    source, tree = load(path)
+    mutants = []
+    for node, _, _ in _walk_with_parents(tree):
+        if not (isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-") and isinstance(node.right, c_ast.Constant)
+                and node.right.type in ("int", "float") and
+                isinstance(node.left, (c_ast.ArrayRef, c_ast.Cast, c_ast.TernaryOp, c_ast.FuncCall))):
+            continue
+        literal = node.right.value
+        addend = float(literal.rstrip("fF")) * (1 if node.op == "+" else -1)
+        layer = next((k for k in layers if k["lines"][0] <= node.coord.line <= k["lines"][1]), None)
+        if layer is None:
+            continue
+        tensors = [(f"input of layer {layer['index']}", -zero_points.get(i)) for i in layer.get("inputs") or []
+                   if zero_points.get(i)] + \
+            ([(f"output of layer {layer['index']}", zero_points[layer["index"]])] if zero_points.get(layer["index"])
+             else [])
+        where = next((what for what, wanted in tensors if wanted == addend), None)
+        if where is None:
+            continue
+        index = source.token(node.right)
+        for delta in (1, -1):  # the zero point +1 and -1: the addend of an input's -zp moves the other way
+            zero_point = (-addend if where.startswith("input") else addend) + delta
+            moved = -zero_point if where.startswith("input") else zero_point
+            magnitude = moved if node.op == "+" else -moved  # the literal, its operator kept
+            if magnitude < 0:
+                continue
+            text = str(int(magnitude)) if node.right.type == "int" else f"{magnitude:.1f}f"
+            mutants.append(Mutant("zero-point", path.name, source.line(index), source.offsets[index],
+                                  source.end(index), literal, text,
+                                  f"zero point of the {where} {int(zero_point - delta)} -> {int(zero_point)} "
+                                  f"({node.op} {literal} -> {node.op} {text})"))
+    return sorted(mutants, key=lambda m: (m.start, m.replacement))

@@ -7,7 +7,8 @@ executable with one element's bytes changed for a weight mutant, one build per m
   not valid C), its mutants are split in halves and each half compiled apart, down to the mutants that do not
   compile in any schema: those are built alone, and a failed build is a stillborn mutant as before.
 - **Weight mutants**: the executable holds the weight array's bytes (``harness.binary.elf.object_bytes``); the
-  mutated element's float32, the value the compiler makes of the mutant's literal, replaces the original's in a
+  mutated element's float32 (or integer, for the integer constants of quantized C), the value the compiler makes
+  of the mutant's literal, replaces the original's in a
   copy of the clean executable (a split program of the clean code, ``split``, and at ``FAST_OPT`` where the stage
   allows it: ``Programs``), after checking that the original's bytes are there (an array of another type, a
   layout the search does not match: built alone).
@@ -243,13 +244,15 @@ class Programs:
 
     def _place(self, mutant: operators.Mutant) -> tuple[int, int] | None:
         """Where the base executable holds the weight array of ``mutant``: (offset, size), when it is an array of
-        float32 with as many elements as the file's initialiser has numbers; else None (built alone)."""
+        the mutant's element type (float32, or an integer of quantized C) with as many elements as the file's
+        initialiser has numbers; else None (built alone)."""
         key = (self.base, mutant.element[0])
         with self._lock:
             if key not in self.places:
                 found = object_bytes(self.base, key[1])
                 count = len(operators.array_numbers((self.builder.code.directory / mutant.file).read_text(), key[1]))
-                self.places[key] = found if found is not None and found[1] == 4 * count else None
+                size = np.dtype(mutant.dtype).itemsize * count
+                self.places[key] = found if found is not None and found[1] == size else None
             return self.places[key]
 
     def program(self, number: int, mutant: operators.Mutant, directory: Path) -> Program:
@@ -272,17 +275,16 @@ class Programs:
         """A copy of the base executable in ``directory`` whose weight element is the mutant's; None when the
         element's bytes there are not the original value's."""
         offset, _ = self._place(mutant)
-        at = offset + 4 * mutant.element[1]
+        width = np.dtype(mutant.dtype).itemsize
+        at = offset + width * mutant.element[1]
         with self._lock:
             if self.base not in self._bytes:
                 self._bytes[self.base] = self.base.read_bytes()
         data = bytearray(self._bytes[self.base])
-        # the float32 the compiler makes of each literal: the decimal rounded to a double, then to a float
-        original, mutated = (np.array([float(text.rstrip("fF"))], "<f4").tobytes()
-                             for text in (mutant.original, mutant.replacement))
-        if data[at:at + 4] != original:
+        original, mutated = (mutant.element_bytes(text) for text in (mutant.original, mutant.replacement))
+        if data[at:at + width] != original:
             return None
-        data[at:at + 4] = mutated
+        data[at:at + width] = mutated
         directory.mkdir(parents=True, exist_ok=True)
         patched = directory / "assay-patched"
         patched.unlink(missing_ok=True)

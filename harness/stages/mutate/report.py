@@ -35,6 +35,9 @@ def _bounds(clean: dict) -> str:
 def _rule(record: dict) -> str:
     """The oracle's rule of a record (``run.Rule``; a record made before ``--tolerance`` existed: fixed)."""
     rule = record.get("tolerance_rule") or {"rule": "fixed"}
+    if rule["rule"].startswith("integer-"):
+        return (f"bit for bit against the integer arbiter under the requantization rule the code declares "
+                f"({rule['rule']}: bound 0, the clean code {_error(rule['c_distance'])} from it; a quantized model)")
     if rule["rule"] == "derived":
         return (f"the derived rule |C - float64| <= bound (largest bound {_error(rule['bound'])}; the clean code "
                 f"{_error(rule['c_distance'])} from float64, tightness {rule['tightness']:.3g})" + _layers(rule))
@@ -81,6 +84,12 @@ def _detectability(record: dict) -> list[str]:
         d = m.get("detectability")
         if d is None:
             continue
+        if "dtype" in m["weight"]:  # an integer constant: run on the domain's points against the clean code
+            found = "yes" if d["detectable"] else "no"
+            lines.append(f"| {m['id']} | {m['status']} | {m['description']} | {m['weight']['symbol']}"
+                         f"[{m['weight']['index']}] | {found}: {d.get('confirmed_by') or d.get('reason')} | - | - | "
+                         f"- (exact rule) | {d.get('witness_sha256', '-')[:16]} |")
+            continue
         if not d["decided"] or "witness_sha256" not in d:
             lines.append(f"| {m['id']} | {m['status']} | {m['description']} | - | "
                          f"{'undecided' if not d['decided'] else 'no'}: {d['reason']} | - | - | - | - |")
@@ -103,7 +112,10 @@ def write_mutation_report(results: Path, out: Path) -> list[Path]:
              f"non-equivalent code mutants killed, every detectable weight mutant killed, no false alarm "
              f"on the unmutated code. A weight mutant is detectable when an input of the domain, searched in "
              f"float64 apart from the test inputs, moves an output beyond the tolerance by more than the rounding "
-             f"margin; adequacy is the share of the detectable ones the test inputs kill.", "",
+             f"margin; adequacy is the share of the detectable ones the test inputs kill. A quantized model's "
+             f"integer constants that are not counted in the code kill rate (multipliers, biases, int8 weights) are "
+             f"judged like weights: a survivor is detectable when its C, run on points of the domain apart from the "
+             f"test inputs, differs from the clean code and fails the exact integer rule there.", "",
              "| model | generator | variant | inputs (seed) | reference | mutants | killed | survived | stillborn "
              "| equivalent | code kill rate | detectable weights killed (adequacy) | false alarms / seeds | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -48,6 +48,7 @@ interpreter and cffi) was most of a small network's mutant.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import queue
 import re
 import sys
@@ -61,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import references
-from harness.core import inputsets, intermediate, layerlocal, oracle, refcache
+from harness.core import inputsets, intermediate, layerlocal, oracle, quantized, refcache
 from harness.core import plan as core_plan
 from harness.core.fingerprint import item_fingerprint
 from harness.core.inputs import make_inputs
@@ -77,7 +78,7 @@ from harness.binary import elf
 from harness.runners import RunError, arenacheck, native, probed
 from harness.targets import HOST
 from harness.references import bounds as derived_bounds
-from harness.references import float64
+from harness.references import float64, integer
 from harness.stages.mutate import bounds, detect, operators, programs, split
 from harness.stages.mutate.spec import SPEC
 
@@ -91,6 +92,7 @@ WINDOW = 16  # a mutant's order of the inputs counts the kills of the mutants ju
 # sample of a few (``--max-mutants``)
 SPLIT_FROM = 32
 RELATIVES = (1e-3, 1e-5, 1e-7)
+INTEGER_SEARCH = 4096  # uniform points of the domain an integer constant survivor runs on (``_integer_detectability``)
 KILL_TARGET = 0.99  # of the non-equivalent code mutants (issue 9)
 UP_TO_ROUNDING = ("softmax shift invariance",)  # rules equal in real arithmetic only: the error must not grow
 DETECTORS = ("oracle", "runner", "sanitizer", "bounds")
@@ -172,10 +174,11 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> dict:
 def _checks_digest() -> str:
     """The bytes of the code outside the stage that decides verdicts here: the arena-region check, the input sets,
     the reference's intermediate outputs, the float64 evaluation and the derived bound the weight mutants'
-    detectability search uses, the layer outputs a split run starts from and the reading of the executable a weight
-    mutant is written into (a change there must not reuse old records)."""
+    detectability search uses, the layer outputs a split run starts from, the reading of the executable a weight
+    mutant is written into and a quantized model's integer arbiter (a change there must not reuse old records)."""
     return digest([Path(module.__file__).read_bytes().hex()
-                   for module in (arenacheck, inputsets, intermediate, float64, derived_bounds, probed, elf)])
+                   for module in (arenacheck, inputsets, intermediate, float64, derived_bounds, probed, elf, integer,
+                                  quantized)])
 
 
 def reference_for(model: Model, settings: Settings) -> str:
@@ -197,13 +200,17 @@ class Rule:
     bound of a correct float32 implementation of the float64 evaluation, ``|C - f64| <= bound``
     (``harness.references.bounds``, the semantic stage's rule): a mutant inside the bound cannot be told, by its
     outputs alone, from some correct float32 implementation, so only one outside it is a detected defect.
-    ``fallback`` says why a derived run judges by the fixed rule (an op without a bound, no float64 figure)."""
+    integer (a quantized model, whatever ``--tolerance`` says; named after the arbiter's reference,
+    ``integer-<rule>``): the integer arbiter's outputs under the requantization rule the code declares as
+    ``exact``, a bound of 0, the semantic stage's verdict of such code (``harness.core.quantized``): any output
+    bit off the arbiter's kills. ``fallback`` says why a run judges by the fixed rule (an op without a bound, no
+    float64 figure, no declared requantization rule, an op the integer arbiter refuses)."""
 
     name: str
     atol: float
     rtol: float
-    exact: np.ndarray | None = None  # derived: the float64 outputs of the batch
-    bound: np.ndarray | None = None  # derived: the bound of every output of the batch
+    exact: np.ndarray | None = None  # derived: the float64 outputs of the batch; integer: the arbiter's
+    bound: np.ndarray | None = None  # derived: the bound of every output of the batch; integer: zeros
     fallback: str | None = None
 
     def judge(self, outputs: np.ndarray, expected: np.ndarray, rows: np.ndarray | None = None
@@ -259,8 +266,11 @@ def _rows_named(cause: str | None, rows: np.ndarray) -> str | None:
 def rule_for(model: Model, settings: Settings, inputs: np.ndarray, timings: dict, code: GeneratedCode) -> Rule:
     """The rule ``settings.tolerance`` names on ``inputs``; derived takes the float64 outputs and the bound (for the
     order of accumulation ``code``'s manifest declares) from the cache the semantic stage fills
-    (``harness.core.refcache``), and falls back to fixed, saying why."""
+    (``harness.core.refcache``), and falls back to fixed, saying why. A quantized model's rule is the integer one
+    (``integer_rule``) whatever ``settings.tolerance`` says."""
     atol, rtol = settings.tolerances(model)
+    if quantized.is_quantized(model):
+        return integer_rule(model, settings, inputs, timings, code)
     if settings.tolerance == FIXED:
         return Rule(FIXED, atol, rtol)
     bound = refcache.derived_bound(model, settings, timings, inputs, derived_bounds.Order.from_manifest(code.manifest))
@@ -272,6 +282,26 @@ def rule_for(model: Model, settings: Settings, inputs: np.ndarray, timings: dict
         kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
         return Rule(FIXED, atol, rtol, fallback=f"arbiter not available ({kind}{exc}): {refcache.FALLBACK}")
     return Rule(DERIVED, atol, rtol, np.asarray(exact, np.float64), bound)
+
+
+def integer_rule(model: Model, settings: Settings, inputs: np.ndarray, timings: dict, code: GeneratedCode) -> Rule:
+    """A quantized model's rule on ``inputs``: bit for bit against the integer arbiter under the requantization
+    rule ``code``'s manifest declares (``harness.core.quantized``, the semantic stage's yardstick, cached); the fixed
+    rule, saying why, when the code declares none (or one the arbiter does not know) or the arbiter refuses the
+    graph."""
+    atol, rtol = settings.tolerances(model)
+    declared = quantized.quantization_rule(code.manifest)
+    why = quantized.not_applicable(declared)
+    if why is not None:
+        return Rule(FIXED, atol, rtol, fallback=f"{why}: {refcache.FALLBACK}")
+    start = time.perf_counter()
+    try:
+        exact = np.asarray(quantized.integer_outputs(model, settings, declared, inputs), np.float64)
+    except Exception as exc:  # an op or pattern the arbiter refuses, by name: the rule changes, visibly
+        kind = "" if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: "
+        return Rule(FIXED, atol, rtol, fallback=f"integer arbiter not available ({kind}{exc}): {refcache.FALLBACK}")
+    timings["arbiter_s"] = timings.get("arbiter_s", 0.0) + time.perf_counter() - start
+    return Rule(quantized.reference_name(declared), atol, rtol, exact, np.zeros(exact.shape))
 
 
 def _analyse(item: Item, model: Model, settings: Settings) -> dict:
@@ -323,7 +353,7 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
         first["layer_local"] = clean_layers.get("verdict")
     timings["clean_runs_s"] = time.perf_counter() - start
     if false_alarms[0]["verdict"] != oracle.PASS:
-        raise AssayError(f"the unmutated code does not pass the {rule.name} tolerance on seed {settings.seed}: "
+        raise AssayError(f"the unmutated code does not pass the {rule.name} rule on seed {settings.seed}: "
                          f"{false_alarms[0]['cause']}")
     clean_errors = oracle.infinity_norm_errors(clean, expected)
     mutants = _mutants(code, settings)
@@ -351,7 +381,7 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
             if made.layers and len(mutants) >= SPLIT_FROM else None
         timings["split_s"] = time.perf_counter() - start
         judge = _Judge(made, run_outputs, inputs, expected, clean, clean_errors, rule, work, settings, code, sampled,
-                       {file: _bounds(code, file) for file in {m.file for m in mutants if m.relative is None}},
+                       {file: _bounds(code, file) for file in {m.file for m in mutants if m.element is None}},
                        _Order(len(inputs)), splitting, layer_check)
         start = time.perf_counter()
         results = judge.all(mutants, settings.jobs)
@@ -363,6 +393,10 @@ def _analyse(item: Item, model: Model, settings: Settings) -> dict:
             result["detectability"] = found[result["id"]]
     _confirm(results, mutants, witnesses, made, run_outputs, reference, rule, model, settings, work, timings)
     timings["confirmations_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    _integer_detectability(results, mutants, made, run_outputs, clean_build, reference, model, settings, work,
+                           timings)
+    timings["integer_detectability_s"] = time.perf_counter() - start
     summary = summarise(results, false_alarms)
     return {"reference": reference, "tolerance": atol, "rtol": rtol,
             "tolerance_rule": {**rule.figures(clean), **({"layer_local": clean_layers} if clean_layers else {})},
@@ -438,7 +472,10 @@ class _LayerCheck:
 
 
 def _weight(mutant: operators.Mutant) -> dict:
-    """A weight mutant's element: its array, index, value and mutated value."""
+    """A weight mutant's element: its array, index, value and mutated value (and its type when an integer)."""
+    if mutant.dtype != "float32":
+        return {"symbol": mutant.element[0], "index": mutant.element[1], "dtype": mutant.dtype,
+                "value": int(mutant.original), "mutated": int(mutant.replacement)}
     return {"symbol": mutant.element[0], "index": mutant.element[1],
             "value": float(np.float32(mutant.original.rstrip("fF"))), "mutated": float(np.float32(mutant.replacement))}
 
@@ -450,10 +487,11 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _detectability(mutants: list[operators.Mutant], code: GeneratedCode, model: Model, rule: Rule, seed: int,
                    clean_error: float, timings: dict, started: float) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
-    """Every weight mutant's detectability (``detect.annotate``, decided on the domain apart from the test inputs),
-    by id, and each searched one's witness; its seconds in ``timings``."""
+    """Every float weight mutant's detectability (``detect.annotate``, decided on the domain apart from the test
+    inputs), by id, and each searched one's witness; its seconds in ``timings``. The integer constants' is decided
+    after their runs (``_integer_detectability``)."""
     weights = [{"id": f"M{n:04d}", "file": m.file, "status": None, "weight": _weight(m)}
-               for n, m in enumerate(mutants) if m.element is not None]
+               for n, m in enumerate(mutants) if m.relative is not None]
     # the oracle's tolerance: atol + rtol |f|, or the derived bound alone (its margin)
     witnesses = detect.annotate(weights, code, model, *((rule.atol, rule.rtol) if rule.bound is None else (0.0, 0.0)),
                                 seed, clean_error)
@@ -517,6 +555,59 @@ def _confirm(results: list[dict], mutants: list[operators.Mutant], witnesses: di
             found.update(detectable=True, confirmed_by=f"the mutant's C at the witness, {judged.name} rule: {cause}")
 
 
+def _integer_detectability(results: list[dict], mutants: list[operators.Mutant], made: programs.Programs,
+                           run_outputs: Callable[..., np.ndarray], clean_build: Path, reference: str, model: Model,
+                           settings: Settings, work: Path, timings: dict) -> None:
+    """The detectability of every integer constant mutant judged by it (``is_weight``: a multiplier, a bias, an int8
+    weight), decided on the domain apart from the test inputs, as the float weights' is (``detect``).
+
+    Under the integer rule the yardstick is exact and the clean code equals it bit for bit, so no search of a
+    float64 excess is needed: a killed mutant is detectable (the input that killed it is a witness), and a
+    survivor runs on ``INTEGER_SEARCH`` seeded points of the domain (its corners, centre and uniform points drawn
+    apart from the test inputs, ``detect.domain_points``); the first whose outputs differ from the clean code's
+    is the witness, and the mutant is detectable when the integer rule fails it there against the arbiter
+    (``confirmed_by``). A survivor no point separates from the clean code is not detectable on those points: a
+    ±1 change of a multiplier of 2^30 or of a bias moves an accumulator's image by a fraction of an LSB, which
+    shows only where it carries some output across a rounding boundary (not a proof that no input exists)."""
+    judged = [r for r in results if r.get("weight", {}).get("dtype") and is_weight(r) and r["status"] != "stillborn"]
+    if not judged:
+        return
+    points = detect.domain_points(model, np.random.default_rng([settings.seed, INTEGER_SEARCH]), INTEGER_SEARCH)
+    points = points.astype(np.float32).reshape(len(points), *model.input_shape)
+    clean = None
+    for result in judged:
+        if result["status"] == "killed":
+            result["detectability"] = {"decided": True, "detectable": True, "beyond_tolerance": True,
+                                       "reason": "killed by a test input: under the exact integer rule that input "
+                                                 "is a witness"}
+            continue
+        number = int(result["id"][1:])
+        try:
+            clean = run_outputs(clean_build, points) if clean is None else clean
+            program = made.program(number, mutants[number], work / "integer-search")
+            outputs = run_outputs(program.executable, points, program.env)
+        except RunError as exc:
+            result["detectability"] = {"decided": True, "detectable": True, "beyond_tolerance": True,
+                                       "confirmed_by": f"the mutant's C on the searched points: {exc}"}
+            continue
+        differs = ~np.all(np.ascontiguousarray(outputs, np.float32).view(np.uint32).reshape(len(points), -1) ==
+                          np.ascontiguousarray(clean, np.float32).view(np.uint32).reshape(len(points), -1), axis=1)
+        found = {"decided": True, "detectable": False, "beyond_tolerance": False, "inputs_searched": len(points)}
+        if differs.any():
+            row = int(np.argmax(differs))
+            witness = points[row:row + 1]
+            rule = rule_for(model, settings, witness, timings, made.builder.code)
+            verdict, cause, _ = rule.judge(outputs[row:row + 1], references.get(reference).run(model, witness))
+            found.update(witness_sha256=hashlib.sha256(witness.tobytes()).hexdigest(),
+                         inputs_differing=int(differs.sum()))
+            if verdict != oracle.PASS:
+                found.update(detectable=True, beyond_tolerance=True,
+                             confirmed_by=f"the mutant's C at the witness, {rule.name} rule: {cause}")
+        else:
+            found["reason"] = f"no output bit differs from the clean code's on {len(points)} points of the domain"
+        result["detectability"] = found
+
+
 def _other_sets(model: Model, code: GeneratedCode, settings: Settings, states: inputsets.States | None
                 ) -> tuple[list[np.ndarray], dict[str, str]]:
     """The input sets beyond the uniform one (``settings.input_sets``), ``settings.set_inputs`` inputs each, and
@@ -535,7 +626,8 @@ def _other_sets(model: Model, code: GeneratedCode, settings: Settings, states: i
 
 def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
     """Every mutant of the code: code mutants of the entry's file (of every source when the manifest names none:
-    a ``dir:`` folder's ``assay.json``), weight mutants of the data arrays the manifest names (``symbols.data``,
+    a ``dir:`` folder's ``assay.json``), with the zero points integer C writes as literals when the manifest
+    declares a requantization rule, weight mutants of the data arrays the manifest names (``symbols.data``,
     the full manifest's or an ``assay.json``'s; none named, none made: which constants are weights is the
     generator's to say, not guessed from the C)."""
     entry = code.manifest.get("entry")
@@ -543,6 +635,8 @@ def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
         list(code.sources)
     symbols = [s for s in code.manifest.get("symbols", {}).get("data", [])]
     found = [m for path in code_files for m in operators.code_mutants(path)]
+    if quantized.quantization_rule(code.manifest) is not None:  # the zero points integer C writes as literals
+        found += [m for path in code_files for m in operators.zero_point_mutants(path, code.manifest)]
     rng = np.random.default_rng(settings.seed)
     for path in code.sources:
         found += operators.weight_mutants(path, symbols, RELATIVES, settings.weights_per_array, rng)
@@ -711,12 +805,12 @@ class _Judge:
             result["layer_local"] = found
             if found.get("judged") and found["verdict"] != oracle.PASS:
                 return {**result, "status": "killed", "detected_by": "oracle", "cause": found["cause"]}, NO_ROWS
-        if self.settings.sanitize and mutant.relative is None:  # a changed constant cannot change memory accesses
+        if self.settings.sanitize and mutant.element is None:  # a changed constant cannot change memory accesses
             report = self.programs.sanitizer_report(number, mutant, self.work / f"sanitized-mutant-{slot}",
                                                     self.sampled, self.settings.timeout, self.settings.opt)
             if report is not None:
                 return {**result, "status": "killed", "detected_by": "sanitizer", "cause": report}, NO_ROWS
-        if mutant.relative is None:  # last: what no run saw, an access only some data would drive out of bounds
+        if mutant.element is None:  # last: what no run saw, an access only some data would drive out of bounds
             found = _bounds(self.code, mutant.file, mutated)["violations"]
             new = [line for line in found if line not in self.clean_bounds[mutant.file]["violations"]]
             if new:
@@ -764,7 +858,9 @@ def _diff(name: str, original: str, mutated: str) -> str:
 
 
 def is_weight(result: dict) -> bool:
-    return result["operator"].startswith("weight-")
+    """Whether ``result``'s mutant is judged by its detectability rather than counted in the code kill rate: a
+    float weight's, or an integer constant's of an uncounted class (``operators.counted``)."""
+    return not operators.counted(result["operator"])
 
 
 def summarise(results: list[dict], false_alarms: list[dict]) -> dict:

@@ -25,6 +25,7 @@ from harness.core.inputs import campaign_inputs, campaign_sha256, make_inputs, u
 from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build,
                                    to_code_layout)
 from harness.core import arbiter, layerlocal, oracle
+from harness.core.quantized import integer_outputs, is_quantized, not_applicable, quantization_rule
 from harness.core.refcache import (ARBITER, FALLBACK, BrokenBound, bounds_identity, derived_bound,
                                    reference_outputs)
 from harness.core.fingerprint import item_fingerprint
@@ -137,19 +138,6 @@ class Outcome:
     layer_local: dict | None = None  # the layer-local verdict's figures (``layer_local``), None when not judged
     rows: np.ndarray | None = None  # the inputs the derived rule judges (``derived_rows``), made once per item
     rule: str | None = None  # the requantization rule the code's manifest declares (``quantization_rule``)
-
-
-def is_quantized(model: Model | None) -> bool:
-    """Whether ``model`` is a quantized ONNX graph (``integer.QUANTIZED_OPS``): its yardstick is the integer arbiter,
-    not the float64 one (docs/semantic.md, "Quantized models")."""
-    return model is not None and "onnx" in model.files and integer.quantized(model.file("onnx"))
-
-
-def quantization_rule(manifest: dict) -> str | None:
-    """The requantization rule a generator's manifest declares for its integer code (``"quantization": {"rule":
-    ...}``, docs/quantized.md), or None."""
-    declared = manifest.get("quantization")
-    return declared.get("rule") if isinstance(declared, dict) and isinstance(declared.get("rule"), str) else None
 
 
 def derived_rows(item: Item, model: Model, settings: Settings, outputs: np.ndarray) -> np.ndarray:
@@ -364,17 +352,15 @@ def integer_yardstick(model: Model, settings: Settings, timings: dict, rule: str
             own[ref_name] = f"no integer arbiter rule for reference {ref_name}"
             continue
         try:
-            own[ref_name] = reference_outputs(f"integer-{integer.ONNXRUNTIME}", model, settings)
+            own[ref_name] = integer_outputs(model, settings, integer.ONNXRUNTIME)
         except USER_ERRORS as exc:
             own[ref_name] = f"integer arbiter: {exc}"
-    if rule not in integer.RULES:
-        why = ("the generated code declares no requantization rule (its manifest's 'quantization')" if rule is None
-               else f"the generated code declares the requantization rule {rule!r}, which the integer arbiter does "
-                    f"not know ({', '.join(integer.RULES)})")
+    why = not_applicable(rule)
+    if why is not None:
         return {"error": f"integer arbiter not applicable: {why}"}, f"{why}: {FALLBACK}", own
     start = time.perf_counter()
     try:
-        exact = reference_outputs(f"integer-{rule}", model, settings)
+        exact = integer_outputs(model, settings, rule)
     except Exception as exc:  # an op or pattern the arbiter refuses, by name: the fixed tolerance decides, visibly
         line = str(exc) if isinstance(exc, USER_ERRORS) else user_files.cause(exc)
         return {"error": f"integer arbiter not available: {line}", **_detail(exc)}, \

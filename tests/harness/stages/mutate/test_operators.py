@@ -190,3 +190,25 @@ def test_softmax_shift_rule_covers_only_changes_of_the_shift(tmp_path, other, ap
     assert applies or shift == [None, None]  # m read as anything but the shift: no rule
     assert rules[(5, "loop bound 10 -> 11")] is None  # reads past the block
     assert rules[(6, "output[k] -> index +1")] is None  # a different element, and past the block at k = 9
+
+
+def test_integer_constants_get_their_classes_and_a_select_equal_at_its_boundary_is_equivalent(tmp_path):
+    """Quantized C (docs/quantized.md): each integer array by its class (``INTEGER_CONSTANTS``), no change outside
+    the element type's range; ``<stdint.h>`` types parse; a strictness swap whose select arms agree at the
+    boundary is judged equivalent, one whose arms differ there is not."""
+    params = tmp_path / "p.c"
+    params.write_text("#include <stdint.h>\nconst int8_t m_l_kernel[2] = {127, -3};\nconst int m_l_shift[1] = {-7};\n"
+                      "const int m_l_multiplier[1] = {1073741824};\nconst int m_l_bias[1] = {5};\n")
+    found = weight_mutants(params, ["m_l_kernel", "m_l_shift", "m_l_multiplier", "m_l_bias"], (1e-3,), 2,
+                           np.random.default_rng(0))
+    assert sorted({(m.operator, m.replacement) for m in found}) == [
+        ("int-bias", "4"), ("int-bias", "6"), ("int-weight", "-2"), ("int-weight", "-4"), ("int-weight", "126"),
+        ("multiplier-1", "1073741823"), ("multiplier-1", "1073741825"), ("multiplier-1%", "1063004406"),
+        ("multiplier-1%", "1084479242"), ("shift", "-6"), ("shift", "-8")]
+    assert {m.dtype for m in found if m.operator == "int-weight"} == {"int8"}
+    code = tmp_path / "c.c"
+    code.write_text("#include <stdint.h>\nvoid f(const float *x, int8_t *y, int32_t v) {\n"
+                    "    const float r = x[0];\n    y[0] = r > -128.0f ? (int8_t)r : -128;\n"
+                    "    y[1] = (int8_t)(v < 0 ? 1 : 0);\n}\n")
+    rules = {(m.line, m.replacement): m.equivalent for m in code_mutants(code) if m.operator == "relational"}
+    assert "select equal at the boundary" in rules[(4, ">=")] and rules[(5, "<=")] is None
