@@ -64,6 +64,7 @@ def test_a_quantized_cnn_is_mutated_and_judged_bit_for_bit(model, tmp_path):
     assert "bit for bit against the integer arbiter" in report and "| multiplier-1 |" in report
 
 
+@pytest.mark.slow  # a measurement of a known gap (28 s): not in the default run
 @pytest.mark.xfail(strict=True, reason="issue 42: equivalent integer idioms (the rounding of a negative product "
                    "masked by a fused ReLU's clamp, a padding test whose index never passes the bound, a wrap modulo "
                    "256) survive without a rule proving them equivalent: 92 % of the live code mutants killed")
