@@ -250,8 +250,8 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
                 record["verdict"], record["cause"] = oracle.with_layers(record["verdict"], record["cause"],
                                                                         outcome.layer_local, decided.get("bound"))
                 if record["verdict"] == oracle.PASS and decided.get("fixed_verdict") == oracle.FAIL:
-                    record["review"] = f"within the derived bound, above the fixed tolerance: " \
-                                       f"{decided['fixed_cause']}"
+                    judged_by = "bit for bit with the integer arbiter" if quantized else "within the derived bound"
+                    record["review"] = f"{judged_by}, above the fixed tolerance: {decided['fixed_cause']}"
         if guarantee is not None and record.get("max_abs_error") is not None:  # the reference's outputs exist
             record["decisions"] = decisions.decide(user, outputs, reference_outputs(ref_name, model, settings),
                                                    guarantee)

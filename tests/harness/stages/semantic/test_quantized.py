@@ -60,7 +60,7 @@ def test_a_qoperator_cnn_passes_bit_for_bit_and_onnx_runtime_follows_its_own_rul
     lsb = quantized["c_vs_reference_lsb"]
     assert lsb == pytest.approx(round(lsb), abs=1e-4) and lsb <= 4
     if lsb > 0:
-        assert record["review"].startswith("within the derived bound, above the fixed tolerance")
+        assert record["review"].startswith("bit for bit with the integer arbiter, above the fixed tolerance")
     assert record["layer_local"]["reason"].startswith("a quantized model")
 
 
