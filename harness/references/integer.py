@@ -559,23 +559,16 @@ def _rounding_divide(total: np.ndarray, count) -> np.ndarray:
     return np.sign(shifted) * (np.abs(shifted) // count)
 
 
-@_op("QLinearGlobalAveragePool", domain="com.microsoft")
-def _qlinear_global_average_pool(context: _Context, args: list, attrs: dict):
-    if attrs.get("channels_last", 0):
-        raise context.refuse("channels_last=1")
-    x, s_x, zp_x, s_y, zp_y = args[:5]
-    x = _integer(context, x, "the input")
-    return _average(context, x, s_x, zp_x, s_y, zp_y, _output_type(context, zp_y), None)
-
-
-@_op("QLinearAveragePool", domain="com.microsoft")
+@_op("QLinearGlobalAveragePool", "QLinearAveragePool", domain="com.microsoft")
 def _qlinear_average_pool(context: _Context, args: list, attrs: dict):
-    """Under the fixed-point rule only: ONNX Runtime's own kernel (qlinear_pool.cc) is not reproduced here."""
+    """The global average, or the windowed one (``QLinearAveragePool``: under the fixed-point rule only, ONNX
+    Runtime's own kernel, qlinear_pool.cc, is not reproduced here)."""
     if attrs.get("channels_last", 0):
         raise context.refuse("channels_last=1")
     x, s_x, zp_x, s_y, zp_y = args[:5]
     x = _integer(context, x, "the input")
-    return _average(context, x, s_x, zp_x, s_y, zp_y, _output_type(context, zp_y), attrs)
+    window = None if context.node.op_type == "QLinearGlobalAveragePool" else attrs
+    return _average(context, x, s_x, zp_x, s_y, zp_y, _output_type(context, zp_y), window)
 
 
 # --- ops on integer tensors (QOperator) or inside QDQ groups ---------------------------------------------------------
