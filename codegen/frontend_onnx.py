@@ -1069,8 +1069,6 @@ def _fold(b: _Builder, node) -> bool:
 def _input_shape(source: str, value_info) -> tuple[tuple[int, ...], bool]:
     """The input's ONNX shape (batch axis as 1) and whether it has a batch axis (``batch_axis``)."""
     where = f"{source}: input '{value_info.name}'"
-    if value_info.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
-        raise UnsupportedModel(f"{where} is not float32")
     dims = declared(value_info)
     if not dims:
         raise UnsupportedModel(f"{where} has no declared shape" if dims is None else f"{where} is a scalar")
@@ -1087,6 +1085,44 @@ def _input_shape(source: str, value_info) -> tuple[tuple[int, ...], bool]:
         raise UnsupportedModel(f"{where} has declared shape {text}: {'with' if lead else 'without'} a batch axis "
                                f"(docs/zoo.md), its rank is {len(shape)}; ranks 1 to {MAX_RANK} are supported")
     return (1,) * lead + shape, lead
+
+
+# The graph input and output types the ABI's float32 vectors carry: an int8/uint8 tensor as its integer values.
+ABI_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8"}
+ABI_SUFFIX = ":abi"  # the float32 tensor of the ABI beside an int8/uint8 graph input or output
+
+
+def _abi_type(source: str, value_info, single: bool) -> str:
+    """The element type of a graph input (``ABI_TYPES``); int8 and uint8 only when ``single`` (the model's one
+    input: a packed vector is float32)."""
+    elem_type = value_info.type.tensor_type.elem_type
+    dtype = ABI_TYPES.get(elem_type)
+    if dtype is None or dtype != "float32" and not single:
+        kinds = "float32, int8 or uint8" if single else \
+            "float32 (int8 and uint8 in a model of one input and one output)"
+        raise UnsupportedModel(f"{source}: input '{value_info.name}' is {onnx.TensorProto.DataType.Name(elem_type)}"
+                               f"; {kinds} graph inputs are supported")
+    return dtype
+
+
+def _integer_input(b: _Builder, name: str, dtype: str) -> str:
+    """An int8/uint8 graph input ``name`` (already added as a tensor): the ABI's float32 vector carries its integer
+    values, read by a Quantize of scale 1 and zero point 0 (saturate(round half to even(x)): the exact integer of an
+    integer value; docs/quantized.md, "Integer graph inputs and outputs"). Returns the ABI tensor."""
+    abi = b.new(f"{name}{ABI_SUFFIX}", b.full(name), b.lead[name])
+    tensor = b.graph.tensors[name]
+    tensor.dtype, tensor.scale, tensor.zero_point = dtype, 1.0, 0
+    b.graph.add_node(Node(name=f"read:{name}", kind="Input", op="Quantize", inputs=[abi], output=name))
+    return abi
+
+
+def _integer_output(b: _Builder, name: str) -> str:
+    """An int8/uint8 graph output ``name``: written to the ABI's float32 vector as its integer values by a
+    Dequantize of scale 1 and zero point 0 (exact). Returns the ABI tensor."""
+    abi = b.new(f"{name}{ABI_SUFFIX}", b.full(name), b.lead[name])
+    b.graph.add_node(Node(name=f"write:{name}", kind="Output", op="Dequantize", inputs=[name], output=abi,
+                          attrs={"scale": 1.0, "zero_point": 0}))
+    return abi
 
 
 def _reason(error: Exception) -> str:
@@ -1125,6 +1161,9 @@ def load(path: Path) -> Graph:
     else:
         graph.input = graph.input_name = inputs[0].name
         b.new(inputs[0].name, *_input_shape(source, inputs[0]))
+        dtype = _abi_type(source, inputs[0], single=True)
+        if dtype != "float32":
+            graph.input = _integer_input(b, inputs[0].name, dtype)
     nodes = list(g.node)  # one Python object per node for the whole loop: ``instead`` is keyed by id()
     outputs = [out.name for out in g.output]
     instead = {}
@@ -1154,17 +1193,24 @@ def load(path: Path) -> Graph:
         if len(graph.tensors[out.name].shape) > MAX_RANK:
             raise UnsupportedModel(f"{source}: the output '{out.name}' has shape {list(b.full(out.name))}; "
                                    f"ranks 1 to {MAX_RANK} (without a batch axis) are supported")
+    for out in g.output:
+        if graph.tensors[out.name].quantized and packed:
+            raise UnsupportedModel(f"{source}: the output '{out.name}' is quantized ({graph.tensors[out.name].dtype});"
+                                   " int8 and uint8 outputs are supported in a model of one input and one output")
     for _, finish in EXTENSIONS:
         finish(b, outputs, instead)
     if packed:
         pack_outputs(graph, [(out.name, out.name) for out in g.output])
     else:
         graph.output = graph.output_name = g.output[0].name
+        if graph.tensors[graph.output].quantized:
+            graph.output = _integer_output(b, graph.output)
     return graph
 
 
 def _unpack_inputs(b: _Builder, inputs: list) -> None:
     """The graph inputs (with their batch-axis rule) as Slices of one packed input vector (``ir.unpack_inputs``)."""
     for value in inputs:
+        _abi_type(b.graph.source, value, single=False)
         b.new(value.name, *_input_shape(b.graph.source, value))
     unpack_inputs(b.graph, [(value.name, value.name) for value in inputs])

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from codegen import quantize
-from codegen.errors import UnsupportedModel
 from codegen.frontend_onnx import (EXTENSIONS, HANDLERS, OTHER_DOMAINS, _Builder, _dense, _image, _image_out,
                                    _matmul_by_constant, _window, conv_layer, gemm_axes, handles)
 from codegen.ir import QUANTIZED_TYPES, Node
@@ -465,13 +464,9 @@ def register() -> None:
 
 
 def describe(b: _Builder, outputs: list[str], instead: dict) -> None:
-    """Set ``graph.quantization`` of a model with quantized tensors (format QDQ when ``fold_qdq`` folded groups);
-    its outputs must be float32 (Assay's entry writes floats: a DequantizeLinear ends the model)."""
+    """Set ``graph.quantization`` of a model with quantized tensors (format QDQ when ``fold_qdq`` folded groups).
+    An int8/uint8 graph input or output crosses the float32 ABI as its integer values (``frontend_onnx.load``)."""
     kinds = {t.dtype for t in b.graph.tensors.values() if t.quantized}
     if not kinds:
         return
-    for out in outputs:
-        if b.graph.tensors[out].quantized:
-            raise UnsupportedModel(f"{b.graph.source}: the output '{out}' is quantized ({b.graph.tensors[out].dtype});"
-                                   " a DequantizeLinear must end the model (the entry writes float32)")
     b.graph.quantization = {"activations": kinds.pop(), "format": "qdq" if instead else "qoperator"}

@@ -432,10 +432,12 @@ def _load_onnx(path: Path, _folder: Path | None = None) -> Model:
         return packed_model(path.stem, {"onnx": path}, [Tensor(v.name, _onnx_shape(path, v)) for v in inputs],
                             [Tensor(v.name, _onnx_shape(path, v)) for v in outputs], tier="user",
                             description=f"user file {path.name}")
-    in_shape = _onnx_shape(path, inputs[0])
-    out_shape = _onnx_shape(path, outputs[0])
+    in_shape = _onnx_shape(path, inputs[0], single=True)
+    out_shape = _onnx_shape(path, outputs[0], single=True)
     layout, output_layout = _channels_first(len(in_shape)), _channels_first(len(out_shape))
+    integer = INTEGER_ABI_TYPES.get(inputs[0].type.tensor_type.elem_type)
     return Model(
+        input_domain=integer or Model.input_domain,
         name=path.stem,
         files={"onnx": path},
         input_shape=in_shape,
@@ -476,8 +478,14 @@ def _check_finite(path: Path, named_arrays) -> None:
             raise ModelError(f"{path}: weights '{name}' contain {kind}; the model's outputs would not be finite")
 
 
-def _onnx_shape(path: Path, value) -> tuple[int, ...]:
-    """The shape of one sample: the declared shape without its batch axis, if it has one.
+# The ONNX element types of an int8/uint8 graph input or output, carried by the float32 ABI as its integer values
+# (docs/quantized.md, "Integer graph inputs and outputs"), and the range of those values: the input domain.
+INTEGER_ABI_TYPES = {3: (-128.0, 127.0), 2: (0.0, 255.0)}  # TensorProto.INT8, TensorProto.UINT8
+
+
+def _onnx_shape(path: Path, value, single: bool = False) -> tuple[int, ...]:
+    """The shape of one sample: the declared shape without its batch axis, if it has one. float32, or int8/uint8
+    for the ``single`` input or output of a model of one each (``INTEGER_ABI_TYPES``).
 
     The first axis is a batch axis when it is symbolic, or when it is 1 and
     the rank is 2 or 4 (``[1, F]``, ``[1, C, H, W]``); otherwise every axis is
@@ -487,8 +495,11 @@ def _onnx_shape(path: Path, value) -> tuple[int, ...]:
     from onnx import TensorProto
 
     tensor_type = value.type.tensor_type
-    if tensor_type.elem_type != TensorProto.FLOAT:
-        raise ModelError(f"{path}: {value.name} is not float32 (ONNX element type {tensor_type.elem_type})")
+    if tensor_type.elem_type != TensorProto.FLOAT and not (single and tensor_type.elem_type in INTEGER_ABI_TYPES):
+        kinds = "float32, int8 or uint8" if single else \
+            "float32 (int8 and uint8 in a model of one input and one output)"
+        raise ModelError(f"{path}: {value.name} is {TensorProto.DataType.Name(tensor_type.elem_type)}; {kinds} inputs "
+                         "and outputs are supported")
     if not tensor_type.HasField("shape"):
         raise ModelError(f"{path}: {value.name} has no declared shape")
     dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim]

@@ -70,6 +70,22 @@ def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
 
 
 
+# ONNX Runtime's names of the integer graph input types the float32 ABI carries (docs/quantized.md)
+ORT_INTEGER_TYPES = {"tensor(uint8)": np.uint8, "tensor(int8)": np.int8}
+
+
+def as_graph_input(batch: np.ndarray, dtype) -> np.ndarray:
+    """The ABI's float32 values as a graph input of element type ``dtype``. An int8/uint8 input crosses the float32
+    ABI as its integer values, which the generated C reads as saturate(round half to even(x)) (NaN: the lowest
+    value); a reference fed that input reads them the same way, so both see the same integers whatever the float
+    (docs/quantized.md, "Integer graph inputs and outputs"). A float32 input is returned as it is."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu":
+        return batch
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    return np.clip(np.nan_to_num(np.rint(batch), nan=low), low, high).astype(dtype)
+
+
 def unpack(model: Model, batch: np.ndarray) -> list[np.ndarray]:
     """The inputs of a packed model (``Model.inputs``) from a batch of packed vectors: one (N, *shape) array each."""
     offsets = np.cumsum([t.size for t in model.inputs])[:-1]

@@ -98,7 +98,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from harness.errors import ModelError
-from harness.references import float64
+from harness.references import as_graph_input, float64
 
 FIXED_POINT = "fixed-point"
 ONNXRUNTIME = "onnxruntime"
@@ -119,10 +119,11 @@ class Evaluation(NamedTuple):
 
 def evaluate(model, inputs: np.ndarray, rule: str, tensors=()) -> Evaluation:
     """``model`` (a path or an ``onnx.ModelProto``) on ``inputs`` (N, ...), the values of its one graph input
-    (float32; int8/uint8 for a graph whose input is already quantized: one layer cut out of a model), under
-    ``rule`` (``"fixed-point"`` or ``"onnxruntime"``)."""
+    (float32; int8/uint8 for a graph whose input is already quantized: one layer cut out of a model, given as
+    integers or as the float32 ABI's values, ``as_graph_input``), under ``rule`` (``"fixed-point"`` or
+    ``"onnxruntime"``)."""
     import onnx
-    from onnx import numpy_helper
+    from onnx import helper, numpy_helper
 
     if rule not in RULES:
         raise ModelError(f"integer arbiter: unknown rule {rule!r} (known: {', '.join(RULES)})")
@@ -132,7 +133,8 @@ def evaluate(model, inputs: np.ndarray, rule: str, tensors=()) -> Evaluation:
     feeds = [value for value in graph.input if value.name not in values]
     if len(feeds) != 1:
         raise ModelError(f"integer arbiter: {graph.name or 'graph'} has {len(feeds)} inputs (one is supported)")
-    values[feeds[0].name] = np.asarray(inputs)
+    values[feeds[0].name] = as_graph_input(np.asarray(inputs), helper.tensor_dtype_to_np_dtype(
+        feeds[0].type.tensor_type.elem_type)) if np.asarray(inputs).dtype == np.float32 else np.asarray(inputs)
     for node in graph.node:
         handler = _OPS.get(((node.domain or "ai.onnx").replace("ai.onnx", ""), node.op_type))
         if handler is None:

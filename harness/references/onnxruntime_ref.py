@@ -10,7 +10,8 @@ import numpy as np
 from harness.errors import ModelError
 from harness.tensors import convert, shape_in
 from harness.models.model import Model
-from harness.references import check_inputs, run_packed_samples, sample_feeds, unpack
+from harness.references import (ORT_INTEGER_TYPES, as_graph_input, check_inputs, run_packed_samples,
+                                sample_feeds, unpack)
 
 BATCH = 256
 
@@ -78,8 +79,9 @@ class OnnxRuntimeReference:
             return run_packed_samples(model, check_inputs(model, inputs), [len(i.shape) for i in sess.get_inputs()],
                                       lambda feeds: sess.run(None, dict(zip(_names(sess), feeds))), np.float32)
         in_layout, out_layout = model.layouts_of(self.fmt)
-        batch = convert(check_inputs(model, inputs), model.layout, in_layout)
         first = sess.get_inputs()[0]
+        batch = as_graph_input(convert(check_inputs(model, inputs), model.layout, in_layout),
+                               ORT_INTEGER_TYPES.get(first.type, np.float32))
         if len(first.shape) == batch.ndim - 1:  # no batch axis (docs/zoo.md): one input per run
             chunks = [sess.run(None, {first.name: sample})[0][None] for sample in batch]
         else:
@@ -134,8 +136,9 @@ def layer_outputs(model: Model, inputs: np.ndarray, tensors: list[str]) -> list[
     if not wanted:
         return [None] * len(tensors)
     in_layout, _ = model.layouts_of(OnnxRuntimeReference.fmt)
-    batch = convert(check_inputs(model, inputs), model.layout, in_layout)
     first = sess.get_inputs()[0]
+    batch = as_graph_input(convert(check_inputs(model, inputs), model.layout, in_layout),
+                           ORT_INTEGER_TYPES.get(first.type, np.float32))
     sizes: list[int] = []
 
     def run(chunk: np.ndarray | list[np.ndarray], rows: int) -> np.ndarray:

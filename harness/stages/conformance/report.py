@@ -120,12 +120,13 @@ def op_lines(document: dict) -> list[str]:
 def arbiter_lines(document: dict) -> list[str]:
     """Per result whose C ran (onnx-node): the C's, ONNX Runtime's and the expected outputs' distance to the
     float64 evaluation of the case's graph and which is closest; or why the arbiter has no figure."""
-    judged = [r for r in document["results"] if r.get("arbiter")]
+    judged = [r for r in document["results"] if r.get("arbiter") and "yardstick" not in r["arbiter"]]
+    lines = integer_lines(document)
     if not judged:
-        return []
+        return lines
     figures = [r for r in judged if "errors" in r["arbiter"]]
     missing = [r for r in judged if "error" in r["arbiter"]]
-    lines = ["", "## Float64 arbiter", "",
+    lines = [*lines, "", "## Float64 arbiter", "",
              f"Each case's graph evaluated in float64 (`harness/references/float64.py`) on the case's inputs: the "
              f"maximum absolute distance of the C, of ONNX Runtime and of the case's expected outputs to it, and "
              f"which is closest. It changes a verdict only where ONNX Runtime alone departs from the expected "
@@ -147,6 +148,28 @@ def arbiter_lines(document: dict) -> list[str]:
                   "The C agrees with the case's expected outputs and with float64; the reference named does not "
                   "(`onnx_node.py`): the result passes.", ""]
         lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r['reference_defects']))}" for r in defects]
+    return lines
+
+
+def integer_lines(document: dict) -> list[str]:
+    """Per quantized case whose C ran (onnx-node): the distance of the C and the expected outputs to the integer
+    arbiter under the C's declared rule, and of ONNX Runtime to it under its own rule; and the 1-LSB rule
+    differences that passed (``onnx_node._judge_integer``)."""
+    figures = [r for r in document["results"] if "yardstick" in r.get("arbiter", {})]
+    if not figures:
+        return []
+    lines = ["", "## Integer arbiter", "",
+             "Quantized cases: compared bit for bit; the integer arbiter (`harness/references/integer.py`) decides "
+             "where a reference differs from the C by 1 LSB at a requantization (docs/conformance.md).", "",
+             "| case | generator (variant) | C | onnxruntime | expected | yardstick |", "|---|---|---:|---:|---:|---|"]
+    for r in figures:
+        errors = r["arbiter"]["errors"]
+        lines.append(f"| `{r['case']}` | {column(r)} | {errors['C']:g} | {errors['onnxruntime']:g} | "
+                     f"{errors['expected']:g} | {r['arbiter']['yardstick']} |")
+    differences = [r for r in document["results"] if r.get("rule_differences")]
+    if differences:
+        lines += ["", "### Rule differences", ""]
+        lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r['rule_differences']))}" for r in differences]
     return lines
 
 

@@ -33,7 +33,7 @@ def prepared(node_cases, tmp_path_factory):
     folder = tmp_path_factory.mktemp("float64-node-cases")
     loaded = {}
     for name, (op, case) in sorted(node_cases.items()):
-        for output in onnx_node.outputs_of(case)[:1]:
+        for output in onnx_node.outputs_of(case, op)[:1]:
             ready = onnx_node.prepare(op, case, output, name, folder / name)
             try:
                 model = plan.load_model(ready.model, plan.Settings(work_dir=folder / "work"))

@@ -57,12 +57,12 @@ def test_a_batch_the_op_mixes_keeps_its_declared_shape(collected, tmp_path):
 
 def test_each_float_output_is_a_case_of_its_own(collected, tmp_path):
     _, case = collected["test_split_equal_parts_2d"]
-    assert onnx_node.outputs_of(case) == [0, 1]
+    assert onnx_node.outputs_of(case, "Split") == [0, 1]
     _, model, data = _prepared(collected, "test_split_equal_parts_2d", tmp_path, output=1)
     assert [value.name for value in model.graph.output] == [case.model.graph.output[1].name]
     assert np.array_equal(data["expected"], case.data_sets[0][1][1])
     _, argmax = collected["test_maxpool_with_argmax_2d_precomputed_pads"]
-    assert onnx_node.outputs_of(argmax) == [0]  # the int64 indices are left out
+    assert onnx_node.outputs_of(argmax, "MaxPool") == [0]  # the int64 indices are left out
 
 
 def test_representative_sample_end_to_end(tmp_path, work):
