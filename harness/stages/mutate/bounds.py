@@ -109,9 +109,10 @@ def extents(texts: list[str], manifest: dict) -> tuple[dict[str, int], str | Non
 
 def spans(manifest: dict, file: str) -> list[Span]:
     """The layers of sequential code in ``file`` that have an output place, each with the tensors it may touch;
-    none when the manifest does not give the places (no ``arena``, parallel code, another generator's)."""
+    none when the manifest does not give the places (no ``arena`` nor ``integer_arenas``: quantized C's int8
+    tensors, placed in elements of their arena as float tensors are; parallel code, another generator's)."""
     layers = manifest.get("layers") or []
-    if not manifest.get("arena") or "parallel" in manifest:
+    if not (manifest.get("arena") or manifest.get("integer_arenas")) or "parallel" in manifest:
         return []
     place = {layer["index"]: _place(layer["output"]) for layer in layers if "output" in layer}
     inputs = manifest.get("inputs") or []

@@ -47,7 +47,12 @@ and no other write to ``i``; in the body of such a loop that runs once from 0
 (``for (int v = 0; v < 1; ++v)``, a convolution over one input channel), ``v``
 is always 0, so ``x + e`` and ``x - e`` are equal when ``e`` is 0 (``v``, or a
 product with it) and so are ``e * c`` and ``e / c`` for a constant ``c != 0``;
-a weight whose perturbed value rounds to the same float32.
+a weight whose perturbed value rounds to the same float32. Integer C adds the
+rules built on value ranges (``ranges``, docs/mutation.md "Quantized models"):
+a comparison whose operand never takes a value where the two comparisons differ,
+a select whose arms are an arithmetic shift's two forms, a conversion to an
+N-bit type of ``x - k`` or ``x + k`` with 2k a multiple of 2^N, and a change
+whose values are stored the same wherever it can show (``masked downstream``).
 
 Why pycparser and its lexer rather than regular expressions: a ``-`` may be
 binary or unary, a ``>`` may be a comparison in a select or a loop condition,
@@ -65,6 +70,7 @@ import numpy as np
 from pycparser import c_ast, c_lexer, c_parser
 
 from harness.errors import AssayError
+from harness.stages.mutate import ranges
 
 ARITH = {"+": "-", "-": "+", "*": "/", "/": "*"}
 ASSIGN_OPS = {"+=": ("-=", "="), "-=": ("+=", "="), "*=": ("/=", "="), "/=": ("*=", "=")}
@@ -238,19 +244,43 @@ def syntax_tree(plain: str, name: str) -> c_ast.FileAST:
     return c_parser.CParser().parse(_stdint(plain, name) + plain, filename=name)
 
 
-def code_mutants(path: Path) -> list[Mutant]:
-    """Every mutant of the function bodies in the C file ``path``, in source order."""
+def code_mutants(path: Path, constants: ranges.Env | None = None) -> list[Mutant]:
+    """Every mutant of the function bodies in the C file ``path``, in source order; ``constants``: the span of the
+    values of each constant integer array of the code (``constant_spans``), which the range rules read."""
     source, tree = load(Path(path))
-    finder = _Finder(source)
+    finder = _Finder(source, {})
     for definition in tree.ext:
         if isinstance(definition, c_ast.FuncDef):
+            parameters = definition.decl.type.args.params if definition.decl.type.args else []
+            hidden = {getattr(p, "name", None) for p in parameters}  # a parameter hides an array of its name
+            finder.env = {k: v for k, v in (constants or {}).items() if k not in hidden}
             finder.visit(definition.body)
     return sorted(finder.mutants, key=lambda m: (m.start, m.operator, m.replacement))
 
 
+def constant_spans(paths: list[Path], symbols: list[str]) -> ranges.Env:
+    """Per ``const`` integer array of ``symbols`` initialised in one of ``paths``, the span of its values: what a
+    read of any of its elements gives (a ``const`` object is never written)."""
+    found: ranges.Env = {}
+    for path in paths:
+        text = blank(Path(path).read_text())
+        for symbol in symbols:
+            numbers = array_numbers(text, symbol)
+            if numbers and array_dtype(text, symbol) != "float32" and \
+                    re.search(rf"\bconst\b[^;{{}}]*\b{re.escape(symbol)}\s*\[", text):
+                values = [int(n.group(0)) for n in numbers]
+                found[symbol] = ranges.Span(min(values), max(values))
+    return found
+
+
 class _Finder(c_ast.NodeVisitor):
-    def __init__(self, source: _Source):
+    def __init__(self, source: _Source, env: ranges.Env):
         self.source = source
+        self.env = env  # the span of every integer variable and constant array in scope (``ranges``)
+        self.blocks: list[tuple[c_ast.Compound, int, ranges.Env]] = []  # enclosing blocks: item visited, env at entry
+        self.stack: list[c_ast.Node] = []  # the nodes being visited, outermost first
+        self.equal_arms: set[int] = set()  # id(cond node) of a select whose arms are equal for every value
+        self.casts: dict[int, tuple[int, bool]] = {}  # id(operand) of a cast to an integer type -> the type
         self.mutants: list[Mutant] = []
         self.loop_conditions: dict[int, str | None] = {}  # id(cond node) -> the counting-loop rule, or None
         self.selects: dict[int, bool] = {}  # id(cond node) -> it is the comparison of its select's values
@@ -266,12 +296,23 @@ class _Finder(c_ast.NodeVisitor):
         self.mutants.append(Mutant(operator, s.name, s.line(first), s.offsets[first], s.end(last),
                                    s.span_text(first, last), replacement, description, equivalent))
 
+    def visit(self, node: c_ast.Node) -> None:
+        self.stack.append(node)
+        try:
+            super().visit(node)
+        finally:
+            self.stack.pop()
+
     # statements ---------------------------------------------------------------------------
     def visit_Compound(self, node: c_ast.Compound) -> None:
         self._find_shifts(node)
-        for item in node.block_items or []:
+        entry = dict(self.env)
+        for index, item in enumerate(node.block_items or []):
+            self.blocks.append((node, index, entry))
             self._maybe_delete(item)
             self.visit(item)
+            self.blocks.pop()
+        self.env = entry
 
     def visit_For(self, node: c_ast.For) -> None:
         rule = self._counting_loop(node)
@@ -292,9 +333,15 @@ class _Finder(c_ast.NodeVisitor):
             self.loop_conditions[id(cond)] = rule
         if not isinstance(node.stmt, c_ast.Compound):
             self._maybe_delete(node.stmt)
-        for child in (node.init, node.cond, node.stmt):  # node.next (++i) is not mutated: a hang, not a fault
+        outer = dict(self.env)
+        for child in (node.init, node.cond):  # node.next (++i) is not mutated: a hang, not a fault
             if child is not None:
                 self.visit(child)
+        if rule:  # in the body the counter runs from its start to its bound - 1
+            self.env[node.init.decls[0].name] = ranges.Span(int(node.init.decls[0].init.value),
+                                                            int(cond.right.value) - 1)
+        self.visit(node.stmt)
+        self.env = outer
         if zero is not None:
             self.zero.pop()
 
@@ -347,6 +394,13 @@ class _Finder(c_ast.NodeVisitor):
     def visit_Decl(self, node: c_ast.Decl) -> None:
         if node.init is not None and not isinstance(node.init, c_ast.InitList):
             self.visit(node.init)
+        kind = ranges.type_bits(node) if isinstance(node.type, c_ast.TypeDecl) else None
+        if kind is None:  # not an integer variable: it hides any of its name
+            self.env.pop(node.name, None)
+            return
+        whole = ranges.type_span(*kind)
+        value = ranges.span(node.init, self.env) if "const" in node.quals and node.init is not None else None
+        self.env[node.name] = value if value is not None and value.meet(whole.low, whole.high) == value else whole
 
     def visit_ArrayRef(self, node: c_ast.ArrayRef) -> None:
         self._index(node, "read-index")
@@ -366,15 +420,67 @@ class _Finder(c_ast.NodeVisitor):
         index = self.source.operator_of(node)
         if node.op in ARITH:
             rule = self._zero_rule(node) or (self._shift_rule(id(node), "minus the maximum")
-                                             if node.op == "-" else None)
+                                             if node.op == "-" else None) or self._wrap_rule(node) or \
+                self._masked_rule(node, ARITH[node.op])
             self.add("arith", index, index, ARITH[node.op], f"{node.op} -> {ARITH[node.op]}", rule)
         elif node.op in RELATIONAL:
             for other in RELATIONAL[node.op]:
                 if other == "<=" and id(node) in self.bounded:
                     continue
                 self.add("relational", index, index, other, f"{node.op} -> {other}",
-                         self._relational_rule(node, other))
+                         self._relational_rule(node, other) or self._masked_rule(node, other))
         self.generic_visit(node)
+
+    def _wrap_rule(self, node: c_ast.BinaryOp) -> str | None:
+        """``(T)(x - k)`` and ``(T)(x + k)`` for an N-bit integer type T and 2k a multiple of 2^N: the two values
+        differ by 2k, so they convert to the same T when neither overflows its own type."""
+        target = self.casts.get(id(node))
+        k = ranges.constant_of(node.right) if node.op in ("+", "-") else None
+        if target is None or not k or (2 * k) % (1 << target[0]):
+            return None
+        swapped = c_ast.BinaryOp(ARITH[node.op], node.left, node.right)
+        if ranges.span(node, self.env) is None or ranges.span(swapped, self.env) is None:
+            return None
+        return f"equal modulo 2^{target[0]}: x - {k} and x + {k} differ by {2 * k}, a multiple of 2^{target[0]}, " \
+               f"neither leaves its type on the values x takes, and the conversion to the {target[0]}-bit type " \
+               f"reduces both modulo 2^{target[0]} (gcc's documented implementation-defined conversion)"
+
+    def _masked_rule(self, node: c_ast.BinaryOp, other: str) -> str | None:
+        """The rule that makes the mutant of integer code equivalent when the values it can change die or are
+        stored the same (``ranges.Masked``): where it can differ (``ranges.where_it_differs``), the clean and the
+        mutated statements of its block, and of the enclosing blocks until the variables they write end, store
+        one and the same value in every split of their variables' spans."""
+        left, right = ranges.span(node.left, self.env), ranges.span(node.right, self.env)
+        if left is None or right is None or not self.blocks or node.op == other:
+            return None
+        block, index, entry = self.blocks[-1]
+        statement = block.block_items[index]
+        if statement not in self.stack:
+            return None
+        path = self.stack[self.stack.index(statement):]
+        restrictions = ranges.where_it_differs(path, node.op, other, self.env)
+        if restrictions is None:
+            return None  # differs nowhere: the range rule's case, said there
+        runs, depth = [block.block_items], len(self.blocks) - 1
+        declared = {i.name for i in block.block_items if isinstance(i, c_ast.Decl)}
+        written = {ranges.assigned(i) for i in ranges.walk(block)} - {None}
+        while written - declared:  # a variable written that outlives the block: run on to its end
+            if depth == 0 or self.blocks[depth - 1][0].block_items[self.blocks[depth - 1][1]] is not block:
+                return None
+            block, at, _ = self.blocks[depth - 1]
+            runs.append(block.block_items[at + 1:])
+            declared |= {i.name for i in block.block_items if isinstance(i, c_ast.Decl)}
+            depth -= 1
+        mutant = c_ast.BinaryOp(other, node.left, node.right)
+        clean, changed = (ranges.Masked(runs, restrictions, swap).run(entry) for swap in (None, (id(node), mutant)))
+        if clean is None or changed is None or len(clean) != len(changed) or \
+                any(a.single is None or a != b for a, b in zip(clean, changed)):
+            return None
+        where = ", ".join(f"{r.name} in [{r.low}, {r.high}]" for r in restrictions) or "everywhere"
+        return f"masked downstream: the mutant can differ only where {where}; there the clean and the mutated " \
+               f"statements, run over intervals of their variables split at every constant they compare them with, " \
+               f"store the same single value each time ({', '.join(str(a.single) for a in clean) or 'none'}) and " \
+               f"what else they compute dies with its block"
 
     def _zero_rule(self, node: c_ast.BinaryOp) -> str | None:
         """The rule that makes an arithmetic mutant equivalent when an operand is always 0 (a product of the
@@ -432,6 +538,10 @@ class _Finder(c_ast.NodeVisitor):
     def _relational_rule(self, node: c_ast.BinaryOp, other: str) -> str | None:
         if other == "!=" and self.loop_conditions.get(id(node)):
             return self.loop_conditions[id(node)]
+        if id(node) in self.equal_arms:
+            return "select of equal arms: x >= 0 ? x >> e : ~(~x >> e) gives x >> e for every x whichever arm " \
+                   "runs (~x = -x - 1, so ~(~x >> e) = x >> e when >> of a negative value shifts in its sign bit, " \
+                   "gcc's documented implementation-defined behaviour), so no change of the condition shows"
         if frozenset({node.op, other}) in STRICTNESS and self.selects.get(id(node)):
             return f"select of the compared values: a {node.op} b ? a : b and a {other} b ? a : b differ only " \
                    f"when a == b, where both give the same value (+0 and -0 are equal)"
@@ -439,15 +549,30 @@ class _Finder(c_ast.NodeVisitor):
             return f"select equal at the boundary: x {node.op} c ? A : B and x {other} c ? A : B differ only when " \
                    f"x == c, where A and B, functions of x and constants alone, are equal " \
                    f"({self.boundaries[id(node)]}; +0 and -0 are equal)"
+        value = ranges.span(node.left, self.env) if node.op in ranges.RELATIONS else None
+        bound = ranges.span(node.right, self.env) if value is not None else None
+        if bound is not None and bound.single is not None and \
+                ranges.differing(node.op, other, value, bound.single) is None:
+            return f"compared value out of reach: the left operand takes only values in [{value.low}, " \
+                   f"{value.high}] (loop counters, const locals, constant arrays), where {node.op} " \
+                   f"{bound.single} and {other} {bound.single} agree"
         return None
 
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
         self._activation(node)
         self.generic_visit(node)
 
+    def visit_Cast(self, node: c_ast.Cast) -> None:
+        kind = ranges.type_bits(node.to_type)
+        if kind is not None and kind[0] < 32:
+            self.casts[id(node.expr)] = kind
+        self.generic_visit(node)
+
     def visit_TernaryOp(self, node: c_ast.TernaryOp) -> None:
         self._activation(node)
         cond, s = node.cond, self.source
+        if _same_value(node.iftrue, node.iffalse, s):
+            self.equal_arms.add(id(cond))
         if isinstance(cond, c_ast.BinaryOp):
             text = lambda n: re.sub(r"\s+", "", s.span_text(s.token(n), s.last(n)))  # noqa: E731
             self.selects[id(cond)] = (text(cond.left), text(cond.right)) in (
@@ -469,6 +594,20 @@ class _Finder(c_ast.NodeVisitor):
         x = s.span_text(s.token(argument), s.last(argument)) if not isinstance(argument, str) else argument
         for other in SWAPS[kind]:
             self.add("activation", first, last, ACTIVATIONS[other].format(x=x), f"{kind} -> {other}")
+
+
+def _same_value(a: c_ast.Node, b: c_ast.Node, s: _Source) -> bool:
+    """Whether the expressions ``a`` and ``b`` give the same value for every value of their variables: ``x >> e``
+    and ``~(~x >> e)`` (either order, x and e the same side-effect-free text) under an arithmetic ``>>``."""
+    text = lambda n: re.sub(r"\s+", "", s.span_text(s.token(n), s.last(n)))  # noqa: E731
+    for plain, twice in ((a, b), (b, a)):
+        if isinstance(plain, c_ast.BinaryOp) and plain.op == ">>" and isinstance(twice, c_ast.UnaryOp) and \
+                twice.op == "~" and isinstance(twice.expr, c_ast.BinaryOp) and twice.expr.op == ">>" and \
+                isinstance(twice.expr.left, c_ast.UnaryOp) and twice.expr.left.op == "~" and \
+                all(isinstance(n, (c_ast.ID, c_ast.Constant)) for n in (plain.left, plain.right, twice.expr.right)) \
+                and text(plain.left) == text(twice.expr.left.expr) and text(plain.right) == text(twice.expr.right):
+            return True
+    return False
 
 
 def _activation_of(node: c_ast.Node, s: _Source) -> tuple[str | None, c_ast.Node | None]:

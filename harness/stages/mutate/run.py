@@ -634,7 +634,8 @@ def _mutants(code: GeneratedCode, settings: Settings) -> list[operators.Mutant]:
     code_files = [code.directory / entry["file"]] if isinstance(entry, dict) and entry.get("file") else \
         list(code.sources)
     symbols = [s for s in code.manifest.get("symbols", {}).get("data", [])]
-    found = [m for path in code_files for m in operators.code_mutants(path)]
+    constants = operators.constant_spans(list(code.sources), symbols)  # what the range rules read of the data
+    found = [m for path in code_files for m in operators.code_mutants(path, constants)]
     if quantized.quantization_rule(code.manifest) is not None:  # the zero points integer C writes as literals
         found += [m for path in code_files for m in operators.zero_point_mutants(path, code.manifest)]
     rng = np.random.default_rng(settings.seed)

@@ -184,3 +184,16 @@ def test_two_inputs_laid_end_to_end_are_one_range_and_parallel_code_is_not_check
     assert [str(v) for v in run_arena(manifest=manifest).violations if v.line == 13] == []
     assert [v.line for v in run_arena(manifest={**manifest, "layers": manifest["layers"][1:]}).violations] == [13]
     assert spans({**ARENA_MANIFEST, "parallel": {}}, "net.c") == [] and spans(MANIFEST, "net.c") == []
+
+
+def test_an_integer_arena_is_checked_per_tensor_as_the_float_arena_is():
+    """Quantized C (``integer_arenas``, docs/quantized.md): a loop bound + 1 that writes one row past a layer's int8
+    output, into arena bytes no later layer reads, is reported; the clean layer is not."""
+    manifest = {key: value for key, value in ARENA_MANIFEST.items() if key != "arena"}
+    manifest["integer_arenas"] = [{"symbol": "net_arena", "dtype": "int8", "size": 32}]
+    assert run_arena(manifest=manifest).violations == ()
+    text = ARENA_CODE.replace("MAX_BOUND", "10").replace("K_READ", "k").replace("o < 8", "o < 9")
+    arrays, entry, buffers = extents([text], manifest)
+    found = [str(v) for v in check(text, arrays, "net.c", entry, buffers, spans(manifest, "net.c")).violations]
+    assert found == ["line 6: net_arena[16 + o] indexes 16..24, outside the tensors layer 0 l0 takes and makes "
+                     "there (16..23)"]
