@@ -84,6 +84,7 @@ def test_folding_and_dropping_the_softmax_keep_the_float_network(cache):
     assert np.allclose(softmax / softmax.sum(axis=1, keepdims=True), expected, atol=1e-5)
 
 
+@pytest.mark.slow  # 10 s; the semantic stage's quantized verdict is tested in test_quantized.py
 def test_autoencoder_passes_the_semantic_campaign_bit_for_bit(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "semantic", "--models", "fc-autoencoder-int8",
                            "--references", "onnxruntime", "--inputs", "50", "--quiet", "--out", str(tmp_path / "out"),

@@ -37,6 +37,7 @@ def model(tmp_path_factory) -> Path:
                                          "qoperator")
 
 
+@pytest.mark.slow  # 27 s: every mutant of the CNN; the default run keeps the rule's test below and the rules' units
 def test_a_quantized_cnn_is_mutated_and_judged_bit_for_bit(model, tmp_path):
     """A sample of every class: the clean code passes the integer rule on every seed, each integer class is made
     and named, the requantization shifts and zero points are all killed, and the survivors judged by detectability
