@@ -80,7 +80,7 @@ def quantize(name: str, seed: int, float_model: Model, path: Path) -> Path:
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.batches, None)
 
-    with _quiet():
+    with quiet_quantizer():
         quantize_static(graph, str(path), Representative(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                         calibrate_method=CalibrationMethod.MinMax)
@@ -141,7 +141,7 @@ def drop_final_softmax(graph: onnx.GraphProto) -> None:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_quantizer() -> Iterator[None]:
     """The quantizer logs its advice (run ``quant_pre_process`` first) through the root logger: not for a zoo build."""
     root = logging.getLogger()
     level = root.level

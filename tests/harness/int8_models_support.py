@@ -4,12 +4,13 @@ QOperator and QDQ formats."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from harness.models.int8 import quiet_quantizer
 
 
 def float_cnn(path: Path, seed: int = 0) -> Path:
@@ -52,8 +53,8 @@ def quantized(float_model: Path, path: Path, fmt: str, seed: int = 0) -> Path:
         def get_next(self):
             return next(self.batches, None)
 
-    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice on pre-processing
-    quantize_static(str(float_model), str(path), Calibration(), per_channel=True, activation_type=QuantType.QInt8,
-                    weight_type=QuantType.QInt8,
-                    quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator)
+    with quiet_quantizer():  # the quantizer's advice on pre-processing, without changing the log level for good
+        quantize_static(str(float_model), str(path), Calibration(), per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator)
     return path

@@ -26,4 +26,5 @@ def test_semantic_preservation(assay_item, assay_campaign):
     assert not problems, "; ".join(problems)
     for record in records:  # each pass follows from its own figures, by the rule that decided it (a derived or
         # integer verdict may pass above the fixed tolerance, with its review line)
-        assert record["max_abs_error"] >= 0.0 and oracle.recheck(record) is None, oracle.recheck(record)
+        why = oracle.recheck(record)
+        assert record["max_abs_error"] >= 0.0 and why is None, why

@@ -18,6 +18,11 @@ import pytest
 from onnx import numpy_helper
 
 import int8_models_support
+from harness import references
+from harness.core import quantized as quantized_core
+from harness.core.inputs import make_inputs
+from harness.models import user_files
+from harness.references import integer
 
 
 def _assay(*args: str) -> subprocess.CompletedProcess:
@@ -56,9 +61,14 @@ def test_a_qoperator_cnn_passes_bit_for_bit_and_onnx_runtime_follows_its_own_rul
     assert derived["reference_distance"] == 0.0 and derived["reference_defect"] is None  # ORT = its own rule
     quantized = record["quantized"]
     assert quantized["rule"] == "fixed-point" and quantized["lsb"] == pytest.approx(_output_scale(models["qoperator"]))
-    # the two rules may differ by an LSB per layer: the C's distance to ONNX Runtime is a whole number of LSB
+    # the C is the arbiter under its rule and ONNX Runtime the arbiter under its own, on the same inputs: the C's
+    # distance to ONNX Runtime is exactly the distance between the two rules, a whole number of LSB
+    model = user_files.load(models["qoperator"], tmp_path / "cache")
+    x = make_inputs(model, 200, 0)
+    fixed, ort = (references.get(quantized_core.reference_name(rule)).run(model, x) for rule in integer.RULES)
+    between_rules = float(np.abs(fixed.astype(np.float64) - ort).max()) / quantized["lsb"]
     lsb = quantized["c_vs_reference_lsb"]
-    assert lsb == pytest.approx(round(lsb), abs=1e-4) and lsb <= 4
+    assert lsb == pytest.approx(round(lsb), abs=1e-4) and lsb == pytest.approx(between_rules, abs=1e-4)
     if lsb > 0:
         assert record["review"].startswith("bit for bit with the integer arbiter, above the fixed tolerance")
     assert record["layer_local"]["reason"].startswith("a quantized model")
