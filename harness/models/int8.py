@@ -15,7 +15,9 @@ cached by ``zoo.load`` like any benchmark) and its ONNX export, then:
    from a generator seeded by the name and seed.
 
 The graph keeps the float model's ABI: float32 inputs in the same domain (a ``QuantizeLinear`` inside) and
-float32 outputs. The model has an ONNX file only: the Keras model computes the float network, not this one.
+float32 outputs. The model has one ONNX file that generators and references read: the Keras model computes the
+float network, not this one. The float network without its softmax is kept beside it as the model's
+``FLOAT_COUNTERPART``, read only to report the quantization error.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from harness.models.model import Model
 if TYPE_CHECKING:  # a cached load imports no onnx
     import onnx
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2  # 2: the float counterpart (float.onnx) beside the int8 file
 CALIBRATION = 64  # representative inputs whose activation ranges fix the activation scales (MinMax)
 SUFFIX = "-int8"
 NAMES = tuple(f"{name}{SUFFIX}" for name in tiny.NAMES)
@@ -58,17 +60,20 @@ def fingerprint(name: str, seed: int) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def quantize(name: str, seed: int, float_model: Model, path: Path) -> Path:
+def quantize(name: str, seed: int, float_model: Model, path: Path, float_path: Path) -> Path:
     """Write ``path``: ``float_model``'s ONNX file with its batch norms folded, without its final softmax,
-    quantized by ``quantize_static`` on the representative set of (name, seed) (``calibration_set``)."""
+    quantized by ``quantize_static`` on the representative set of (name, seed) (``calibration_set``); and
+    ``float_path``: the float network the int8 one stands for, ``float_model`` without its softmax and nothing
+    folded (the model's ``FLOAT_COUNTERPART``, for its quantization error)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
 
     calibration = calibration_set(name, seed, float_model)
     graph = onnx.load(str(float_model.file("onnx")))
-    fold_batch_norms(graph.graph)
     drop_final_softmax(graph.graph)
+    onnx.save(graph, str(float_path))
+    fold_batch_norms(graph.graph)
     feed = graph.graph.input[0].name
 
     class Representative(CalibrationDataReader):

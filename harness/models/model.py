@@ -26,6 +26,11 @@ Bound = Union[float, tuple]
 # The one flat vector that holds every input (or every output) of a model with several of them (``Model.inputs``).
 PACKED_LAYOUT = "C"
 
+# The format key of the float network a quantized model quantizes (same ABI and layouts; the int8 tier's float
+# model without its softmax, or a sidecar's ``float_model``): read only to report the quantization error, a property
+# of the model (docs/quantized.md), never by a generator or a reference, so it never decides a verdict.
+FLOAT_COUNTERPART = "float-onnx"
+
 
 @dataclass(frozen=True)
 class Tensor:

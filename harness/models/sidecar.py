@@ -9,6 +9,8 @@ input feature or per element) and the tolerances of that one model::
     domain = [-1.0, 1.0]              # [low, high] for every input element, or:
     # low  = [-0.33, -0.5, -0.5, -0.5, -0.5]   # one value per input feature, or per element,
     # high = [ 0.68,  0.5,  0.5,  0.5,  0.5]   # or a number for all
+    float_model = "net-float.onnx"    # a quantized model's float network (relative to this file): its
+                                      # quantization error is reported, never judged (docs/quantized.md)
 
 Every key is optional; an unknown key, a wrong type or length, a non-finite
 value or a low above its high is a ``ModelError`` of one line naming the TOML
@@ -33,7 +35,7 @@ from harness.errors import ModelError
 from harness.models.model import Model
 
 SUFFIX = ".assay.toml"
-KEYS = ("atol", "rtol", "domain", "low", "high")
+KEYS = ("atol", "rtol", "domain", "low", "high", "float_model")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -47,6 +49,7 @@ class Sidecar:
     rtol: float | None = None
     low: float | list | None = None  # as written: a number or a (nested) list of numbers
     high: float | list | None = None
+    float_model: Path | None = None  # resolved against the sidecar's folder; loaded and checked by user_files
 
 
 def path_for(model_path: Path) -> Path:
@@ -90,7 +93,7 @@ def read(model_path: Path) -> Sidecar | None:
     if low is not None and np.ndim(low) == 0 and np.ndim(high) == 0 and low > high:
         raise ModelError(f"{path}: key '{'domain' if 'domain' in table else 'low'}': low {low:g} is above "
                          f"high {high:g}")
-    return Sidecar(path, hashlib.sha256(raw).hexdigest(), atol, rtol, low, high)
+    return Sidecar(path, hashlib.sha256(raw).hexdigest(), atol, rtol, low, high, _float_model(path, table))
 
 
 def apply(sidecar: Sidecar | None, model: Model) -> Model:
@@ -155,6 +158,16 @@ def _bound(path: Path, key: str, value):
         raise ModelError(f"{path}: key '{key}': value {array.ravel()[index]} at position {index} is not a finite "
                          "float32 number")
     return array.tolist()
+
+
+def _float_model(path: Path, table: dict) -> Path | None:
+    """The ``float_model`` file, relative to the sidecar's folder; its content is checked where it is loaded."""
+    if "float_model" not in table:
+        return None
+    value = table["float_model"]
+    if not isinstance(value, str) or not value:
+        raise ModelError(f"{path}: key 'float_model': expected the path of an ONNX file, got {_show(value)}")
+    return path.parent / value
 
 
 def _tolerance(path: Path, table: dict, key: str) -> float | None:

@@ -25,7 +25,7 @@ import numpy as np
 from harness import registry, tensors
 from harness.errors import ModelError
 from harness.models import cache, nnef, sidecar
-from harness.models.model import Model, Tensor, file_sha256, packed_model
+from harness.models.model import FLOAT_COUNTERPART, Model, Tensor, file_sha256, packed_model
 
 CONVERTER_VERSION = 2  # 2: a Keras model made from a file's name is named by names.identifier (ASCII)
 _MAX_CAUSE = 400
@@ -54,10 +54,34 @@ def load(path: Path, cache_dir: Path) -> Model:
             model = sidecar.apply(settings, loader(resolved, None))
         else:
             model = _load_converted(resolved, Path(cache_dir), suffix, settings)
+        model = _with_float_counterpart(settings, model)
     except ModelError as error:
         raise ModelError(_about_user_file(str(error), path, resolved, Path(cache_dir))) from None
     _check_not_empty(path, model)
     return model
+
+
+def _with_float_counterpart(settings: sidecar.Sidecar | None, model: Model) -> Model:
+    """``model`` with the sidecar's ``float_model`` as its ``FLOAT_COUNTERPART`` file: an ONNX file checked as any
+    user ONNX file is, of one input and one output of the quantized model's shapes (the same ABI), or one line
+    naming the settings file, the key and the cause."""
+    if settings is None or settings.float_model is None:
+        return model
+    where = f"{settings.path}: key 'float_model'"
+    if "onnx" not in model.files or model.is_packed:
+        raise ModelError(f"{where}: only an ONNX model of one input and one output has a float counterpart")
+    try:
+        _check_readable(settings.float_model)
+        counterpart = _load_onnx(settings.float_model.resolve())
+    except ModelError as error:
+        raise ModelError(f"{where}: {error}") from None
+    shapes = (counterpart.input_shape, counterpart.output_shape, counterpart.is_packed)
+    if shapes != (model.input_shape, model.output_shape, False):
+        raise ModelError(f"{where}: {settings.float_model.name} has input {list(counterpart.input_shape)} and "
+                         f"output {list(counterpart.output_shape)}, the model {list(model.input_shape)} and "
+                         f"{list(model.output_shape)}: not the same network")
+    return dataclasses.replace(model, files={**model.files, FLOAT_COUNTERPART: settings.float_model.resolve()},
+                               file_layouts={**model.file_layouts, FLOAT_COUNTERPART: model.layouts_of("onnx")})
 
 
 def _check_not_empty(path: Path, model: Model) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.errors import ModelError
 from harness.models import cache, user_files
-from harness.models.model import DEFAULT_TOLERANCE, Model
+from harness.models.model import DEFAULT_TOLERANCE, FLOAT_COUNTERPART, Model
 from harness.models.tiers import TIERS
 from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environment defaults, imports nothing heavy
 
@@ -163,16 +163,19 @@ def _load_benchmark(zoo_entry: ZooEntry, cache_dir: Path, seed: int) -> Model:
 
 def _build_int8(zoo_entry: ZooEntry, directory: Path, fingerprint: str, seed: int, cache_dir: Path) -> Model:
     """The float model of the same seed, loaded through the cache like any benchmark (built on first use), its ONNX
-    file quantized (``harness.models.int8``) into ``directory/model.onnx``: the only file, same ABI and domain."""
+    file quantized (``harness.models.int8``) into ``directory/model.onnx`` (same ABI and domain), the float network
+    it stands for beside it (``FLOAT_COUNTERPART``)."""
     import dataclasses
 
     from harness.models import int8
 
     float_model = _load_benchmark(_BY_NAME[int8.float_name(zoo_entry.name)], cache_dir, seed)
     _fresh(directory)
-    int8.quantize(zoo_entry.name, seed, float_model, directory / "model.onnx")
-    model = dataclasses.replace(float_model, name=zoo_entry.name, files={"onnx": directory / "model.onnx"},
-                                file_layouts={"onnx": float_model.layouts_of("onnx")},
+    int8.quantize(zoo_entry.name, seed, float_model, directory / "model.onnx", directory / "float.onnx")
+    layouts = float_model.layouts_of("onnx")
+    model = dataclasses.replace(float_model, name=zoo_entry.name,
+                                files={"onnx": directory / "model.onnx", FLOAT_COUNTERPART: directory / "float.onnx"},
+                                file_layouts={"onnx": layouts, FLOAT_COUNTERPART: layouts},
                                 input_domain=zoo_entry.input_domain, tolerance=zoo_entry.tolerance, tier=zoo_entry.tier,
                                 description=zoo_entry.description)
     cache.write_cached(directory, model, fingerprint, {"seed": seed, "float": float_model.name})

@@ -311,18 +311,28 @@ def quantized_lines(records: list[dict]) -> list[str]:
              "Judged bit for bit against the integer arbiter (`harness/references/integer.py`): the C under the "
              "requantization rule its manifest declares, the reference under its own (ONNX Runtime's float32 "
              "requantization). The two rules may differ by 1 LSB per layer from the same input (docs/quantized.md), "
-             "so the C's distance to the reference is reported, not judged.", "",
+             "so the C's distance to the reference is reported, not judged. The quantization error (the C against "
+             "the float network the model quantizes, where the model names it) is what quantizing cost: a property "
+             "of the model, judged by no verdict.", "",
              "| Model | Generator (variant) | Target | Reference | C's rule | inputs judged | LSB | C vs arbiter | "
-             "reference vs its arbiter | C vs reference (LSB) | verdict |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+             "reference vs its arbiter | C vs reference (LSB) | quantization error (LSB) | verdict |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in sorted(judged, key=lambda r: (r["model"], r["generator"], r["variant"], r["target"], r["reference"])):
         d, q = r["derived"], r["quantized"]
         lines.append(f"| {r['model']} | {r['generator']} ({r['variant']}) | {r['target']} {r['opt']} | "
                      f"{r['reference']} | {q['rule']} | {d.get('inputs', '–')} | {_figure(q['lsb'], '.4e')} | "
                      f"{_figure(d['c_distance'], '.4e')} | {_figure(d['reference_distance'], '.4e')} | "
-                     f"{_figure(q['c_vs_reference_lsb'], '.6g')} | {d['verdict']} |")
+                     f"{_figure(q['c_vs_reference_lsb'], '.6g')} | {_quantization_error(q)} | {d['verdict']} |")
     return lines + [f"- {r['model']} / {r['target']} {r['opt']}: {r['derived']['reference_defect']}"
                     for r in judged if r["derived"].get("reference_defect")]
+
+
+def _quantization_error(quantized: dict) -> str:
+    """The quantization error's cell: the figure in real units and LSB, why there is none, or '–' (no float
+    network named)."""
+    if quantized.get("quantization_error") is not None:
+        return f"{quantized['quantization_error']:.4e} ({quantized['quantization_error_lsb']:.6g})"
+    return quantized.get("quantization_error_why", "–")
 
 
 def layer_lines(records: list[dict]) -> list[str]:

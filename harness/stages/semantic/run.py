@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS, NotSupported
 from harness.generators.generated import GeneratedCode
 from harness.models import user_files, zoo
-from harness.models.model import Model
+from harness.models.model import FLOAT_COUNTERPART, Model
 from harness.references import bounds, integer
 from harness.stages.semantic import bitcompare, decisions, exportcheck, parallel, sanitize
 from harness.stages.semantic.settings import Settings
@@ -243,8 +243,9 @@ def store_records(item: Item, model: Model | None, settings: Settings, store: Re
                                        reference_exact=None if reference_exact is None else reference_exact.get(
                                            ref_name, f"no integer arbiter rule for reference {ref_name}")))
             if quantized:
-                record["quantized"] = integer_figures(model, outputs, reference_outputs(ref_name, model, settings),
-                                                      outcome.rule) if record["max_abs_error"] is not None else None
+                record["quantized"] = integer_figures(model, settings, outputs,
+                                                      reference_outputs(ref_name, model, settings), outcome.rule) \
+                    if record["max_abs_error"] is not None else None
             decided = record.get("derived") or {"fallback": True}
             if "fallback" not in decided:  # the derived rule decided; the fixed one is a second opinion
                 record["verdict"], record["cause"] = oracle.with_layers(record["verdict"], record["cause"],
@@ -369,13 +370,35 @@ def integer_yardstick(model: Model, settings: Settings, timings: dict, rule: str
     return exact, np.zeros(exact.shape), own
 
 
-def integer_figures(model: Model, outputs: np.ndarray, expected: np.ndarray, rule: str | None) -> dict:
+def integer_figures(model: Model, settings: Settings, outputs: np.ndarray, expected: np.ndarray,
+                    rule: str | None) -> dict:
     """What a quantized model's record says beside its verdict: the C's declared rule, one LSB of the output (its
-    DequantizeLinear's scale) and the largest |C - reference| in LSB (the two follow different documented roundings,
-    so they may differ: the verdict is against the integer arbiter)."""
+    DequantizeLinear's scale), the largest |C - reference| in LSB (the two follow different documented roundings,
+    so they may differ: the verdict is against the integer arbiter) and the quantization error
+    (``quantization_error``)."""
     lsb = integer.output_scale(model.file("onnx"))
     distance = float(np.abs(np.asarray(outputs, np.float64) - np.asarray(expected, np.float64)).max(initial=0.0))
-    return {"rule": rule, "lsb": lsb, "c_vs_reference_lsb": round(distance / lsb, 6) if lsb else None}
+    return {"rule": rule, "lsb": lsb, "c_vs_reference_lsb": round(distance / lsb, 6) if lsb else None,
+            **quantization_error(model, settings, outputs, lsb)}
+
+
+def quantization_error(model: Model, settings: Settings, outputs: np.ndarray, lsb: float | None) -> dict:
+    """The largest |C - float network| over the campaign's inputs, in real units and in LSB, where the model names
+    the float network it quantizes (``FLOAT_COUNTERPART``), run by ONNX Runtime (cached like a reference): what
+    quantizing cost, a property of the model that no verdict reads (docs/quantized.md); or why there is none."""
+    if FLOAT_COUNTERPART not in model.files:
+        return {}
+    if not lsb:
+        return {"quantization_error": None, "quantization_error_why": "the output is not dequantized by one "
+                "per-tensor scale: its real value is not defined"}
+    view = replace(model, files={"onnx": model.files[FLOAT_COUNTERPART]},
+                   file_layouts={"onnx": model.layouts_of(FLOAT_COUNTERPART)})
+    try:
+        real = reference_outputs("onnxruntime", view, settings)  # the float network as ONNX Runtime runs it
+    except USER_ERRORS as exc:
+        return {"quantization_error": None, "quantization_error_why": f"the float network: {exc}"}
+    error = float(np.abs(np.asarray(outputs, np.float64) - np.asarray(real, np.float64)).max(initial=0.0))
+    return {"quantization_error": error, "quantization_error_lsb": round(error / lsb, 6)}
 
 
 def _detail(exc: BaseException) -> dict:

@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from harness import tensors
 from harness.models import int8, tiny, zoo
-from harness.models.model import file_sha256
+from harness.models.model import FLOAT_COUNTERPART, file_sha256
 
 SMALL = ["fc-autoencoder-int8", "ds-cnn-int8"]
 LARGE = [pytest.param(name, marks=pytest.mark.slow) for name in ("resnet8-int8", "mobilenet-vww-int8")]
@@ -38,7 +38,7 @@ def test_tier_lists_the_four_networks_quantized():
 def test_qdq_graph_with_int8_weights_and_no_softmax(name, cache):
     model = zoo.load(name, cache_dir=cache)
     source = zoo.load(int8.float_name(name), cache_dir=cache)
-    assert set(model.files) == {"onnx"} and model.tier == "int8"
+    assert set(model.files) == {"onnx", FLOAT_COUNTERPART} and model.tier == "int8"
     assert (model.input_shape, model.output_shape, model.input_domain) == (source.input_shape, source.output_shape,
                                                                             source.input_domain)
     graph = onnx.load(str(model.file("onnx"))).graph
@@ -82,6 +82,10 @@ def test_folding_and_dropping_the_softmax_keep_the_float_network(cache):
     logits = onnxruntime.InferenceSession(graph.SerializeToString()).run(None, {"input": x})[0]
     softmax = np.exp(logits - logits.max(axis=1, keepdims=True))
     assert np.allclose(softmax / softmax.sum(axis=1, keepdims=True), expected, atol=1e-5)
+    # the int8 model's float counterpart (its quantization error's yardstick) is the same float network
+    counterpart = zoo.load("ds-cnn-int8", cache_dir=cache).file(FLOAT_COUNTERPART)
+    assert {node.op_type for node in onnx.load(str(counterpart)).graph.node}.isdisjoint({"Softmax"})
+    assert np.allclose(onnxruntime.InferenceSession(str(counterpart)).run(None, {"input": x})[0], logits, atol=1e-5)
 
 
 @pytest.mark.slow  # 10 s; the semantic stage's quantized verdict is tested in test_quantized.py
@@ -107,4 +111,4 @@ def test_cached_load_reads_model_json_only(cache):
                             cwd=Path(__file__).resolve().parents[3])
     assert result.stdout.split() == [str(model.file("onnx")), "False", "False", "False"]
     assert json.loads((cache / "fc-autoencoder-int8-s0" / "model.json").read_text())["model"]["files"] == {
-        "onnx": "model.onnx"}
+        "onnx": "model.onnx", FLOAT_COUNTERPART: "float.onnx"}

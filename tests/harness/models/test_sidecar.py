@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 from harness.core.inputs import make_inputs
 from harness.errors import ModelError
 from harness.models import zoo
+from harness.models.model import FLOAT_COUNTERPART
 
 from test_nnet import SMALL
 
@@ -74,7 +75,7 @@ def test_domain_per_channel_and_per_element_of_a_chw_image(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "key", "cause"), [
-    ("tolerance = 1e-4\n", "tolerance", "unknown key 'tolerance' (known: atol, rtol, domain, low, high)"),
+    ("tolerance = 1e-4\n", "tolerance", "unknown key 'tolerance' (known: atol, rtol, domain, low, high, float_model)"),
     ("low = [0, 0, 0]\nhigh = [1, 1, 1]\n", "low", "wrong length: 3 values, expected 5 (one per input feature)"),
     ("low = [0, 0, 0, 0, 0]\nhigh = [1, 1, 1, 1, 1, 1]\n", "high", "wrong length: 6 values, expected 5"),
     ("low = [0, 0, 2, 0, 0]\nhigh = 1\n", "low", "low 2 is above high 1 at index [2]"),
@@ -88,15 +89,34 @@ def test_domain_per_channel_and_per_element_of_a_chw_image(tmp_path):
     ("low = 0\n", "high", "is missing (low and high go together)"),
     ("domain = [0, 1, 2]\n", "domain", "expected [low, high], two numbers"),
     ("low = [0, 'a', 0, 0, 0]\nhigh = 1\n", "low", "expected a list of numbers"),
+    ("float_model = 3\n", "float_model", "expected the path of an ONNX file, got 3"),
+    ("float_model = 'absent.onnx'\n", "float_model", "absent.onnx"),
+    ("float_model = 'wide.onnx'\n", "float_model", "wide.onnx has input [6] and output [6], the model [5] and [5]: "
+                                                   "not the same network"),
+    ("float_model = 'junk.onnx'\n", "float_model", "not a valid ONNX file"),
 ])
 @pytest.mark.tor("TOR-CLI-001")
 def test_bad_sidecars_are_one_line_naming_the_file_and_key(tmp_path, text, key, cause):
+    _onnx_file(tmp_path / "wide.onnx", ["N", 6])
+    (tmp_path / "junk.onnx").write_bytes(b"not a protobuf")
     path = _with_sidecar(_onnx_file(tmp_path / "net.onnx", ["N", 5]), text)
     with pytest.raises(ModelError) as info:
         zoo.load(path, cache_dir=tmp_path / "cache")
     message = str(info.value)
     assert message.startswith((f"{path}.assay.toml: key '{key}'", f"{path}.assay.toml: unknown key '{key}'"))
     assert cause in message and "\n" not in message
+
+
+def test_a_float_model_becomes_the_float_counterpart_and_keys_the_model(tmp_path):
+    """The quantization error's float network (docs/quantized.md) is one of the model's files: its content is part
+    of the model's hashes, so records about it are never served for another float network."""
+    path = _with_sidecar(_onnx_file(tmp_path / "net.onnx", ["N", 5]), "float_model = 'float.onnx'\n")
+    _onnx_file(tmp_path / "float.onnx", ["N", 5])
+    model = zoo.load(path, cache_dir=tmp_path / "cache")
+    assert model.files[FLOAT_COUNTERPART] == (tmp_path / "float.onnx").resolve() and "onnx" in model.files
+    before = model.sha256()
+    _onnx_file(tmp_path / "float.onnx", [1, 5])
+    assert zoo.load(path, cache_dir=tmp_path / "cache").sha256()[FLOAT_COUNTERPART] != before[FLOAT_COUNTERPART]
 
 
 def test_invalid_toml_names_the_file(tmp_path):

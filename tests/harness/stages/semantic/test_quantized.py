@@ -41,7 +41,10 @@ def _semantic(model: Path, tmp_path: Path, *options: str) -> tuple[subprocess.Co
 def models(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("quantized")
     source = int8_models_support.float_cnn(folder / "cnn.onnx")
-    return {fmt: int8_models_support.quantized(source, folder / f"cnn-{fmt}.onnx", fmt) for fmt in ("qoperator", "qdq")}
+    models = {fmt: int8_models_support.quantized(source, folder / f"cnn-{fmt}.onnx", fmt) for fmt in ("qoperator", "qdq")}
+    # the float network the QOperator model quantizes, named for its quantization error (docs/quantized.md)
+    Path(f"{models['qoperator']}.assay.toml").write_text(f'float_model = "{source.name}"\n')
+    return models
 
 
 def _output_scale(model: Path) -> float:
@@ -72,6 +75,13 @@ def test_a_qoperator_cnn_passes_bit_for_bit_and_onnx_runtime_follows_its_own_rul
     if lsb > 0:
         assert record["review"].startswith("bit for bit with the integer arbiter, above the fixed tolerance")
     assert record["layer_local"]["reason"].startswith("a quantized model")
+    # the quantization error: the C (the arbiter under its rule, bit for bit) against the float network
+    real = references.get("onnxruntime").run(user_files.load(models["qoperator"].with_name("cnn.onnx"), tmp_path), x)
+    error = float(np.abs(fixed.astype(np.float64) - real).max())
+    assert error > quantized["lsb"] and quantized["quantization_error"] == pytest.approx(error, rel=1e-9)
+    assert quantized["quantization_error_lsb"] == pytest.approx(error / quantized["lsb"], rel=1e-6)
+    table = (tmp_path / "out" / "table1.md").read_text()
+    assert f"{error:.4e} ({quantized['quantization_error_lsb']:.6g})" in table
 
 
 def test_a_qdq_cnn_passes_bit_for_bit_and_its_reference_is_said_unjudged(models, tmp_path):
@@ -115,8 +125,9 @@ def test_a_c_off_its_declared_arithmetic_fails_and_one_that_declares_none_falls_
 
 
 @pytest.mark.arm
-def test_the_qoperator_cnn_passes_bit_for_bit_on_the_cortex_m4f(models, tmp_path):
-    done, records = _semantic(models["qoperator"], tmp_path, "--targets", "cortex-m4f", "--inputs", "50")
+@pytest.mark.parametrize("fmt", ["qoperator", "qdq"])
+def test_the_cnn_passes_bit_for_bit_on_the_cortex_m4f(models, tmp_path, fmt):
+    done, records = _semantic(models[fmt], tmp_path, "--targets", "cortex-m4f", "--inputs", "50")
     assert done.returncode == 0, done.stderr
     (record,) = [r for r in records if r["target"] == "cortex-m4f"]
     assert record["verdict"] == "pass" and record["derived"]["c_distance"] == 0.0, record["cause"]
