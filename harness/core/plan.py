@@ -120,7 +120,11 @@ def expand(models: list[str], generator_specs: list[str], target_names: list[str
         # a file the model could not be given (an exporter's refusal): its variants and references are left out
         result.skipped += [f"{name}: no {fmt} variant or reference: {cause}" for fmt, cause in model.refusals.items()]
         for gen in gens:
-            for variant in gen.variants(model):
+            variants = gen.variants(model)
+            if not variants:  # the generator reads none of the model's files: said, never silently left out
+                result.skipped.append(f"{name}: {gen.name} has no variant for it (it reads none of the model's "
+                                      f"files: {', '.join(sorted(model.files))})")
+            for variant in variants:
                 for profile in profiles:
                     checks = checks_for(model, profile)
                     if checks is not None:

@@ -21,6 +21,14 @@ from harness.models.model import Model
 from harness.models.names import identifier
 
 PEER = PeerEnv("emx-onnx-cgen")
+# emx-onnx-cgen's integer kernels (QLinearConv, QGemm, QLinearMatMul, QuantizeLinear) requantize as ONNX Runtime's
+# MLAS does: a float32 scale ``s_x * s_w / s_y``, the int32 accumulator times it in float32, rounded half to even
+# (``nearbyint``), plus the zero point, saturated (its generated C; docs/peers.md, "Quantized models"). emx-onnx-cgen
+# declares no rule itself; the adapter declares this one for code with quantized operators, so that the oracle holds
+# that code to the integer arbiter under it, bit for bit, instead of a tolerance: a claim every campaign refutes or
+# confirms. Its QDQ groups run as float ops, for which the arbiter has no rule: those verdicts fall back, visibly.
+INTEGER_RULE = {"rule": "onnxruntime", "declared_by": "Assay's emx-onnx-cgen adapter (the peer declares none)"}
+QUANTIZED_BOUNDARY = {"QuantizeLinear", "DequantizeLinear"}  # every quantized graph has one of these
 COMMON = ("--large-weight-threshold", "0")
 VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "no-heap": ("--large-temp-threshold", "0")}
 
@@ -52,4 +60,5 @@ class EmxOnnxCgen(PeerGenerator):
                       headers=[], layers=result["nodes"],
                       peer={"environment": response["environment"], "command": result["command"],
                             "operators": result["operators"], "inputs": result["inputs"],
-                            "outputs": result["outputs"]})
+                            "outputs": result["outputs"]},
+                      quantization=INTEGER_RULE if QUANTIZED_BOUNDARY & set(result["operators"]) else None)

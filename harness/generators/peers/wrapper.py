@@ -20,10 +20,11 @@ WRAPPER = "assay_entry.c"
 
 def finish(out_dir: Path, *, generator: dict, model: Model, fmt: str, prefix: str, call: str, includes: list[str],
            sources: list[str], headers: list[str], layers: list[dict] | None, peer: dict,
-           layouts: tuple[str, str] | None = None) -> GeneratedCode:
+           layouts: tuple[str, str] | None = None, quantization: dict | None = None) -> GeneratedCode:
     """Write the wrapper and the manifest; ``call`` is the C statement calling the peer with ``input``/``output``;
     ``layouts``: the (input, output) layouts of the peer's entry when they are not those of the ``fmt`` file (Aidge
-    makes some outputs channels-last)."""
+    makes some outputs channels-last); ``quantization``: the requantization rule the adapter declares for the peer's
+    integer code (docs/manifest.md), which the oracle then holds it to bit for bit."""
     entry = f"{prefix}assay_entry"
     lines = [f'#include "{name}"' for name in includes]
     (out_dir / WRAPPER).write_text(
@@ -47,6 +48,7 @@ def finish(out_dir: Path, *, generator: dict, model: Model, fmt: str, prefix: st
         "layer_mapping": ({"status": "recovered", "from": "the peer's own layer list", "layers": layers}
                           if layers else {"status": "unknown", "layers": []}),
         "peer": peer,
+        **({"quantization": quantization} if quantization else {}),
     }
     (out_dir / FULL_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return GeneratedCode.from_directory(out_dir)

@@ -87,3 +87,44 @@ def test_conformance_sample_beside_assay_and_acetone(tmp_path):
     assert len(emx) == 8 and set(emx.values()) == {"pass"}, emx
     acetone = {r["case"]: r["verdict"] for r in results if r["generator"] == "acetone-nnet"}
     assert acetone["dense_nobias"] == "error" and acetone["act_softmax_large"] == "fail"
+
+
+def test_quantized_cnn_is_held_bit_for_bit_to_the_onnxruntime_rule_it_is_declared_to_follow(tmp_path):
+    """emx-onnx-cgen's integer kernels requantize as ONNX Runtime does; the adapter declares that rule, so the C is
+    judged bit for bit against the integer arbiter under it (not by a tolerance) on a QOperator CNN made by ONNX
+    Runtime's own quantizer; the QDQ form of the same CNN, which it runs as float ops, falls back, visibly."""
+    sys.path.insert(0, str(ROOT / "tests" / "harness"))
+    import int8_models_support
+
+    source = int8_models_support.float_cnn(tmp_path / "cnn.onnx")
+    models = [int8_models_support.quantized(source, tmp_path / f"cnn-{fmt}.onnx", fmt) for fmt in ("qoperator", "qdq")]
+    out = tmp_path / "semantic"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "semantic", "--models", ",".join(map(str, models)),
+                           "--generators", "emx-onnx-cgen", "--references", "onnxruntime",
+                           "--inputs", "100", "--work", str(tmp_path / "work"), "--out", str(out), "--quiet"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = {Path(r["model"]).stem: r for r in json.loads((out / "results.json").read_text())["records"]
+               if r["variant"] == "no-heap"}
+    qoperator, qdq = records["cnn-qoperator"], records["cnn-qdq"]
+    assert qoperator["verdict"] == qdq["verdict"] == "pass"
+    assert qoperator["quantized"]["rule"] == "onnxruntime"
+    assert qoperator["derived"]["bound"] == 0.0 and qoperator["derived"]["c_distance"] == 0.0
+    assert qdq["derived"]["fallback"].startswith("integer arbiter not available: node 'conv1' (Conv): a QDQ group")
+
+    # the declaration is a claim the oracle checks: the same C said to follow TFLite's fixed-point rule fails
+    code = tmp_path / "code"
+    subprocess.run([sys.executable, "-m", "harness.cli", "generate", "--model", str(models[0]), "--generator",
+                    "emx-onnx-cgen", "--variant", "no-heap", "--out", str(code)], cwd=ROOT, check=True,
+                   capture_output=True)
+    manifest = json.loads((code / "manifest.json").read_text())
+    assert manifest["quantization"]["rule"] == "onnxruntime"
+    manifest["quantization"]["rule"] = "fixed-point"
+    (code / "manifest.json").write_text(json.dumps(manifest))
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "semantic", "--models", str(models[0]),
+                           "--generators", f"dir:{code}", "--references", "onnxruntime", "--inputs", "100",
+                           "--work", str(tmp_path / "work"), "--out", str(tmp_path / "claimed"), "--quiet"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    (record,) = json.loads((tmp_path / "claimed" / "results.json").read_text())["records"]
+    assert proc.returncode == 1 and record["verdict"] == "fail", record
+    assert record["derived"]["c_distance"] == pytest.approx(record["quantized"]["lsb"], rel=1e-4)  # 1 LSB

@@ -59,3 +59,13 @@ def test_a_model_no_selected_reference_can_run_is_an_error_never_a_silent_pass(t
     verdicts = {r["model"]: r["verdict"] for r in json.loads((tmp_path / "beside" / "out" / "results.json")
                                                               .read_text())["records"]}
     assert verdicts == {"acas-reg50": "pass"}
+
+
+def test_a_generator_that_reads_none_of_the_models_files_is_named_not_left_out(tmp_path):
+    """keras2c reads Keras files only: on an ONNX file it has no item, and a line says so (before, nothing did)."""
+    model = _one_op_model(tmp_path / "relu.onnx", "Relu")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "semantic", "--models", model, "--generators",
+                           "keras2c", "--references", "onnxruntime", "--inputs", "3", "--out", str(tmp_path / "out"),
+                           "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{model}: keras2c has no variant for it (it reads none of the model's files: onnx)" in done.stderr
