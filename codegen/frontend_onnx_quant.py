@@ -56,9 +56,7 @@ class QParams:
 def _qparams(b: _Builder, node, name: str, k_scale: int, k_zero: int, what: str, default: str | None = None,
              per_tensor: bool = True) -> QParams:
     """The constant scale (input ``k_scale``) and zero point (input ``k_zero``, absent: zeros of ``default``)."""
-    scale = b.const(node, name, k_scale, f"{what} scale")
-    if scale.dtype != np.float32:
-        raise b.reject(node, name, f"has a {scale.dtype} {what} scale; float32 scales are supported")
+    scale = _float32_scale(b, node, name, b.const(node, name, k_scale, f"{what} scale"), what)
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
         raise b.reject(node, name, f"has {what} scale {scale.reshape(-1)[:4].tolist()}; scales must be positive")
     if b.has_input(node, k_zero):
@@ -74,6 +72,15 @@ def _qparams(b: _Builder, node, name: str, k_scale: int, k_zero: int, what: str,
         raise b.reject(node, name, f"has a per-axis {what} scale of {scale.size} values; activations are "
                                    "quantized per tensor")
     return QParams(scale.reshape(-1), zero.reshape(-1).astype(np.int64), dtype)
+
+
+def _float32_scale(b: _Builder, node, name: str, scale: np.ndarray, what: str) -> np.ndarray:
+    """A constant scale as float32: a float32 one as it is, a float16 one widened (every float16 is a float32, so
+    its exact value reaches the generation-time multiplier; docs/quantized.md, "float16 scales"); other types are
+    refused, because narrowing them would change the scale the model declares."""
+    if scale.dtype not in (np.float32, np.float16):
+        raise b.reject(node, name, f"has a {scale.dtype} {what} scale; float32 and float16 scales are supported")
+    return scale.astype(np.float32)
 
 
 def _bias(b: _Builder, node, name: str, bias: np.ndarray | None, channels: int) -> dict:

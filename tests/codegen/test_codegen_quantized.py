@@ -274,3 +274,33 @@ def test_integer_code_cross_compiles_for_cortex_m4_without_library_calls(kind, m
             kind, symbol = line.split()[-2:]
             (undefined if kind == "U" else defined).add(symbol)
     assert undefined - defined == {"nearbyintf"}  # no __aeabi_ldivmod & co: the int64 code needs no helper
+
+
+def test_a_float16_scale_gives_the_multiplier_of_its_exact_value(tmp_path):
+    """QLinearMatMul with float16 scales (ONNX's test_qlinearmatmul_*_float16): every float16 is a float32, so the
+    multiplier is made from the scales' exact float16 values (not from the decimals they round), and the C equals
+    the integer arbiter's fixed-point rule bit for bit."""
+    from harness.references.integer import FIXED_POINT, evaluate
+
+    from codegen.quantize import quantize_multiplier
+
+    halves = [np.float16(v) for v in (0.0066, 0.00705, 0.0107)]
+    inits = [numpy_helper.from_array(np.array([s]), n) for s, n in zip(halves, ("sa", "sb", "sy"))]
+    inits += [numpy_helper.from_array(np.array([z], np.uint8), n) for z, n in ((113, "za"), (114, "zb"), (118, "zy"))]
+    inits.append(numpy_helper.from_array(np.random.default_rng(3).integers(0, 256, (4, 3)).astype(np.uint8), "b"))
+    node = helper.make_node("QLinearMatMul", ["x", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"], name="mm")
+    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, ["N", 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    path = tmp_path / "f16.onnx"
+    onnx.save(model, path)
+    codegen.generate(path, tmp_path / "c")
+    exact = quantize_multiplier(float(halves[0]) * float(halves[1]) / float(halves[2]))
+    decimal = quantize_multiplier(0.0066 * 0.00705 / 0.0107)
+    assert exact != decimal
+    source = "".join(path.read_text() for path in (tmp_path / "c").glob("*.c"))  # the constants are in the params
+    assert str(exact[0]) in source and str(decimal[0]) not in source
+    x = np.random.default_rng(4).integers(0, 256, (64, 4)).astype(np.float32)
+    (want,) = evaluate(model, x, FIXED_POINT).outputs
+    assert np.array_equal(run_c(tmp_path / "c", x), want.astype(np.float32).reshape(len(x), -1))
