@@ -14,9 +14,10 @@ Two forms of the same model reach the same IR nodes:
   Runtime's quantizer writes no ``Add -> Relu -> Q``: it drops the Relu into the Q's range, or keeps it as its
   own ``DQ -> Relu -> Q``; both the generator and the arbiter refuse an ``Add -> Relu -> Q``.
 
-Everything else quantized is refused by name: other types (int4, float8, int16...), DynamicQuantizeLinear,
-ConvInteger, MatMulInteger, a DQ whose values a float op reads (a pattern that does not fold), a zero point or
-scale that is not a constant, per-axis activation scales.
+ConvInteger and MatMulInteger write their int32 accumulator as an exact float32 when a range proof bounds it by 2^24
+(``_int32_output``). Everything else quantized is refused by name: other types (int4, float8, int16...),
+DynamicQuantizeLinear, a DQ whose values a float op reads (a pattern that does not fold), a zero point or scale that
+is not a constant, per-axis activation scales.
 """
 
 from __future__ import annotations
@@ -302,11 +303,76 @@ def _qlinear_average(b, node, name):
               _qparams(b, node, name, 3, 4, "y"))
 
 
+# ------------------------------------------------------------------------ int32 outputs (ConvInteger, MatMulInteger)
+
+# The largest |y| of an int32 output that the float32 ABI carries exactly: every integer up to 2^24 is a float32.
+EXACT_INT32 = 2**24
+
+
+def _int32_output(b: _Builder, node, name: str, x: str, weight: np.ndarray, k_w_zero: int, out_axis: int) -> dict:
+    """The checks and IR attrs/params of ConvInteger and MatMulInteger: their int32 output must be a graph output,
+    and a proof from the static ranges (the input type's range, the constant weights and zero points) that every
+    output value has |y| <= 2^24, so the C writes it as an exact float32 (docs/quantized.md, "int32 outputs").
+    ``out_axis`` is the weight's axis of output channels (per-channel weight zero points run along it)."""
+    if node.output[0] not in {out.name for out in b.model.graph.output}:
+        raise b.reject(node, name, "has an int32 output that another node reads; an int32 graph output is supported")
+    x_type = b.graph.tensors[x].dtype
+    x_zero = b.const(node, name, 2, "input zero point") if b.has_input(node, 2) else np.zeros(1, x_type)
+    w_zero = b.const(node, name, k_w_zero, "weight zero point") if b.has_input(node, k_w_zero) else \
+        np.zeros(1, weight.dtype)
+    if str(x_zero.dtype) != x_type or x_zero.size != 1:
+        raise b.reject(node, name, f"has a {x_zero.dtype} input zero point of {x_zero.size} values for {x_type} "
+                                   "values; one of the input's type is supported")
+    if str(weight.dtype) not in QUANTIZED_TYPES or w_zero.dtype != weight.dtype:
+        raise b.reject(node, name, f"has {weight.dtype} weights with {w_zero.dtype} zero points; int8 and uint8 "
+                                   "weights are supported")
+    channels = weight.shape[out_axis]
+    if w_zero.size not in (1, channels):
+        raise b.reject(node, name, f"has {w_zero.size} weight zero points for {channels} output channels")
+    low, high, _ = QUANTIZED_TYPES[x_type]
+    x_zp = int(x_zero.reshape(-1)[0])
+    centred = np.abs(weight.astype(np.int64) - _along(w_zero.astype(np.int64), out_axis, weight.ndim))
+    taps = np.moveaxis(centred, out_axis, 0).reshape(channels, -1).sum(axis=1)
+    bound = int(taps.max(initial=0)) * max(abs(low - x_zp), abs(high - x_zp))
+    if bound > EXACT_INT32:
+        raise b.reject(node, name, f"has an int32 output that can reach |y| = {bound} (from the input's range "
+                                   f"[{low}, {high}], the weights and zero points), above 2^24 = {EXACT_INT32}: not "
+                                   "every value is a float32, which the ABI carries")
+    params = {"w_zero_point": w_zero.reshape(-1).astype(np.int32)} if np.any(w_zero) else {}
+    return {"attrs": {"x_zero_point": x_zp}, "params": params}
+
+
+def _along(values: np.ndarray, axis: int, ndim: int) -> np.ndarray:
+    """Per-channel ``values`` shaped to broadcast along ``axis`` of an ndim array (one value: a scalar)."""
+    values = values.reshape(-1)
+    return values.reshape(()) if values.size == 1 else values.reshape([-1 if k == axis else 1 for k in range(ndim)])
+
+
+@handles("ConvInteger")
+def _conv_integer(b, node, name):
+    """ConvInteger: the int32 accumulator of (x - x_zero_point)(w - w_zero_point[c]) (padding reads the zero point,
+    adding 0), written as an exact float32 (``_int32_output``)."""
+    x = _quantized_input(b, node, name)
+    weight = b.const(node, name, 1, "weight")
+    checked = _int32_output(b, node, name, x, weight, 3, 0)
+    layer = conv_layer(b, node, name, x, weight, checked["params"], op="IConv2D")
+    layer.attrs.update(checked["attrs"])
+
+
+@handles("MatMulInteger")
+def _matmul_integer(b, node, name):
+    """MatMulInteger by a constant B: the int32 accumulator of (a - a_zero_point)(b - b_zero_point[n]), written as an
+    exact float32 (``_int32_output``)."""
+    x = _quantized_input(b, node, name)
+    weight = b.const(node, name, 1, "B")
+    checked = _int32_output(b, node, name, x, weight, 3, weight.ndim - 1)
+    layer = _matmul_by_constant(b, node, name, x, b.full(x), weight, checked["params"], op="IDense")
+    layer.attrs.update(checked["attrs"])
+
+
 REFUSED = {
     "DynamicQuantizeLinear": "computes its scale and zero point at run time (dynamic quantization); static "
                              "quantization (QuantizeLinear with constant scales) is supported",
-    "ConvInteger": "leaves an int32 output without requantization; QLinearConv or a QDQ Conv is supported",
-    "MatMulInteger": "leaves an int32 output without requantization; QLinearMatMul or a QDQ MatMul is supported",
 }
 
 

@@ -82,6 +82,9 @@ arithmetic only between ``Quantize`` and ``Dequantize``:
   the rounded-half-away-from-zero division of the sum of q by n (TFLite's AveragePool); with ``multiplier`` and
   ``shift`` (one each, M = s_x / s_y), that division of the sum of q - x_zero_point is requantized and saturated.
   A global average pool is the window of the whole plane.
+* ``IConv2D``, ``IDense`` (ONNX ConvInteger, MatMulInteger): the accumulator of ``QConv2D`` and ``QDense`` without
+  bias or requantization, written to a float32 output as ``(float) acc``: exact, the front end having proved
+  |acc| <= 2^24 from the static ranges.
 * ``Pool2D`` (max), ``View``, ``Slice`` and ``Transpose`` read a quantized tensor as they read a float one and
   write the same representation (a max of q values is the q of the max: the scale is positive).
 """
@@ -100,7 +103,7 @@ VIEW_OPS = frozenset({"View"})
 QUANTIZED_TYPES = {"int8": (-128, 127, "int8_t"), "uint8": (0, 255, "uint8_t")}
 # Ops that read quantized tensors and rescale them themselves, and ops that copy a quantized tensor's values
 # (their output has the input's representation; ``Pool2D`` only as a max).
-INTEGER_OPS = frozenset({"Dequantize", "QConv2D", "QDense", "QAdd", "QAvgPool"})
+INTEGER_OPS = frozenset({"Dequantize", "QConv2D", "QDense", "QAdd", "QAvgPool", "IConv2D", "IDense"})
 REPRESENTATION_OPS = frozenset({"View", "Pool2D", "Slice", "Transpose"})
 # Ops that emit no code at all because another layer absorbed them.
 FUSED_OP = "Fused"

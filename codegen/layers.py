@@ -787,6 +787,20 @@ def emit_qdense(ctx: Context, node: Node) -> None:
                 lambda target, bias: requantize_store(ctx, node, target, "o", bias))
 
 
+@emitter("IConv2D")
+def emit_iconv(ctx: Context, node: Node) -> None:
+    """ConvInteger: the QConv2D accumulator, stored as ``(float) acc`` (exact: |acc| <= 2^24, ``ir``)."""
+    _conv_nest(ctx, node, "int32_t acc = 0;", quantized_tap(ctx, node, "oc"),
+               lambda target: ctx.w.line(f"{target} = (float)acc;"))
+
+
+@emitter("IDense")
+def emit_idense(ctx: Context, node: Node) -> None:
+    """MatMulInteger: the QDense accumulator, stored as ``(float) acc`` (exact: |acc| <= 2^24, ``ir``)."""
+    _dense_nest(ctx, node, "int32_t acc = 0;", quantized_tap(ctx, node, "o"),
+                lambda target, bias: ctx.w.line(f"{target} = (float)acc;"))
+
+
 @emitter("QAdd")
 def emit_qadd(ctx: Context, node: Node) -> None:
     """TFLite's 8-bit ADD (docs/quantized.md): each operand, centred and multiplied by 2^20, is rescaled to units

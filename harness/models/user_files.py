@@ -457,7 +457,7 @@ def _load_onnx(path: Path, _folder: Path | None = None) -> Model:
                             [Tensor(v.name, _onnx_shape(path, v)) for v in outputs], tier="user",
                             description=f"user file {path.name}")
     in_shape = _onnx_shape(path, inputs[0], single=True)
-    out_shape = _onnx_shape(path, outputs[0], single=True)
+    out_shape = _onnx_shape(path, outputs[0], single=True, output=True)
     layout, output_layout = _channels_first(len(in_shape)), _channels_first(len(out_shape))
     integer = INTEGER_ABI_TYPES.get(inputs[0].type.tensor_type.elem_type)
     return Model(
@@ -505,11 +505,14 @@ def _check_finite(path: Path, named_arrays) -> None:
 # The ONNX element types of an int8/uint8 graph input or output, carried by the float32 ABI as its integer values
 # (docs/quantized.md, "Integer graph inputs and outputs"), and the range of those values: the input domain.
 INTEGER_ABI_TYPES = {3: (-128.0, 127.0), 2: (0.0, 255.0)}  # TensorProto.INT8, TensorProto.UINT8
+# An int32 output (ConvInteger's, MatMulInteger's) crosses it as its values too, exact up to |y| = 2^24; Assay's
+# generator proves that bound from the static ranges or refuses the model (docs/quantized.md, "int32 outputs").
+INT32_OUTPUT = 6  # TensorProto.INT32
 
 
-def _onnx_shape(path: Path, value, single: bool = False) -> tuple[int, ...]:
+def _onnx_shape(path: Path, value, single: bool = False, output: bool = False) -> tuple[int, ...]:
     """The shape of one sample: the declared shape without its batch axis, if it has one. float32, or int8/uint8
-    for the ``single`` input or output of a model of one each (``INTEGER_ABI_TYPES``).
+    for the ``single`` input or output of a model of one each (``INTEGER_ABI_TYPES``), or int32 for that ``output``.
 
     The first axis is a batch axis when it is symbolic, or when it is 1 and
     the rank is 2 or 4 (``[1, F]``, ``[1, C, H, W]``); otherwise every axis is
@@ -519,7 +522,8 @@ def _onnx_shape(path: Path, value, single: bool = False) -> tuple[int, ...]:
     from onnx import TensorProto
 
     tensor_type = value.type.tensor_type
-    if tensor_type.elem_type != TensorProto.FLOAT and not (single and tensor_type.elem_type in INTEGER_ABI_TYPES):
+    integer_types = {*INTEGER_ABI_TYPES, INT32_OUTPUT} if output else INTEGER_ABI_TYPES
+    if tensor_type.elem_type != TensorProto.FLOAT and not (single and tensor_type.elem_type in integer_types):
         kinds = "float32, int8 or uint8" if single else \
             "float32 (int8 and uint8 in a model of one input and one output)"
         raise ModelError(f"{path}: {value.name} is {TensorProto.DataType.Name(tensor_type.elem_type)}; {kinds} inputs "

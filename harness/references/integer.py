@@ -19,9 +19,10 @@ Models: ONNX Runtime's ``quantize_static`` output, QOperator (QuantizeLinear, QL
 QLinearAdd, QLinearGlobalAveragePool, QLinearAveragePool (fixed-point rule only), MaxPool/Flatten/Reshape/Relu on
 integer tensors, DequantizeLinear) and QDQ
 (float ops between DequantizeLinear and QuantizeLinear: a "DQ -> op -> Q" group has the integer meaning of the
-corresponding QLinear op). int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel. What else
-a graph holds (DynamicQuantizeLinear, ConvInteger, int16, int4, float8, a DQ/Q pattern that does not fold) is a
-``ModelError`` naming the node, its op and why.
+corresponding QLinear op); ConvInteger and MatMulInteger (their int32 accumulator, the same under both rules).
+int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel. What else a graph holds
+(DynamicQuantizeLinear, int16, int4, float8, a DQ/Q pattern that does not fold) is a ``ModelError`` naming the node,
+its op and why.
 
 Common to both rules (all exact):
 - QuantizeLinear of a float32 graph input: ``q = saturate(rint(x / s) + zp)``, ``x / s`` in float32, rounding half
@@ -466,6 +467,27 @@ def _qlinear_matmul(context: _Context, args: list, attrs: dict):
     a, b = _integer(context, a, "A"), _integer(context, b, "B")
     acc = _matmul_acc(a, zp_a, b, np.asarray(zp_b).reshape(-1))
     return _requantize(context, acc, s_a, s_b, s_y, zp_y, _output_type(context, zp_y), axis=acc.ndim - 1)
+
+
+def _zero_point(args: list, k: int) -> np.ndarray:
+    """Input ``k`` of ConvInteger or MatMulInteger, a zero point, or 0 when it is absent (the spec's default)."""
+    return np.asarray(args[k]) if len(args) > k and args[k] is not None else np.zeros(1, np.int64)
+
+
+@_op("ConvInteger")
+def _conv_integer(context: _Context, args: list, attrs: dict):
+    """The int32 accumulator itself, no requantization: the same under both rules (exact)."""
+    x, w = _integer(context, args[0], "the input"), _integer(context, args[1], "the weight")
+    acc = _conv_acc(context, x, _zero_point(args, 2), w, _zero_point(args, 3), None, attrs)
+    return _check_int32(context, acc).astype(np.int32)
+
+
+@_op("MatMulInteger")
+def _matmul_integer(context: _Context, args: list, attrs: dict):
+    """The int32 accumulator of A B, no requantization: the same under both rules (exact)."""
+    a, b = _integer(context, args[0], "A"), _integer(context, args[1], "B")
+    acc = _matmul_acc(a, _zero_point(args, 2), b, _zero_point(args, 3).reshape(-1))
+    return _check_int32(context, acc).astype(np.int32)
 
 
 def _qlinear_add(context: _Context, a, s_a, zp_a, b, s_b, zp_b, s_y, zp_y, dtype) -> np.ndarray:

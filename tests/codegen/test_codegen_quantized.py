@@ -304,3 +304,40 @@ def test_a_float16_scale_gives_the_multiplier_of_its_exact_value(tmp_path):
     x = np.random.default_rng(4).integers(0, 256, (64, 4)).astype(np.float32)
     (want,) = evaluate(model, x, FIXED_POINT).outputs
     assert np.array_equal(run_c(tmp_path / "c", x), want.astype(np.float32).reshape(len(x), -1))
+
+
+def _matmul_integer(tmp_path, k: int) -> tuple:
+    """MatMulInteger of a uint8 [N, k] input by a constant int8 [k, 2] of -128 (zero points 0): the largest |y| is
+    k 128 255, at 2^24 for k = 514."""
+    weight = numpy_helper.from_array(np.full((k, 2), -128, np.int8), "b")
+    node = helper.make_node("MatMulInteger", ["x", "b"], ["y"], name="mmi")
+    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, ["N", 2])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+def test_an_int32_output_proved_within_2_24_is_written_exactly(tmp_path):
+    """MatMulInteger (and ConvInteger alike): the range proof |y| <= 514 128 255 = 16776960 <= 2^24 holds, the C
+    accumulates in int32 and writes (float) y, equal to the integer arbiter (and ONNX Runtime) bit for bit, at the
+    extreme inputs too."""
+    from harness.references.integer import FIXED_POINT, evaluate
+
+    model = _matmul_integer(tmp_path, 514)
+    path = tmp_path / "mmi.onnx"
+    onnx.save(model, path)
+    codegen.generate(path, tmp_path / "c")
+    x = np.concatenate([np.full((1, 514), 255.0), np.zeros((1, 514)),
+                        np.random.default_rng(5).integers(0, 256, (30, 514))]).astype(np.float32)
+    (want,) = evaluate(model, x, FIXED_POINT).outputs
+    got = run_c(tmp_path / "c", x)
+    assert got[0, 0] == -16776960.0 and np.array_equal(got, want.astype(np.float32))
+    assert np.array_equal(got, onnx_reference(path, x.astype(np.uint8)).astype(np.float32))
+
+
+def test_an_int32_output_beyond_2_24_is_refused_with_its_bound(tmp_path):
+    assert _refusal(_matmul_integer(tmp_path, 515), tmp_path) == (
+        "m.onnx: node 'mmi' (MatMulInteger) has an int32 output that can reach |y| = 16809600 (from the input's range "
+        "[0, 255], the weights and zero points), above 2^24 = 16777216: not every value is a float32, which the ABI "
+        "carries")

@@ -17,9 +17,10 @@ operand varies along axis 0, fails this and keeps its declared shape as one samp
 axis is symbolic, which the loader and the generator's front end read as the batch axis (docs/zoo.md).
 Quantized cases (docs/conformance.md, "Quantized cases"), prepared by the same rule (scales and zero points become
 initialisers), plus: the data input and the output must be of a type Assay's float32 ABI carries, float32, int8 or
-uint8 (an integer as its exact value; docs/quantized.md, "Integer graph inputs and outputs"); any other (float8,
-int4, int2, float4, int16, ConvInteger's int32...) is refused at preparation by name (``refused``: not supported,
-never a failure). Every output of a quantized case is a case of its own, as Split's. A case ONNX Runtime has no
+uint8 (an integer as its exact value; docs/quantized.md, "Integer graph inputs and outputs"), or ConvInteger's and
+MatMulInteger's int32 output when a range proof bounds it by 2^24 (``_int32_refusal``); any other (float8, int4, int2,
+float4, int16...) is refused at preparation by name (``refused``: not supported, never a failure). ONNX Runtime's
+refusal of a quantized case in its own words ("not supported") is judged by the integer arbiter (``_unavailable``). Every output of a quantized case is a case of its own, as Split's. A case ONNX Runtime has no
 kernel for at its declared opset (QuantizeLinear-28) is declared at the newest lower opset it loads, when ONNX's
 reference evaluator gives the expected output there bit for bit (``_runnable``; recorded as ``opset``).
 Prepared cases are cached in ``<work>/onnx-node/<onnx version>/`` with ``cases.json``, so collecting
@@ -80,7 +81,7 @@ from harness.stages.conformance.run import Settings, combine, write_document
 
 SUITE = "onnx-node"
 CACHE_DIR = "onnx-node"
-PREPARER_VERSION = 4
+PREPARER_VERSION = 5
 EXPECTED = "expected"  # the case's own expected outputs, a reference beside ONNX Runtime
 REFERENCES = (EXPECTED, "onnxruntime")
 ARBITER = "float64"  # the reference registry's float64 evaluation of the case's graph
@@ -103,8 +104,13 @@ QUANTIZED = ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul
 # The ops that requantize an int32 accumulator: where Assay's fixed-point rule and a float rounding may differ by
 # 1 LSB (docs/quantized.md, "How far the two rules can differ").
 REQUANTIZING = ("QLinearConv", "QLinearMatMul")
+# ONNX Runtime's own words when it has no kernel for what a quantized case declares (``_unavailable``).
+REFUSED_BY_REFERENCE = ("is not supported", "not supported now", "NOT_IMPLEMENTED")
 # The element types the float32 ABI carries (int8 and uint8 as their integer values): TensorProto FLOAT, INT8, UINT8.
 ABI_TYPES = {1: np.float32, 3: np.int8, 2: np.uint8}
+# An int32 output (ConvInteger, MatMulInteger) crosses the ABI when a range proof bounds it by this: every integer up
+# to 2^24 is a float32 (``_int32_refusal``).
+EXACT_INT32 = 2**24
 # The case module of an op whose module is not named ``op.lower()``.
 _MODULES = {"BatchNormalization": "batch_normalization"}
 _COLLECTED: dict[str, list] = {}  # op -> its TestCases, this process's (a module runs its exports once)
@@ -176,9 +182,39 @@ def _abi_refusal(case, output: int) -> str | None:
     for role, value, data in (("data input", graph.input[0], inputs[0]),
                               ("output", graph.output[output], outputs[output])):
         elem_type = value.type.tensor_type.elem_type
+        if role == "output" and elem_type == TensorProto.INT32 and np.asarray(data).dtype == np.int32:
+            return _int32_refusal(case)
         if elem_type not in ABI_TYPES or np.asarray(data).dtype != ABI_TYPES[elem_type]:
             return f"its {role} '{value.name}' is {TensorProto.DataType.Name(elem_type)}; the ABI carries float32, " \
                    "int8 and uint8 values"
+    return None
+
+
+def _int32_refusal(case) -> str | None:
+    """Why the int32 output of a ConvInteger or MatMulInteger case is not carried exactly by the float32 ABI, or None
+    when a range proof shows every output value has |y| <= 2^24 (so it is a float32): the data input ranges over its
+    type, the weights and zero points are the case's constants (inputs 1, 2 and 3), and no output exceeds the sum
+    over a channel's taps of |w - w_zp| max |x - x_zp|. The C writes ``(float) y``, the references' int32 outputs
+    are converted the same way, and both are compared bit for bit (docs/quantized.md, "int32 outputs")."""
+    graph = case.model.graph
+    inputs = case.data_sets[0][0]
+    if len(graph.node) != 1 or graph.node[0].op_type not in ("ConvInteger", "MatMulInteger"):
+        return f"its output '{graph.output[0].name}' is INT32 and not ConvInteger's or MatMulInteger's; no range " \
+               "proof of it"
+    x, w = np.asarray(inputs[0]), np.asarray(inputs[1]).astype(np.int64)
+    zeros = [np.asarray(inputs[k]).astype(np.int64) if len(inputs) > k else np.zeros(1, np.int64) for k in (2, 3)]
+    if x.dtype not in (np.int8, np.uint8):
+        return f"its data input is {x.dtype}; the range proof of an int32 output takes int8 and uint8 inputs"
+    info = np.iinfo(x.dtype)
+    reach = max(abs(int(info.min) - int(zeros[0].reshape(-1)[0])), abs(int(info.max) - int(zeros[0].reshape(-1)[0])))
+    channel = 0 if graph.node[0].op_type == "ConvInteger" else w.ndim - 1  # per-channel weight zero points
+    w_zero = zeros[1].reshape(-1)
+    shape = [w_zero.size if k == channel else 1 for k in range(w.ndim)]
+    taps = np.moveaxis(np.abs(w - w_zero.reshape(shape)), channel, 0).reshape(w.shape[channel], -1).sum(axis=1)
+    bound = int(taps.max(initial=0)) * reach
+    if bound > EXACT_INT32:
+        return f"its output '{graph.output[0].name}' is INT32 and can reach |y| = {bound} (from the input's range, " \
+               f"the weights and zero points), above 2^24 = {EXACT_INT32}: not every value is a float32"
     return None
 
 
@@ -359,7 +395,7 @@ def run_case(case: NodeCase, spec: str, settings: Settings) -> list[dict]:
         elif outputs is not None:
             records = [_judge_reference(r, outputs, wanted, exact(), case) for r in records]
         result = combine(case.name, generator.name, variant, records)
-        for key in ("reference_defect", "rule_difference"):
+        for key in ("reference_defect", "rule_difference", "reference_unavailable"):
             notes = [f"{r['reference']}: {r[key]}" for r in records if r.get(key)]
             if notes:
                 result[f"{key}s"] = notes
@@ -375,6 +411,8 @@ def _judge_integer(record: dict, outputs: np.ndarray, wanted: dict, rule: str | 
     rounding rules do (module docstring): a case of a requantizing op whose C equals the integer arbiter under the
     rule its manifest declares bit for bit, the reference within 1 LSB of the C everywhere, and ONNX Runtime equal
     to the arbiter under its own rule. Then a pass saying why they differ (``rule_difference``)."""
+    if record["verdict"] == ERROR:
+        return _unavailable(record, outputs, wanted, rule, integer)
     if record["verdict"] != FAIL or case.op not in REQUANTIZING:
         return record
     why_not = not_applicable(rule)
@@ -400,6 +438,25 @@ def _judge_integer(record: dict, outputs: np.ndarray, wanted: dict, rule: str | 
                                f"its declared rule '{rule}' bit for bit; {how}"}
 
 
+def _unavailable(record: dict, outputs: np.ndarray, wanted: dict, rule: str | None, integer) -> dict:
+    """ONNX Runtime's erring record of a quantized case it refuses in its own words (``REFUSED_BY_REFERENCE``: no
+    kernel for what the case declares, e.g. ConvInteger's per-channel weight zero points) as it is, unless the C, the
+    case's expected outputs and the integer arbiter under the C's declared rule all agree bit for bit: then a pass
+    naming the refusal (``reference_unavailable``), the exact arbiter standing in for ONNX Runtime as ONNX's reference
+    evaluator does at a lower opset (``_runnable``). Any other error stays an error."""
+    cause = wanted.get(record["reference"])
+    if record["reference"] == EXPECTED or not isinstance(cause, str) or \
+            not any(words in cause for words in REFUSED_BY_REFERENCE):
+        return record
+    mine = integer(rule) if not_applicable(rule) is None else None
+    if not isinstance(mine, np.ndarray) or not (np.array_equal(outputs, mine) and
+                                                np.array_equal(wanted[EXPECTED], mine)):
+        return record
+    return {**record, "verdict": PASS, "cause": None, "max_abs_error": None,
+            "reference_unavailable": f"{cause.strip()}; the C, the case's expected outputs and the integer arbiter "
+                                     f"under the C's declared rule '{rule}' agree bit for bit"}
+
+
 def _distance(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0)) if got.shape == want.shape else np.inf
 
@@ -410,12 +467,15 @@ def _integer_arbiter(outputs: np.ndarray, wanted: dict, rule: str | None, intege
     why_not = not_applicable(rule)
     yardsticks = {"C": rule, EXPECTED: rule, "onnxruntime": ONNXRUNTIME}
     values = {"C": outputs, **wanted}
+    if isinstance(wanted["onnxruntime"], str):  # a reference that did not run has no distance (``_unavailable``)
+        del yardsticks["onnxruntime"]
     for name, own in yardsticks.items():
         failed = why_not or next((v for v in (integer(own), values[name]) if isinstance(v, str)), None)
         if failed:
             return {"error": f"{UNAVAILABLE}: {failed}"}
     return {"yardstick": f"integer arbiter ({rule}; onnxruntime under its own)",
-            "errors": {name: _distance(values[name], integer(own)) for name, own in yardsticks.items()}}
+            "errors": {name: _distance(values[name], integer(own)) if name in yardsticks else None
+                       for name in ("C", EXPECTED, "onnxruntime")}}
 
 
 def _judge_reference(record: dict, outputs: np.ndarray, wanted: dict, exact: np.ndarray | str,

@@ -164,12 +164,14 @@ def integer_lines(document: dict) -> list[str]:
              "| case | generator (variant) | C | onnxruntime | expected | yardstick |", "|---|---|---:|---:|---:|---|"]
     for r in figures:
         errors = r["arbiter"]["errors"]
-        lines.append(f"| `{r['case']}` | {column(r)} | {errors['C']:g} | {errors['onnxruntime']:g} | "
-                     f"{errors['expected']:g} | {r['arbiter']['yardstick']} |")
-    differences = [r for r in document["results"] if r.get("rule_differences")]
-    if differences:
-        lines += ["", "### Rule differences", ""]
-        lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r['rule_differences']))}" for r in differences]
+        figures = {name: "n/a" if value is None else f"{value:g}" for name, value in errors.items()}  # did not run
+        lines.append(f"| `{r['case']}` | {column(r)} | {figures['C']} | {figures['onnxruntime']} | "
+                     f"{figures['expected']} | {r['arbiter']['yardstick']} |")
+    for key, title in (("rule_differences", "Rule differences"), ("reference_unavailables", "Reference unavailable")):
+        noted = [r for r in document["results"] if r.get(key)]
+        if noted:
+            lines += ["", f"### {title}", ""]
+            lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r[key]))}" for r in noted]
     return lines
 
 

@@ -244,3 +244,20 @@ def test_the_onnxruntime_rule_refuses_qdq_graphs_by_name(cnn):
 def test_an_unknown_rule_is_refused():
     with pytest.raises(ModelError, match="unknown rule 'tflite'"):
         integer.evaluate(graph_of([]), np.zeros((1, 4), np.float32), "tflite")
+
+
+@pytest.mark.parametrize("op", ["ConvInteger", "MatMulInteger"])
+def test_int32_accumulators_equal_the_onnx_node_cases(op):
+    """ConvInteger and MatMulInteger (per-channel weight zero points, padding reading the zero point): the int32
+    accumulator, the same under both rules, equal to ONNX's expected outputs."""
+    from harness.stages.conformance import onnx_node
+
+    for _, case in onnx_node.collect((op,)):
+        inputs, (expected,) = case.data_sets[0]
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)
+        for value, array in list(zip(model.graph.input, inputs))[1:]:
+            model.graph.initializer.append(numpy_helper.from_array(np.asarray(array), value.name))
+        for rule in integer.RULES:
+            (got,) = integer.evaluate(model, np.asarray(inputs[0]), rule).outputs
+            assert got.dtype == np.int32 and np.array_equal(got.reshape(expected.shape), expected), case.name

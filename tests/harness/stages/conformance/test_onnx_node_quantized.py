@@ -5,17 +5,19 @@ integer arbiter deciding a 1-LSB difference at a requantization."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import onnx
 import pytest
 
-from harness.core.oracle import FAIL, NOT_SUPPORTED, PASS
+from harness.core.oracle import ERROR, FAIL, NOT_SUPPORTED, PASS
 from harness.references import as_graph_input
 from harness.stages.conformance import onnx_node
 from harness.stages.conformance.run import Settings
 
 PASSING = ["test_qlinearconv", "test_qlinearmatmul_2D_uint8_float32", "test_qlinearmatmul_3D_int8_float16",
-           "test_quantizelinear", "test_dequantizelinear"]
+           "test_quantizelinear", "test_dequantizelinear", "test_convinteger_without_padding", "test_matmulinteger"]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,6 @@ def test_a_case_onnx_runtime_cannot_run_at_its_opset_is_declared_lower(collected
 @pytest.mark.parametrize("name, why", [
     ("test_quantizelinear_e4m3fn", "not prepared: its output 'y' is FLOAT8E4M3FN"),
     ("test_dequantizelinear_int4", "not prepared: its data input 'x' is INT4"),
-    ("test_convinteger_without_padding", "not prepared: its output 'y' is INT32"),
     ("test_quantizelinear_axis", "per-axis y scale"),
 ])
 def test_a_refusal_is_named_and_not_supported(collected, folder, name, why):
@@ -111,3 +112,35 @@ def test_quantize_and_dequantize_get_no_rule_allowance():
     record = onnx_node._judge_integer(_record(c, expected, onnx_node.EXPECTED), c, {onnx_node.EXPECTED: expected},
                                       "fixed-point", {"fixed-point": c}.get, case)
     assert record["verdict"] == FAIL
+
+
+@pytest.mark.parametrize("k, refused", [(514, None), (515, "can reach |y| = 16809600")])
+def test_an_int32_output_is_prepared_when_a_range_proof_bounds_it_by_2_24(k, refused):
+    """MatMulInteger of a uint8 input by k rows of -128: |y| <= k 128 255, 16776960 <= 2^24 for k = 514."""
+    node = onnx.helper.make_node("MatMulInteger", ["a", "b"], ["y"])
+    graph = onnx.helper.make_graph([node], "g", [onnx.helper.make_tensor_value_info("a", onnx.TensorProto.UINT8,
+                                                                                    [1, k]),
+                                                 onnx.helper.make_tensor_value_info("b", onnx.TensorProto.INT8,
+                                                                                    [k, 1])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT32, [1, 1])])
+    inputs = [np.zeros((1, k), np.uint8), np.full((k, 1), -128, np.int8)]
+    case = SimpleNamespace(model=onnx.helper.make_model(graph), data_sets=[(inputs, [np.zeros((1, 1), np.int32)])])
+    why = onnx_node._abi_refusal(case, 0)
+    assert why == refused if refused is None else refused in why
+
+
+def test_a_case_onnx_runtime_refuses_is_judged_by_the_integer_arbiter(collected, folder):
+    """test_convinteger_with_padding has per-channel weight zero points, which ONNX Runtime 1.32's ConvInteger refuses
+    ("Non per-tensor quantization is not supported now"): the C, the expected outputs and the integer arbiter agree
+    bit for bit, so it passes with the refusal named; a C that departs, or another error, does not."""
+    _, results = _run(collected, folder, "test_convinteger_with_padding")
+    assert [r["verdict"] for r in results] == [PASS], results[0].get("cause")
+    assert "not supported now" in results[0]["reference_unavailables"][0]
+    assert results[0]["arbiter"]["errors"] == {"C": 0.0, "expected": 0.0, "onnxruntime": None}
+    c = np.array([[1.0, 2.0]], np.float32)
+    record = {"reference": "onnxruntime", "verdict": ERROR, "cause": "x", "max_abs_error": None}
+    refusal = {onnx_node.EXPECTED: c, "onnxruntime": "reference onnxruntime failed: ... is not supported now."}
+    assert onnx_node._unavailable(record, c, refusal, "fixed-point", {"fixed-point": c}.get)["verdict"] == PASS
+    assert onnx_node._unavailable(record, c + 1, refusal, "fixed-point", {"fixed-point": c}.get)["verdict"] == ERROR
+    crash = {**refusal, "onnxruntime": "reference onnxruntime failed: RuntimeError: bad allocation"}
+    assert onnx_node._unavailable(record, c, crash, "fixed-point", {"fixed-point": c}.get)["verdict"] == ERROR
