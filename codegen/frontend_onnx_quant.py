@@ -15,9 +15,9 @@ Two forms of the same model reach the same IR nodes:
   own ``DQ -> Relu -> Q``; both the generator and the arbiter refuse an ``Add -> Relu -> Q``.
 
 ConvInteger and MatMulInteger write their int32 accumulator as an exact float32 when a range proof bounds it by 2^24
-(``_int32_output``). Everything else quantized is refused by name: other types (int4, float8, int16...),
-DynamicQuantizeLinear, a DQ whose values a float op reads (a pattern that does not fold), a zero point or scale that
-is not a constant, per-axis activation scales.
+(``_int32_output``); DynamicQuantizeLinear writes its outputs, run-time scale included, at the graph's outputs.
+Everything else quantized is refused by name: other types (int4, float8, int16...), a DQ whose values a float op
+reads (a pattern that does not fold), a zero point or scale that is not a constant, per-axis activation scales.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from codegen import quantize
 from codegen.frontend_onnx import (EXTENSIONS, HANDLERS, OTHER_DOMAINS, _Builder, _dense, _image, _image_out,
-                                   _matmul_by_constant, _window, conv_layer, gemm_axes, handles)
+                                   _matmul_by_constant, _window, conv_layer, declared, gemm_axes, handles)
 from codegen.ir import QUANTIZED_TYPES, Node
 
 # Ops of another domain than ONNX's own that are handled (ONNX Runtime's quantizer writes them).
@@ -370,18 +370,35 @@ def _matmul_integer(b, node, name):
     layer.attrs.update(checked["attrs"])
 
 
-REFUSED = {
-    "DynamicQuantizeLinear": "computes its scale and zero point at run time (dynamic quantization); static "
-                             "quantization (QuantizeLinear with constant scales) is supported",
-}
+# ---------------------------------------------------------------------------------------- DynamicQuantizeLinear
+
+# DynamicQuantizeLinear's outputs, in order: y (uint8), y_scale and y_zero_point (rank 0: one value each).
+DYNAMIC_PARTS = ("y", "scale", "zero_point")
 
 
-def _refuse(b, node, name):
-    raise b.reject(node, name, REFUSED[node.op_type])
-
-
-for _op in REFUSED:
-    HANDLERS[_op] = _refuse
+@handles("DynamicQuantizeLinear")
+def _dynamic_quantize_linear(b, node, name):
+    """DynamicQuantizeLinear (uint8; docs/quantized.md, "DynamicQuantizeLinear"): one DynQuantize node per output
+    the graph exposes, each computing the run-time scale and zero point and writing its part as float32 (y and the
+    zero point as their exact integers, the scale as it is; a rank-0 output as one value). A run-time scale is
+    supported at the graph's outputs only: an op reading one (a DequantizeLinear, a ConvInteger's zero point)
+    would need run-time requantization, which the integer code does not have."""
+    x = b.tensor(node, name)
+    if b.graph.tensors[x].quantized:
+        raise b.reject(node, name, f"quantizes '{x}', which is already quantized")
+    if b.lead[x] and any(not isinstance((declared(value) or [1])[0], int) for value in b.model.graph.input):
+        raise b.reject(node, name, "reduces over a batch of symbolic size; the C runs one sample at a time, which is "
+                                   "this op's meaning for a graph input without a batch axis or a batch of 1")
+    graph_outputs = {out.name for out in b.model.graph.output}
+    read = [k for k, out in enumerate(node.output) if out and b.uses.get(out, 0)]
+    inside = [node.output[k] for k in read if node.output[k] not in graph_outputs]
+    if inside:
+        raise b.reject(node, name, f"has its output '{inside[0]}' read by another node; a run-time scale and zero "
+                                   "point are supported as graph outputs only")
+    for k in read:
+        b.add(node, name if k == read[0] else f"{name}:{DYNAMIC_PARTS[k]}", "DynQuantize", [x],
+              b.full(x) if k == 0 else (1,), {"part": DYNAMIC_PARTS[k]},
+              lead=b.lead[x] if k == 0 else False, output=node.output[k])
 
 
 # ------------------------------------------------------------------------------------------------------ QDQ
@@ -540,6 +557,8 @@ def describe(b: _Builder, outputs: list[str], instead: dict) -> None:
     """Set ``graph.quantization`` of a model with quantized tensors (format QDQ when ``fold_qdq`` folded groups).
     An int8/uint8 graph input or output crosses the float32 ABI as its integer values (``frontend_onnx.load``)."""
     kinds = {t.dtype for t in b.graph.tensors.values() if t.quantized}
+    if any(node.op == "DynQuantize" for node in b.graph.nodes):
+        kinds.add("uint8")  # its uint8 values are written as float32 at the graph output: no integer tensor
     if not kinds:
         return
     b.graph.quantization = {"activations": kinds.pop(), "format": "qdq" if instead else "qoperator"}

@@ -877,6 +877,35 @@ def emit_quantize(ctx: Context, node: Node) -> None:
                    f"({y.ctype})r : {low};")
 
 
+@emitter("DynQuantize")
+def emit_dyn_quantize(ctx: Context, node: Node) -> None:
+    """ONNX DynamicQuantizeLinear (uint8) in float32, in ONNX Runtime's order of operations (its
+    ``GetQuantizationParameter`` and MLAS's quantization; ONNX's reference evaluator computes the same but for an
+    input of zeros, docs/quantized.md): lo = min(0, min x), hi = max(0, max x); scale = hi == lo ? 1 : (hi - lo) /
+    255; zero point = round_half_even(clamp(0 - lo / scale, 0, 255)); y = saturate(round_half_even(x / scale) + zero
+    point). Writes the part the node's ``part`` attr names, as float32 (y and the zero point exact integers)."""
+    x, y, w = ctx.tensor(node.inputs[0]), ctx.tensor(node.output), ctx.w
+    with w.block(""):
+        w.line("float lo = 0.0f, hi = 0.0f;")
+        with w.loop("i", x.size):
+            w.line(f"const float v = {ctx.at(x.name, 'i')};")
+            w.line("if (v < lo) lo = v;")
+            w.line("if (v > hi) hi = v;")
+        w.line("const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;")
+        part = node.attrs["part"]
+        if part == "scale":
+            w.line(f"{ctx.at(y.name, '0')} = scale;")
+            return
+        w.line("const float zero = 0.0f - lo / scale;")
+        w.line("const float zero_point = nearbyintf(zero < 0.0f ? 0.0f : zero > 255.0f ? 255.0f : zero);")
+        if part == "zero_point":
+            w.line(f"{ctx.at(y.name, '0')} = zero_point;")
+            return
+        with w.loop("i", y.size):
+            w.line(f"const float r = nearbyintf({ctx.at(x.name, 'i')} / scale) + zero_point;")
+            w.line(f"{ctx.at(y.name, 'i')} = r >= 255.0f ? 255.0f : r > 0.0f ? r : 0.0f;")
+
+
 @emitter("Dequantize")
 def emit_dequantize(ctx: Context, node: Node) -> None:
     """ONNX DequantizeLinear in float32: (float)(q - zero_point) * scale."""

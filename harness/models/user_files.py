@@ -513,6 +513,7 @@ INT32_OUTPUT = 6  # TensorProto.INT32
 def _onnx_shape(path: Path, value, single: bool = False, output: bool = False) -> tuple[int, ...]:
     """The shape of one sample: the declared shape without its batch axis, if it has one. float32, or int8/uint8
     for the ``single`` input or output of a model of one each (``INTEGER_ABI_TYPES``), or int32 for that ``output``.
+    A rank-0 ``output`` is a sample of one value, shape ``(1,)`` (the generator writes it so).
 
     The first axis is a batch axis when it is symbolic, or when it is 1 and
     the rank is 2 or 4 (``[1, F]``, ``[1, C, H, W]``); otherwise every axis is
@@ -538,6 +539,8 @@ def _onnx_shape(path: Path, value, single: bool = False, output: bool = False) -
             raise ModelError(f"{path}: dimension {k} of {value.name} is undefined ({dim}) (declared shape {text}); "
                              "only the first axis, the batch axis, may be symbolic")
     shape = tuple(int(d) for d in dims[batch:])
+    if output and not dims:  # a rank-0 output (DynamicQuantizeLinear's scale): one value in the output vector
+        return (1,)
     if not 1 <= len(shape) <= 4:
         raise ModelError(f"{path}: {value.name} has declared shape {text}, read {'with' if batch else 'without'} "
                          f"a batch axis (docs/zoo.md), a sample of rank {len(shape)}; ranks 1 to 4 are supported")

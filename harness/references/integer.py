@@ -21,8 +21,9 @@ integer tensors, DequantizeLinear) and QDQ
 (float ops between DequantizeLinear and QuantizeLinear: a "DQ -> op -> Q" group has the integer meaning of the
 corresponding QLinear op); ConvInteger and MatMulInteger (their int32 accumulator, the same under both rules).
 int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel. What else a graph holds
-(DynamicQuantizeLinear, int16, int4, float8, a DQ/Q pattern that does not fold) is a ``ModelError`` naming the node,
-its op and why.
+(int16, int4, float8, a DQ/Q pattern that does not fold) is a ``ModelError`` naming the node, its op and why.
+DynamicQuantizeLinear gives its three outputs (the same under both rules; the generator writes them at graph outputs
+only).
 
 Common to both rules (all exact):
 - QuantizeLinear of a float32 graph input: ``q = saturate(rint(x / s) + zp)``, ``x / s`` in float32, rounding half
@@ -142,6 +143,9 @@ def evaluate(model, inputs: np.ndarray, rule: str, tensors=()) -> Evaluation:
             raise ModelError(f"{_label(node)}: not an op of the integer arbiter")
         args = [values[name] if name else None for name in node.input]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type in _MULTI_OUTPUT:
+            values.update(zip(node.output, handler(_Context(node, rule), args, attrs)))
+            continue
         if len([name for name in node.output if name]) != 1:
             raise ModelError(f"{_label(node)}: {len(node.output)} outputs (one is supported)")
         values[node.output[0]] = handler(_Context(node, rule), args, attrs)
@@ -170,8 +174,15 @@ def output_scale(path: Path | str) -> float | None:
     return _graph_facts(str(path), path.stat().st_mtime_ns)[1]
 
 
+def input_rank(path: Path | str) -> int:
+    """The declared rank of the graph's one input: a sample's rank when the graph has no batch axis (then a reduction
+    over the whole input, DynamicQuantizeLinear's, is one sample's and the graph is evaluated sample by sample)."""
+    path = Path(path)
+    return _graph_facts(str(path), path.stat().st_mtime_ns)[2]
+
+
 @functools.lru_cache(maxsize=16)
-def _graph_facts(path: str, _mtime_ns: int) -> tuple[bool, float | None]:
+def _graph_facts(path: str, _mtime_ns: int) -> tuple[bool, float | None, int]:
     import onnx
     from onnx import numpy_helper
 
@@ -180,8 +191,10 @@ def _graph_facts(path: str, _mtime_ns: int) -> tuple[bool, float | None]:
     producers = {out: node for node in graph.node for out in node.output}
     last = producers.get(graph.output[0].name) if len(graph.output) == 1 else None
     scale = constants.get(last.input[1]) if last is not None and last.op_type == "DequantizeLinear" else None
+    feed = next((value for value in graph.input if value.name not in constants), None)
     return (any(node.op_type in QUANTIZED_OPS for node in graph.node),
-            float(scale.reshape(())) if scale is not None and scale.size == 1 else None)
+            float(scale.reshape(())) if scale is not None and scale.size == 1 else None,
+            len(feed.type.tensor_type.shape.dim) if feed is not None else 0)
 
 
 def _label(node) -> str:
@@ -381,6 +394,29 @@ def _quantize_linear(context: _Context, args: list, attrs: dict):
         centred = x.q.astype(np.int64) - np.int64(x.zero_point.reshape(-1)[0])
         return _requantize(context, centred, x.scale, np.float32(1), s_y, zp_y, dtype)
     return _fold(x, s_y, zp_y, dtype)
+
+
+# Ops whose handler returns a tuple, one value per output.
+_MULTI_OUTPUT = ("DynamicQuantizeLinear",)
+
+
+@_op("DynamicQuantizeLinear")
+def _dynamic_quantize_linear(context: _Context, args: list, attrs: dict):
+    """(y, y_scale, y_zero_point) of uint8 dynamic quantization, the same under both rules: ONNX Runtime's float32
+    steps (core/util/qmath.h ``GetQuantizationParameter``, MLAS ``MlasQuantizeLinear``): ``lo = min(0, min x)``,
+    ``hi = max(0, max x)``, ``s = hi == lo ? 1 : (hi - lo) / 255``, ``zp = rint(clip(0 - lo / s, 0, 255))``,
+    ``y = clip(rint(x / s) + zp, 0, 255)``. ONNX's reference evaluator gives ``s = 1 / 255`` for an input of zeros
+    (y and zp agree); the spec's formula divides 0 by 0 there (docs/quantized.md)."""
+    x = args[0]
+    if not isinstance(x, np.ndarray) or x.dtype != np.float32:
+        raise context.refuse("DynamicQuantizeLinear of a tensor that is not float32")
+    lo, hi = np.float32(x.min(initial=np.float32(0))), np.float32(x.max(initial=np.float32(0)))  # 0 in the range
+    scale = np.float32(1) if hi == lo else np.float32(np.float32(hi - lo) / np.float32(255))
+    zero = np.float32(np.float32(0) - np.float32(lo / scale))
+    zero_point = np.rint(np.clip(zero, np.float32(0), np.float32(255)))
+    with np.errstate(all="ignore"):
+        y = np.clip(np.rint(x / scale) + zero_point, 0, 255)
+    return y.astype(np.uint8), np.asarray(scale, np.float32), np.asarray(zero_point).astype(np.uint8)
 
 
 @_op("DequantizeLinear")

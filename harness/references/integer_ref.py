@@ -29,7 +29,11 @@ class _IntegerReference:
             raise ModelError(f"{model.name}: the integer arbiter runs graphs of one input and one output")
         in_layout, out_layout = model.layouts_of(self.fmt)
         batch = convert(check_inputs(model, inputs), model.layout, in_layout)
-        (outputs,) = integer.evaluate(model.file(self.fmt), batch, self.rule).outputs
+        path = model.file(self.fmt)
+        if integer.input_rank(path) == batch.ndim - 1:  # no batch axis: the graph's input is one sample
+            outputs = np.stack([integer.evaluate(path, sample, self.rule).outputs[0] for sample in batch])
+        else:
+            (outputs,) = integer.evaluate(path, batch, self.rule).outputs
         expected = shape_in(model.output_shape, model.output_layout, out_layout)
         return convert(np.asarray(outputs, np.float32).reshape(len(batch), *expected), out_layout,
                        model.output_layout)

@@ -165,12 +165,69 @@ def _refusal(model, tmp_path) -> str:
 SCALE = numpy_helper.from_array(np.array(0.02, dtype=np.float32), "s")
 
 
-def test_dynamic_quantization_is_refused_by_name(tmp_path):
+def test_dynamic_quantization_of_a_batch_or_read_by_another_op_is_refused_by_name(tmp_path):
+    """DynamicQuantizeLinear reduces over its whole input: over a symbolic batch the per-sample C would differ; and
+    a run-time scale read by another op (a DequantizeLinear) would need run-time requantization."""
     nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "qs", "qz"], name="dq_input"),
              helper.make_node("DequantizeLinear", ["q", "qs", "qz"], ["y"], name="back")]
     assert _refusal(_model(nodes, []), tmp_path) == (
-        "m.onnx: node 'dq_input' (DynamicQuantizeLinear) computes its scale and zero point at run time (dynamic "
-        "quantization); static quantization (QuantizeLinear with constant scales) is supported")
+        "m.onnx: node 'dq_input' (DynamicQuantizeLinear) reduces over a batch of symbolic size; the C runs one sample "
+        "at a time, which is this op's meaning for a graph input without a batch axis or a batch of 1")
+    model = _model(nodes, [])
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_value = 3  # [3, 4]: no batch axis
+    assert _refusal(model, tmp_path) == (
+        "m.onnx: node 'dq_input' (DynamicQuantizeLinear) has its output 'q' read by another node; a run-time scale "
+        "and zero point are supported as graph outputs only")
+
+
+def _dynamic_quantize(n: int) -> onnx.ModelProto:
+    """DynamicQuantizeLinear of a float32 [n] input exposing its three outputs (packed: y, then y_scale and
+    y_zero_point, one value each)."""
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dql")
+    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [n]),
+                               helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                               helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 10
+    return model
+
+
+def test_dynamic_quantization_equals_onnxruntime_and_the_onnx_reference_bit_for_bit(tmp_path):
+    """The C's y, y_scale and y_zero_point on edge inputs (all positive, all negative, ties at .5 of x / scale, a
+    range across zero, random) equal ONNX Runtime's and ONNX's reference evaluator's; on an input of zeros all
+    agree on y and the zero point (0), and the C's scale is ONNX Runtime's 1 where the reference evaluator's is 1/255
+    (the spec's formula divides 0 by 0 there; docs/quantized.md)."""
+    from onnx.reference import ReferenceEvaluator
+
+    from harness.references.integer import FIXED_POINT, evaluate
+
+    n = 8
+    rows = [[1, 2.5, 3, 255, 7, 0.25, 100, 64], [-1, -2.5, -3, -7, -0.1, -100, -64, -0.5],
+            [0.5, 1.5, 2.5, 3.5, 254.5, 253.5, 127.5, 255], [-1.2, 0.3, 2.7, 5.1, -3.3, 0, 1e-3, -1e-3],
+            [0.0] * n, *np.random.default_rng(6).normal(0, 30, (11, n))]
+    x = np.array(rows, np.float32)
+    model = _dynamic_quantize(n)
+    path = tmp_path / "dql.onnx"
+    onnx.save(model, path)
+    codegen.generate(path, tmp_path / "c")
+    got = run_c(tmp_path / "c", x)
+    session = __import__("onnxruntime").InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    evaluator = ReferenceEvaluator(model)
+    for row, c in zip(x, got):
+        ort = np.concatenate([np.asarray(v, np.float32).reshape(-1) for v in session.run(None, {"x": row})])
+        onnx_ref = np.concatenate([np.asarray(v, np.float32).reshape(-1) for v in evaluator.run(None, {"x": row})])
+        arbiter = np.concatenate([np.asarray(v, np.float32).reshape(-1) for v in evaluate(model, row, FIXED_POINT)
+                                  .outputs])
+        assert np.array_equal(c, ort) and np.array_equal(c, arbiter), (row, c, ort)
+        if np.any(row):
+            assert np.array_equal(c, onnx_ref), (row, c, onnx_ref)
+        else:
+            assert c[n] == 1.0 and onnx_ref[n] == np.float32(1) / np.float32(255)
+            assert np.array_equal(c[:n], onnx_ref[:n]) and c[n + 1] == onnx_ref[n + 1] == 0
+    assert any(np.any(np.abs(row / c[n] - np.trunc(row / c[n])) == 0.5) for row, c in zip(x, got))  # a tie occurs
+
 
 
 @pytest.mark.parametrize("elem, name", [(TensorProto.INT4, "int4"), (TensorProto.FLOAT8E4M3FN, "float8_e4m3fn"),

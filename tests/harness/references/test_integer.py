@@ -207,11 +207,18 @@ def graph_of(nodes, initializers=(), opset: int = 21) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def test_dynamic_quantize_linear_is_refused_by_name():
+@pytest.mark.parametrize("x", [[0.5, 1.5, 2.5, 255.0], [-1.0, -2.5, -3.0, -7.0], [-1.2, 0.3, 2.7, 5.1],
+                               [0.0, 0.0, 0.0, 0.0]])
+def test_dynamic_quantize_linear_equals_onnxruntime(x):
+    """DynamicQuantizeLinear's three outputs (the same under both rules) equal ONNX Runtime's: all positive, all
+    negative, across zero, and zeros (ONNX Runtime's scale 1)."""
     model = graph_of([helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"], name="dyn"),
                       helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq")])
-    with pytest.raises(ModelError, match=r"^node 'dyn' \(DynamicQuantizeLinear\): not an op of the integer arbiter$"):
-        integer.evaluate(model, np.zeros((1, 4), np.float32), integer.FIXED_POINT)
+    x = np.array([x], np.float32)
+    want = onnxruntime_values(model, x, ["q", "s", "z", "y"])
+    for rule in integer.RULES:
+        evaluation = integer.evaluate(model, x, rule, ["q"])
+        assert np.array_equal(evaluation.tensors["q"], want[0]) and np.array_equal(evaluation.outputs[0], want[3])
 
 
 def test_int16_activations_are_refused_by_name():

@@ -30,9 +30,9 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("onnx-node-quantized")
 
 
-def _run(collected, folder, name: str) -> tuple[onnx_node.NodeCase, list[dict]]:
+def _run(collected, folder, name: str, output: int = 0) -> tuple[onnx_node.NodeCase, list[dict]]:
     op, case = collected[name]
-    prepared = onnx_node.prepare(op, case, 0, name, folder / name)
+    prepared = onnx_node.prepare(op, case, output, f"{name}.{output}", folder / f"{name}.{output}")
     settings = Settings(generators=["assay-v2"], out=folder / "out", suite=onnx_node.SUITE, work_dir=folder)
     return prepared, onnx_node.run_case(prepared, "assay-v2", settings)
 
@@ -144,3 +144,12 @@ def test_a_case_onnx_runtime_refuses_is_judged_by_the_integer_arbiter(collected,
     assert onnx_node._unavailable(record, c + 1, refusal, "fixed-point", {"fixed-point": c}.get)["verdict"] == ERROR
     crash = {**refusal, "onnxruntime": "reference onnxruntime failed: RuntimeError: bad allocation"}
     assert onnx_node._unavailable(record, c, crash, "fixed-point", {"fixed-point": c}.get)["verdict"] == ERROR
+
+
+@pytest.mark.parametrize("output", [0, 1, 2])
+def test_dynamic_quantization_passes_its_three_outputs_rank_0_included(collected, folder, output):
+    """test_dynamicquantizelinear_min_adjusted's y, y_scale and y_zero_point (the last two rank 0, one value in the
+    output vector), bit for bit against the expected outputs, ONNX Runtime and the integer arbiter."""
+    _, results = _run(collected, folder, "test_dynamicquantizelinear_min_adjusted", output)
+    assert [r["verdict"] for r in results] == [PASS], results[0].get("cause")
+    assert results[0]["arbiter"]["errors"] == {"C": 0.0, "expected": 0.0, "onnxruntime": 0.0}
