@@ -268,3 +268,21 @@ def test_int32_accumulators_equal_the_onnx_node_cases(op):
         for rule in integer.RULES:
             (got,) = integer.evaluate(model, np.asarray(inputs[0]), rule).outputs
             assert got.dtype == np.int32 and np.array_equal(got.reshape(expected.shape), expected), case.name
+
+
+def test_a_graph_without_batch_axis_is_evaluated_sample_by_sample(tmp_path):
+    """DynamicQuantizeLinear reduces over its whole input: for a graph input without a batch axis ([4]) the integer
+    reference evaluates each sample alone (its own scale), as the C and ONNX Runtime run it, not the stacked batch."""
+    from harness.models import user_files
+    from harness.references.integer_ref import FixedPointReference
+
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"], name="dyn")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, [])])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
+    model = user_files.load(path, tmp_path / "cache")
+    x = np.array([[0, 1, 2, 2.55], [0, 10, 20, 25.5]], np.float32)
+    scales = FixedPointReference().run(model, x)
+    assert scales.shape == (2, 1) and np.array_equal(scales[:, 0], [np.float32(2.55) / np.float32(255),
+                                                                    np.float32(25.5) / np.float32(255)])

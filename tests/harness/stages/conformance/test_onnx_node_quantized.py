@@ -153,3 +153,26 @@ def test_dynamic_quantization_passes_its_three_outputs_rank_0_included(collected
     _, results = _run(collected, folder, "test_dynamicquantizelinear_min_adjusted", output)
     assert [r["verdict"] for r in results] == [PASS], results[0].get("cause")
     assert results[0]["arbiter"]["errors"] == {"C": 0.0, "expected": 0.0, "onnxruntime": 0.0}
+
+
+@pytest.mark.slow
+def test_the_whole_quantized_selection(tmp_path):
+    """The 48 quantized node cases through the CLI (about 30 s): none fails or errs; QLinearMatMul, ConvInteger,
+    MatMulInteger and DynamicQuantizeLinear pass every case (docs/conformance.md, "Quantized cases")."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "harness.cli", "conformance", "--suite", "onnx-node", "--generators", "assay-v2",
+               "--cases", "test_quantizelinear*,test_dequantizelinear*,test_qlinear*,test_convinteger*,"
+               "test_matmulinteger*,test_dynamicquantizelinear*", "--out", str(out), "--work", str(tmp_path / "work"),
+               "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads((out / "conformance.json").read_text())
+    ops = {case["name"]: case["op"] for case in document["cases"]}
+    verdicts = [(ops[r["case"]], r["verdict"]) for r in document["results"]]
+    assert len(verdicts) == 48 and not {FAIL, ERROR} & {verdict for _, verdict in verdicts}
+    for op, cases in {"QLinearMatMul": 8, "ConvInteger": 2, "MatMulInteger": 1, "DynamicQuantizeLinear": 9}.items():
+        assert [verdict for name, verdict in verdicts if name == op] == [PASS] * cases, op
