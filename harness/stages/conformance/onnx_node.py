@@ -30,7 +30,7 @@ Every case then runs through every selected generator and variant on the host (`
 generate, build, run in the host runner's worker process) on the case's own inputs, and is compared with
 both the case's expected outputs (``expected``) and ONNX Runtime (``onnxruntime``) with the case's own
 tolerance (rtol 1e-3, atol 1e-7, the backend test runner's). A generator's refusal is ``not supported``,
-and so is a case the harness cannot load or prepare (a rank-0 output, a type the ABI does not carry).
+and so is a case the harness cannot load or prepare (a dimension of size 0, a type the ABI does not carry).
 
 A quantized case is compared bit for bit (tolerance 0) and judged by the integer arbiter
 (``harness.references.integer``) instead of float64 (``_judge_integer``): a reference that differs from the C passes,
