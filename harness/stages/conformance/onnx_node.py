@@ -20,8 +20,9 @@ initialisers), plus: the data input and the output must be of a type Assay's flo
 uint8 (an integer as its exact value; docs/quantized.md, "Integer graph inputs and outputs"), or ConvInteger's and
 MatMulInteger's int32 output when a range proof bounds it by 2^24 (``_int32_refusal``); any other (float8, int4, int2,
 float4, int16...) is refused at preparation by name (``refused``: not supported, never a failure). ONNX Runtime's
-refusal of a quantized case in its own words ("not supported") is judged by the integer arbiter (``_unavailable``). Every output of a quantized case is a case of its own, as Split's. A case ONNX Runtime has no
-kernel for at its declared opset (QuantizeLinear-28) is declared at the newest lower opset it loads, when ONNX's
+refusal of a quantized case in its own words ("not supported") is judged by the integer arbiter (``_unavailable``).
+Every output of a quantized case is a case of its own, as Split's. A case ONNX Runtime has no kernel for at its
+declared opset (QuantizeLinear-28) is declared at the newest lower opset it loads, when ONNX's
 reference evaluator gives the expected output there bit for bit (``_runnable``; recorded as ``opset``).
 Prepared cases are cached in ``<work>/onnx-node/<onnx version>/`` with ``cases.json``, so collecting
 (about 25 s for every op) happens once per onnx version.
