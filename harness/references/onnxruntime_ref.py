@@ -69,6 +69,9 @@ def session(path: Path):
 
 class OnnxRuntimeReference:
     fmt = "onnx"
+    # its integer kernels' requantization rule (MLAS's float32 one): ``harness.references.integer.ONNXRUNTIME``,
+    # written out because ``integer`` imports this module (through ``float64``)
+    integer_rule = "onnxruntime"
 
     def supports(self, model: Model) -> bool:
         return self.fmt in model.files

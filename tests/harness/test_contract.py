@@ -143,4 +143,4 @@ def test_semantic_defaults_are_declared_once(monkeypatch):
                         **{o.setting: getattr(args, o.dest) for o in COMMON}, opt=args.opt)
     assert from_cli == Settings() == _settings(Config())
     assert (Settings().n_inputs, Settings().arbiter, args.inputs, args.references) == (1000, True, 1000,
-                                                                                       "keras,onnxruntime")
+                                                                                       "keras,onnxruntime,litert")

@@ -25,7 +25,7 @@ from harness.core.inputs import campaign_inputs, campaign_sha256, make_inputs, u
 from harness.core.pipeline import (build_once, from_code_layout, generate_code, item_dir, private_build,
                                    to_code_layout)
 from harness.core import arbiter, layerlocal, oracle
-from harness.core.quantized import integer_outputs, is_quantized, not_applicable, quantization_rule
+from harness.core.quantized import integer_outputs, is_quantized, not_applicable, quantization_rule, reference_rule
 from harness.core.refcache import (ARBITER, FALLBACK, BrokenBound, bounds_identity, derived_bound,
                                    reference_outputs)
 from harness.core.fingerprint import item_fingerprint
@@ -346,14 +346,16 @@ def integer_yardstick(model: Model, settings: Settings, timings: dict, rule: str
     """A quantized model's yardsticks (docs/semantic.md, "Quantized models"): the integer arbiter's outputs under
     the requantization rule the C declares, and the bound 0 (the C must equal them bit for bit); or why not (the
     record falls back to the fixed tolerance, visibly); and, per reference, the arbiter's outputs under that
-    reference's own rule (ONNX Runtime's float32 requantization), or why it has none."""
+    reference's own rule (``reference_rule``: ONNX Runtime's float32 requantization, LiteRT's fixed-point one), or why
+    it has none."""
     own: dict[str, np.ndarray | str] = {}
     for ref_name in checks:
-        if ref_name != integer.ONNXRUNTIME:
+        own_rule = reference_rule(ref_name)
+        if own_rule is None:
             own[ref_name] = f"no integer arbiter rule for reference {ref_name}"
             continue
         try:
-            own[ref_name] = integer_outputs(model, settings, integer.ONNXRUNTIME)
+            own[ref_name] = integer_outputs(model, settings, own_rule)
         except USER_ERRORS as exc:
             own[ref_name] = f"integer arbiter: {exc}"
     why = not_applicable(rule)

@@ -15,8 +15,8 @@ from harness.contract import ERROR, FAIL, NOT_SUPPORTED, PASS, Option, StageSpec
 from harness.core import results
 
 OPTIONS = (
-    Option("--references", "keras,onnxruntime", "comma-separated reference runtimes (default {default})", field="",
-           pytest=True),
+    Option("--references", "keras,onnxruntime,litert", "comma-separated reference runtimes, each run on the models it "
+           "supports (default {default})", field="", pytest=True),
     Option("--atol", None, "absolute tolerance for every model (default: each model's own, 1e-5 for the zoo)",
            type=float, pytest=True),
     Option("--rtol", None, "relative tolerance for every model (default: each model's own, 5e-6); an output passes "
