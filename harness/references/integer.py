@@ -69,7 +69,7 @@ float") requantizes in double, once: ``y = saturate(zp_y + round((double) acc * 
 rule's double and ``round`` C's, half away from zero. Measured before it was written down: on a seeded DS-CNN-like
 model 17 of 3 600 logits of LiteRT differ by 1 LSB from the fixed-point rule and none from this one, while its
 CONV_2D, DEPTHWISE_CONV_2D and AVERAGE_POOL_2D equal the fixed-point rule on every output
-(``tests/harness/models/test_tflite.py``). From the same accumulator it is within 1 LSB of the fixed-point rule
+(``tests/harness/models/test_tflite_loader.py``). From the same accumulator it is within 1 LSB of the fixed-point rule
 (both land on floor(v) or ceil(v) of ``v = acc M``, "The 1-LSB analysis" below).
 
 Rule ``"onnxruntime"`` (ONNX Runtime 1.x CPU, x86-64; core/mlas/lib/quantize.cpp ``MlasRequantizeOutput``,

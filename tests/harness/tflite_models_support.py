@@ -5,6 +5,8 @@ AveragePooling2D over the whole map - Flatten - Dense logits), with non-trivial 
 
 from __future__ import annotations
 
+import functools
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -69,8 +71,16 @@ def convert(model, path: Path, integer: bool = True, seed: int = 0) -> Path:
 
 
 def ds_cnn_tflite(path: Path, seed: int = 0, softmax: bool = False) -> Path:
-    """The seeded DS-CNN-like model, converted full-integer to ``path``."""
-    return convert(ds_cnn(seed, softmax), path, seed=seed)
+    """The seeded DS-CNN-like model, converted full-integer to ``path`` (converted once per process: the tests of
+    the loader and of the semantic stage share it)."""
+    path.write_bytes(_ds_cnn_bytes(seed, softmax))
+    return path
+
+
+@functools.cache
+def _ds_cnn_bytes(seed: int, softmax: bool) -> bytes:
+    with tempfile.TemporaryDirectory() as folder:
+        return convert(ds_cnn(seed, softmax), Path(folder) / "model.tflite", seed=seed).read_bytes()
 
 
 def worktree_entry_points(site: Path) -> dict[str, str]:
