@@ -11,7 +11,7 @@ import pytest
 from harness import references
 from harness.models import zoo
 from harness.errors import ConfigError
-from harness.references import Reference, float64, integer_ref, keras_ref, onnxruntime_ref
+from harness.references import Reference, float64, integer_ref, keras_ref, litert_ref, onnxruntime_ref
 from harness.models.tf_runtime import keras, save_keras
 
 
@@ -38,10 +38,12 @@ def _inputs(model, n=32, seed=0):
 
 
 def test_registry_holds_the_builtin_references():
-    assert references.names() == ["float64", "integer-fixed-point", "integer-onnxruntime", "keras", "onnxruntime"]
+    assert references.names() == ["float64", "integer-fixed-point", "integer-litert", "integer-onnxruntime", "keras",
+                                  "litert", "onnxruntime"]
     classes = {"float64": float64.Float64Reference, "keras": keras_ref.KerasReference,
-               "onnxruntime": onnxruntime_ref.OnnxRuntimeReference,
+               "onnxruntime": onnxruntime_ref.OnnxRuntimeReference, "litert": litert_ref.LiteRtReference,
                "integer-fixed-point": integer_ref.FixedPointReference,
+               "integer-litert": integer_ref.LiteRtRuleReference,
                "integer-onnxruntime": integer_ref.OnnxRuntimeRuleReference}
     for name in references.names():
         reference = references.get(name)
@@ -52,7 +54,7 @@ def test_registry_holds_the_builtin_references():
 @pytest.mark.tor("TOR-CLI-002")
 def test_unknown_reference_lists_the_known_ones():
     with pytest.raises(ConfigError, match=r"unknown reference 'tflite' \(known: float64, integer-fixed-point, "
-                                            r"integer-onnxruntime, keras, onnxruntime\)"):
+                                            r"integer-litert, integer-onnxruntime, keras, litert, onnxruntime\)"):
         references.get("tflite")
 
 
