@@ -1,5 +1,6 @@
 """User model files: ``.keras``/``.h5`` (Keras), ``.onnx``, ``.nnet`` (ACAS-Xu text format), ``.json`` (ACETONE),
-and NNEF folders (``graph.nnef`` and its ``.dat`` files).
+and NNEF folders (``graph.nnef`` and its ``.dat`` files); ``.tflite`` is ``harness.models.tflite``'s, through the
+same loader.
 
 Each becomes a ``Model``. A Keras file keeps its own path and gains an ONNX
 export (the second reference), or, where the exporter refuses, runs alone with
