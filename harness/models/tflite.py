@@ -43,6 +43,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -57,7 +58,9 @@ ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 _ACTIVATION_RANGES = {"NONE": (None, None), "RELU": (0.0, None), "RELU_N1_TO_1": (-1.0, 1.0), "RELU6": (0.0, 6.0)}
 
 
-def _schema():
+def _schema() -> ModuleType:
+    """TensorFlow's generated reader of the TFLite flatbuffer schema, imported when a file is read (TensorFlow takes
+    seconds to load)."""
     from harness.models import tf_runtime
 
     tf_runtime.set_environment()  # TensorFlow's environment defaults before it loads
@@ -66,11 +69,12 @@ def _schema():
     return schema_py_generated
 
 
-def _names(enum) -> dict[int, str]:
+def _names(enum: type) -> dict[int, str]:
+    """A flatbuffer enum's names by value (BuiltinOperator, TensorType), for messages."""
     return {value: name for name, value in vars(enum).items() if not name.startswith("_")}
 
 
-def read(path: Path):
+def read(path: Path) -> tuple[object, bytes]:
     """The flatbuffer's object tree (``ModelT``) and its bytes; a ModelError with the cause for a file that is not
     a TFLite flatbuffer, truncated or corrupt."""
     schema = _schema()
@@ -160,6 +164,10 @@ def convert(path: Path, directory: Path) -> Model:
     tree, data = read(path)
     graph = _Graph(Path(path), tree, data, _names(schema.BuiltinOperator), _names(schema.TensorType))
     proto, in_shape, out_shape = to_onnx(graph)
+    try:
+        onnx.checker.check_model(proto)  # a conversion defect shows here, not as a generator's or a runtime's error
+    except onnx.checker.ValidationError as error:
+        raise ModelError(f"{path}: the ONNX conversion is invalid ({' '.join(str(error).split())[:300]})") from None
     shutil.copyfile(path, directory / "model.tflite")
     onnx.save(proto, str(directory / "model.onnx"))
     channels_last = [tensors.default_layout(len(s), channels_last=True) for s in (in_shape, out_shape)]
@@ -185,17 +193,17 @@ def _channels_first(shape: tuple[int, ...]) -> list[int]:
     return [shape[-1], *shape[:-1]] if len(shape) == 3 else list(shape)
 
 
-def to_onnx(graph: _Graph):
+def to_onnx(graph: _Graph) -> tuple[object, tuple[int, ...], tuple[int, ...]]:
     """(the ONNX QOperator ``ModelProto``, the input's and the output's sample shape, channels-last)."""
     from onnx import TensorProto, helper
 
-    if len(graph.tree.subgraphs) != 1:
-        raise ModelError(f"{graph.path}: {len(graph.tree.subgraphs)} subgraphs (one is supported)")
+    if len(graph.tree.subgraphs or ()) != 1:
+        raise ModelError(f"{graph.path}: {len(graph.tree.subgraphs or ())} subgraphs (one is supported)")
     sub = graph.subgraph
-    if len(sub.inputs) != 1 or len(sub.outputs) != 1:
-        raise ModelError(f"{graph.path}: {len(sub.inputs)} inputs and {len(sub.outputs)} outputs (one each is "
-                         "supported)")
-    first, last = int(sub.inputs[0]), int(sub.outputs[0])
+    inputs, outputs = (list(values) if values is not None else [] for values in (sub.inputs, sub.outputs))
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise ModelError(f"{graph.path}: {len(inputs)} inputs and {len(outputs)} outputs (one each is supported)")
+    first, last = int(inputs[0]), int(outputs[0])
     for index, what in ((first, "input"), (last, "output")):
         if graph.type_name(index) != "INT8":
             raise ModelError(f"{graph.path}: {what} '{graph.name(index)}' is {graph.type_name(index)}: "
