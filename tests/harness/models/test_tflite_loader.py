@@ -60,6 +60,46 @@ def test_litert_equals_the_arbiter_under_its_rule_bit_for_bit(converted):
     print(f"fixed-point vs LiteRT: {np.count_nonzero(differing)} of {lite.size} outputs 1 LSB apart")
 
 
+def test_each_converted_layer_equals_litert_under_the_fixed_point_rule_but_the_dense_one(converted):
+    """Layer by layer, LiteRT's own intermediate tensors against the arbiter's: CONV_2D (stride 2, SAME padding),
+    DEPTHWISE_CONV_2D, the 1x1 CONV_2D and AVERAGE_POOL_2D (the sum over the map divided by its 60 taps, rounded
+    half away from zero) follow the fixed-point rule on every output; only FULLY_CONNECTED needs the litert rule."""
+    source, model = converted
+    from harness.models.tf_runtime import tensorflow
+
+    tf = tensorflow()
+    tree, data = tflite.read(source)
+    schema = tflite._schema()
+    graph = tflite._Graph(source, tree, data, tflite._names(schema.BuiltinOperator), tflite._names(schema.TensorType))
+    names = tflite._Builder(graph).names
+    operators = tree.subgraphs[0].operators
+    layers = {graph.op_name(operators[k]) + f"#{k}": int(operators[k].outputs[0])
+              for k in tflite._live(graph, tree.subgraphs[0].outputs[0])}
+    inputs = np.rint(np.random.default_rng(4).uniform(-128, 127, (1000, *model.input_shape))).astype(np.int8)
+    interpreter = tf.lite.Interpreter(model_path=str(source), num_threads=1, experimental_preserve_all_tensors=True,
+                                      experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
+    interpreter.allocate_tensors()
+    lite = {layer: [] for layer in layers}
+    for sample in inputs:
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], sample[None])
+        interpreter.invoke()
+        for layer, index in layers.items():
+            lite[layer].append(interpreter.get_tensor(index)[0])
+    differing = {}
+    for rule in (integer.FIXED_POINT, integer.LITERT):
+        ours = integer.evaluate(model.files["onnx"], inputs.transpose(0, 3, 1, 2), rule,
+                                [names[index] for index in layers.values()]).tensors
+        for layer, index in layers.items():
+            theirs = np.stack(lite[layer])
+            mine = ours[names[index]]
+            mine = mine.transpose(0, 2, 3, 1) if mine.ndim == 4 else mine  # channels-first -> NHWC
+            differing[rule, layer] = (int(np.count_nonzero(mine != theirs)), theirs.size)
+    print("outputs differing from LiteRT, per rule and layer:", differing)
+    assert all(count == 0 for (rule, layer), (count, _) in differing.items() if rule == integer.LITERT)
+    assert all(count == 0 for (rule, layer), (count, _) in differing.items() if not layer.startswith("FULLY"))
+    assert differing[integer.FIXED_POINT, "FULLY_CONNECTED#8"][0] > 0
+
+
 def test_an_unconverted_op_and_a_float_model_are_refused_by_name(tmp_path):
     for name, made in (("softmax", lambda path: tflite_models_support.ds_cnn_tflite(path, softmax=True)),
                        ("float", lambda path: tflite_models_support.convert(tflite_models_support.ds_cnn(),
