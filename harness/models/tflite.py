@@ -300,6 +300,9 @@ class _Builder:
         if len(scale) != 1:
             raise graph.refuse(k, operator, f"{what} '{graph.name(index)}' is quantized per axis (activations per "
                                             "tensor are converted)")
+        if not INT8_RANGE[0] <= int(zero[0]) <= INT8_RANGE[1]:
+            raise graph.refuse(k, operator, f"{what} '{graph.name(index)}' has zero point {int(zero[0])}, outside "
+                                            "the int8 range")
         name = self.names[index]
         return (self.constant(f"{name}_scale", scale.reshape(())),
                 self.constant(f"{name}_zero_point", zero.astype(np.int8).reshape(())))
