@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness import references
 from harness.core import refcache
 from harness.core.plan import Settings
 from harness.models.model import Model
-from harness import references
 from harness.references import integer
 
 
@@ -45,7 +45,7 @@ def not_applicable(rule: str | None) -> str | None:
 
 def reference_rule(ref_name: str) -> str | None:
     """The requantization rule reference ``ref_name`` declares its integer kernels follow (its ``integer_rule``:
-    ONNX Runtime's float32 one, LiteRT's reference kernels' fixed-point one), or None: the semantic stage holds that
+    ONNX Runtime's float32 one, LiteRT's reference kernels' ``litert`` one), or None: the semantic stage holds that
     reference bit for bit to the arbiter under it, so a reference that strays from its own documented arithmetic is
     a defect named in the record, never absorbed into a tolerance."""
     rule = getattr(references.get(ref_name), "integer_rule", None)

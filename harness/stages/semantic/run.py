@@ -346,8 +346,8 @@ def integer_yardstick(model: Model, settings: Settings, timings: dict, rule: str
     """A quantized model's yardsticks (docs/semantic.md, "Quantized models"): the integer arbiter's outputs under
     the requantization rule the C declares, and the bound 0 (the C must equal them bit for bit); or why not (the
     record falls back to the fixed tolerance, visibly); and, per reference, the arbiter's outputs under that
-    reference's own rule (``reference_rule``: ONNX Runtime's float32 requantization, LiteRT's fixed-point one), or why
-    it has none."""
+    reference's own rule (``reference_rule``: ONNX Runtime's float32 requantization, LiteRT's ``litert`` rule), or
+    why it has none."""
     own: dict[str, np.ndarray | str] = {}
     for ref_name in checks:
         own_rule = reference_rule(ref_name)
