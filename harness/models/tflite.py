@@ -3,10 +3,11 @@ graph (issue 42; docs/quantized.md, "TensorFlow Lite models").
 
 Why a conversion and not a second front end: Assay's generator (``assay-v2``) and its exact integer arbiter
 (``harness.references.integer``) already read quantized ONNX graphs, and TFLite's int8 arithmetic is the
-``fixed-point`` rule both were written to (TFLite's reference kernels). Each TFLite operator becomes the ONNX
-operator whose integer meaning is the same, with the same integers and quantization parameters: the converted graph
-is the model, written in another notation, and LiteRT's interpreter runs the ``.tflite`` file itself as the
-reference (``harness.references.litert_ref``), so a conversion error shows as a disagreement with LiteRT.
+``fixed-point`` rule both were written to (TFLite's kernels; its reference FULLY_CONNECTED alone rounds once, in
+double: the arbiter's ``litert`` rule). Each TFLite operator becomes the ONNX operator whose integer meaning is the
+same, with the same integers and quantization parameters: the converted graph is the model, written in another
+notation, and LiteRT's interpreter runs the ``.tflite`` file itself as the reference
+(``harness.references.litert_ref``), so a conversion error shows as a disagreement with LiteRT.
 
 The file is read with TensorFlow's own schema reader (``tensorflow.lite.python.schema_py_generated``, no other
 dependency). Accepted: one subgraph, an int8 input and output, int8 activations quantized per tensor, int8 weights
