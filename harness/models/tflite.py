@@ -20,6 +20,9 @@ dependency). Accepted: one subgraph, an int8 input and output, int8 activations 
   (``com.microsoft``, counting valid taps only, as TFLite does); TFLite requires the same scale and zero point in
   and out, so both take the arbiter's first branch of "Average pooling": the sum divided by the count, rounded half
   away from zero (TFLite's reference ``AveragePool``);
+- ``MAX_POOL_2D`` -> ``MaxPool`` on the integers (the same scale and zero point in and out, as TFLite requires);
+- ``ADD`` of two non-constant tensors of one shape -> ``QLinearAdd`` (``com.microsoft``): TFLite's ADD (left shift
+  20, reference_integer_ops::Add) is the fixed-point rule's QLinearAdd;
 - ``RESHAPE`` of a [1, 1, 1, C] or [1, F] tensor to [1, F] -> ``Flatten`` (the same element order channels-first);
   the shape computations Keras's ``Flatten`` leaves before it (``SHAPE``, ``STRIDED_SLICE``, ``PACK`` on int32
   shape tensors) are dropped: a ``RESHAPE`` takes its static output shape, so they feed nothing.
@@ -288,7 +291,7 @@ class _Builder:
 
         if name not in self.made:  # a tensor's scale and zero point, made once for its producer and its users
             self.made.add(name)
-            self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+            self.initializers.append(numpy_helper.from_array(np.array(value, order="C"), name))  # 0-d stays 0-d
         return name
 
     def activation(self, k: int, operator, index: int, what: str) -> tuple[str, str]:
@@ -475,6 +478,45 @@ def _average_pool(builder: _Builder, k: int, operator) -> None:
                      strides=list(strides), pads=pads, count_include_pad=0, channels_last=0)
 
 
+def _max_pool(builder: _Builder, k: int, operator) -> None:
+    """MAX_POOL_2D -> MaxPool on the integers (the same scale and zero point in and out, as TFLite requires; padded
+    taps take no part in either)."""
+    graph = builder.graph
+    x, y = int(operator.inputs[0]), int(operator.outputs[0])
+    options = operator.builtinOptions
+    x_shape, y_shape = [int(d) for d in graph.tensor(x).shape], [int(d) for d in graph.tensor(y).shape]
+    if len(x_shape) != 4 or len(y_shape) != 4:
+        raise graph.refuse(k, operator, f"input shape {x_shape}, output shape {y_shape} (NHWC is converted)")
+    builder.activation(k, operator, x, "input")
+    builder.activation(k, operator, y, "output")
+    if not _same_quantization(graph, x, y):
+        raise graph.refuse(k, operator, "input and output quantized differently (TFLite's int8 max pooling "
+                                        "requires the same scale and zero point)")
+    builder.check_activation(k, operator, options, y)
+    kernel, strides = (int(options.filterHeight), int(options.filterWidth)), (int(options.strideH),
+                                                                              int(options.strideW))
+    pads = _pads(graph, k, operator, int(options.padding), (x_shape[1], x_shape[2]), kernel, strides, (1, 1),
+                 (y_shape[1], y_shape[2]))
+    builder.node("MaxPool", [builder.names[x]], y, k, kernel_shape=list(kernel), strides=list(strides), pads=pads)
+
+
+def _add(builder: _Builder, k: int, operator) -> None:
+    """ADD of two int8 tensors of one shape -> QLinearAdd (com.microsoft): TFLite's ADD arithmetic (left shift 20)
+    is the fixed-point rule's QLinearAdd."""
+    graph = builder.graph
+    a, b, y = int(operator.inputs[0]), int(operator.inputs[1]), int(operator.outputs[0])
+    shapes = [[int(d) for d in graph.tensor(index).shape] for index in (a, b, y)]
+    if shapes[0] != shapes[1] or shapes[0] != shapes[2]:
+        raise graph.refuse(k, operator, f"operands of shapes {shapes[0]} and {shapes[1]} (the same shape is "
+                                        "converted, no broadcast)")
+    if any(graph.tree.buffers[graph.tensor(index).buffer].data is not None for index in (a, b)):
+        raise graph.refuse(k, operator, "a constant operand is not converted")
+    builder.check_activation(k, operator, operator.builtinOptions, y)
+    inputs = [builder.names[a], *builder.activation(k, operator, a, "first operand"), builder.names[b],
+              *builder.activation(k, operator, b, "second operand"), *builder.activation(k, operator, y, "output")]
+    builder.node("QLinearAdd", inputs, y, k, domain="com.microsoft")
+
+
 def _reshape(builder: _Builder, k: int, operator) -> None:
     """RESHAPE of [1, 1, 1, C] or [1, F] to [1, F] -> Flatten: the same element order channels-first."""
     graph = builder.graph
@@ -496,4 +538,4 @@ def _same_quantization(graph: _Graph, a: int, b: int) -> bool:
 
 
 _CONVERTERS = {"CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fully_connected,
-               "AVERAGE_POOL_2D": _average_pool, "RESHAPE": _reshape}
+               "AVERAGE_POOL_2D": _average_pool, "MAX_POOL_2D": _max_pool, "ADD": _add, "RESHAPE": _reshape}

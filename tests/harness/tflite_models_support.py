@@ -15,6 +15,7 @@ from harness.models.tf_runtime import keras, tensorflow
 
 INPUT_SHAPE = (24, 10, 1)  # a small spectrogram, height x width x channels (DS-CNN's 49 x 10 x 1, cut down)
 CLASSES = 12
+RESIDUAL_SHAPE = (12, 12, 1)
 
 
 def ds_cnn(seed: int = 0, softmax: bool = False):
@@ -44,10 +45,25 @@ def ds_cnn(seed: int = 0, softmax: bool = False):
     return model
 
 
-def representative(seed: int = 0, count: int = 32):
-    """The seeded calibration set: ``count`` inputs uniform in [-1, 1]."""
+def residual(seed: int = 0):
+    """A seeded residual CNN of the ops DS-CNN lacks: Conv2D - ReLU - MaxPooling2D - Conv2D - Add (the pooled map) -
+    ReLU - AveragePooling2D over the map - Flatten - Dense, 12x12x1 in (``RESIDUAL_SHAPE``), 10 logits."""
+    k = keras()
+    k.utils.set_random_seed(seed)
+    x = inputs = k.Input(RESIDUAL_SHAPE)
+    x = k.layers.Conv2D(8, 3, padding="same", activation="relu", name="conv1")(x)
+    pooled = k.layers.MaxPooling2D(2, name="pool1")(x)
+    x = k.layers.Conv2D(8, 3, padding="same", name="conv2")(pooled)
+    x = k.layers.ReLU(name="relu2")(k.layers.Add(name="add")([x, pooled]))
+    x = k.layers.AveragePooling2D(pool_size=x.shape[1:3], name="pool2")(x)
+    x = k.layers.Dense(10, name="logits")(k.layers.Flatten(name="flatten")(x))
+    return k.Model(inputs, x, name="residual_small")
+
+
+def representative(seed: int = 0, count: int = 32, shape: tuple[int, ...] = INPUT_SHAPE):
+    """The seeded calibration set: ``count`` inputs of ``shape`` uniform in [-1, 1]."""
     rng = np.random.default_rng(seed)
-    samples = [rng.uniform(-1, 1, (1, *INPUT_SHAPE)).astype(np.float32) for _ in range(count)]
+    samples = [rng.uniform(-1, 1, (1, *shape)).astype(np.float32) for _ in range(count)]
 
     def generate():
         for sample in samples:
@@ -62,7 +78,7 @@ def convert(model, path: Path, integer: bool = True, seed: int = 0) -> Path:
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     if integer:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative(seed)
+        converter.representative_dataset = representative(seed, shape=tuple(model.inputs[0].shape[1:]))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8

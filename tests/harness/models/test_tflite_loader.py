@@ -100,6 +100,21 @@ def test_each_converted_layer_equals_litert_under_the_fixed_point_rule_but_the_d
     assert differing[integer.FIXED_POINT, "FULLY_CONNECTED#8"][0] > 0
 
 
+def test_a_residual_model_with_max_pooling_and_add_equals_litert_bit_for_bit(tmp_path):
+    """MAX_POOL_2D and ADD (with its fused ReLU, no-op on the calibrated output) converted as MaxPool and QLinearAdd:
+    the arbiter under the litert rule equals LiteRT on every logit of 1 000 seeded inputs."""
+    path = tflite_models_support.convert(tflite_models_support.residual(), tmp_path / "residual.tflite")
+    (tmp_path / "cache").mkdir()
+    model = tflite.convert(path, tmp_path / "cache")
+    graph = onnx.load(str(model.files["onnx"])).graph
+    assert [node.op_type for node in graph.node] == ["QLinearConv", "MaxPool", "QLinearConv", "QLinearAdd",
+                                                     "QLinearGlobalAveragePool", "Flatten", "QGemm"]
+    inputs = np.random.default_rng(5).uniform(-128, 127, (1000, *model.input_shape)).astype(np.float32)
+    lite = LiteRtReference().run(model, inputs)
+    ours = integer.evaluate(model.files["onnx"], inputs.transpose(0, 3, 1, 2), integer.LITERT).outputs[0]
+    assert np.unique(lite).size > 50 and np.array_equal(ours.astype(np.float32), lite)
+
+
 def test_an_unconverted_op_and_a_float_model_are_refused_by_name(tmp_path):
     for name, made in (("softmax", lambda path: tflite_models_support.ds_cnn_tflite(path, softmax=True)),
                        ("float", lambda path: tflite_models_support.convert(tflite_models_support.ds_cnn(),
