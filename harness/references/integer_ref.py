@@ -3,8 +3,9 @@
 ``integer-onnxruntime`` (ONNX Runtime's float32 requantization) and ``integer-litert`` (LiteRT's reference
 kernels: the fixed-point rule but for FULLY_CONNECTED's double requantization). They play for a quantized model
 the part the float64 arbiter plays for a float one: the yardstick of the semantic stage's verdict, which for
-integers is bit for bit (docs/semantic.md, "Quantized models"). Like every reference they run only quantized ONNX graphs they support
-(``supports``), in the canonical layouts, and are cached and sealed by ``harness.core.refcache``.
+integers is bit for bit (docs/semantic.md, "Quantized models"). Like every reference they run only quantized ONNX
+graphs they support (``supports``), in the canonical layouts, and are cached and sealed by
+``harness.core.refcache``.
 """
 
 from __future__ import annotations
