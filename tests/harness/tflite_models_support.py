@@ -97,27 +97,3 @@ def ds_cnn_tflite(path: Path, seed: int = 0, softmax: bool = False) -> Path:
 def _ds_cnn_bytes(seed: int, softmax: bool) -> bytes:
     with tempfile.TemporaryDirectory() as folder:
         return convert(ds_cnn(seed, softmax), Path(folder) / "model.tflite", seed=seed).read_bytes()
-
-
-def worktree_entry_points(site: Path) -> dict[str, str]:
-    """The environment of an ``assay`` subprocess that sees every ``assay.*`` entry point this checkout's
-    ``pyproject.toml`` declares. Entry points are read from the installed metadata, never from the source tree, so
-    an editable install made before they were added lacks them: those are installed as a fake distribution in
-    ``site``, first on the subprocess's PYTHONPATH. Once the package is reinstalled nothing is missing and the
-    environment is this process's own."""
-    import os
-    import tomllib
-
-    from harness import registry
-    from plugin_support import install_distribution
-
-    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["entry-points"]
-    missing = {group: {name: value for name, value in entries.items()
-                       if name not in registry.entries(group.removeprefix(registry.PREFIX))}
-               for group, entries in declared.items() if group.startswith(registry.PREFIX)}
-    missing = {group: entries for group, entries in missing.items() if entries}
-    env = dict(os.environ)
-    if missing:
-        install_distribution(site, "assay-worktree-entry-points", missing, {})
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-    return env

@@ -381,15 +381,16 @@ def integer_figures(model: Model, settings: Settings, outputs: np.ndarray, expec
     lsb = integer.output_scale(model.file("onnx"))
     distance = float(np.abs(np.asarray(outputs, np.float64) - np.asarray(expected, np.float64)).max(initial=0.0))
     return {"rule": rule, "lsb": lsb, "c_vs_reference_lsb": round(distance / lsb, 6) if lsb else None,
-            **quantization_error(model, settings, outputs, lsb)}
+            **quantization_error(model, settings, outputs)}
 
 
-def quantization_error(model: Model, settings: Settings, outputs: np.ndarray, lsb: float | None) -> dict:
+def quantization_error(model: Model, settings: Settings, outputs: np.ndarray) -> dict:
     """The largest |C - float network| over the campaign's inputs, in real units and in LSB, where the model names
     the float network it quantizes (``FLOAT_COUNTERPART``), run by ONNX Runtime (cached like a reference): what
     quantizing cost, a property of the model that no verdict reads (docs/quantized.md); or why there is none."""
     if FLOAT_COUNTERPART not in model.files:
         return {}
+    lsb = integer.real_output_scale(model.file("onnx"))  # an integer output has no real value to compare
     if not lsb:
         return {"quantization_error": None, "quantization_error_why": "the output is not dequantized by one "
                 "per-tensor scale: its real value is not defined"}

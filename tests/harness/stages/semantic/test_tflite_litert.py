@@ -17,23 +17,19 @@ import tflite_models_support
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    folder = tmp_path_factory.mktemp("tflite")
-    return (tflite_models_support.ds_cnn_tflite(folder / "ds-cnn.tflite"),
-            tflite_models_support.worktree_entry_points(folder / "site"))
+def model(tmp_path_factory) -> Path:
+    return tflite_models_support.ds_cnn_tflite(tmp_path_factory.mktemp("tflite") / "ds-cnn.tflite")
 
 
-def _assay(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=1200,
-                          env=env)
+def _assay(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=1200)
 
 
 def _semantic(model, tmp_path: Path, *options: str, inputs: int = 200
               ) -> tuple[subprocess.CompletedProcess, dict[tuple[str, str], dict]]:
     """The run (default references unless ``options`` say otherwise) and its records by (reference, target)."""
-    path, env = model
     out = tmp_path / "out"
-    done = _assay(env, "semantic", "--models", str(path), "--inputs", str(inputs), "--quiet", "--out", str(out),
+    done = _assay("semantic", "--models", str(model), "--inputs", str(inputs), "--quiet", "--out", str(out),
                   "--work", str(tmp_path / "work"), *options)
     results = out / "results.json"
     records = json.loads(results.read_text())["records"] if results.exists() else []
@@ -60,9 +56,8 @@ def test_the_tflite_model_passes_on_the_host_against_litert_by_default(model, tm
 
 
 def test_a_c_one_lsb_off_fails_against_litert(model, tmp_path):
-    path, env = model
     code = tmp_path / "code"
-    done = _assay(env, "generate", "--model", str(path), "--generator", "assay-v2", "--variant", "onnx", "--out",
+    done = _assay("generate", "--model", str(model), "--generator", "assay-v2", "--variant", "onnx", "--out",
                   str(code))
     assert done.returncode == 0, done.stderr
     (source,) = code.glob("*_inference.c")
