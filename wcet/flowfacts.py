@@ -52,13 +52,14 @@ silently unbounded.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from wcet.errors import WcetError
 from wcet import annotations as annotations_module
-from wcet import csource
+from wcet import binloops, csource
 from wcet.annotations import Toolchain
 from wcet.facts import FlowFacts, LoopBound
 from wcet.ffformat import otawa_checksum
@@ -241,6 +242,7 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
     if not routines:
         return [], {}
     names = {name for r in routines for name in (program.code.names_at(r) or [program.name(r)])}
+    owner = {loop.header: r for r in routines for loop in program.loops(r, base)}  # the routine of each loop
     binary = [loop for r in routines for loop in program.loops(r, base)]
     files = {program.code.line(r)[0] for r in routines if program.code.line(r)}
     c_files = [s for s in all_sources if s.suffix == ".c"]
@@ -318,19 +320,35 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
     per_layer: dict[int, list[LoopBound]] = {}
     seen_lines: dict[tuple[str, int], object] = {}
     headers = {loop.header: loop for loop in binary}
+    per_line = Counter(loop.source_line for loop in binary)
+    counters = binloops.BinaryCounters(program, base) if source_only else None
+    by_machine_code: set = set()  # lines whose loops the machine code bounds (their C problems are answered)
+    left: set = set()  # lines with a loop left unbounded
     for loop in binary:
         key = loop.source_line
+        c = c_by_line.get(key) if key is not None else None
+        machine = ""
+        if counters is not None and (c is None or c.bound is None or per_line[key] > 1):
+            # another tool's code, and the C gives no single counted loop for it: the binary's own counter
+            found = counters.bound(owner[loop.header], loop)
+            if isinstance(found, LoopBound):
+                bounds.append(found)
+                by_machine_code.add(key)
+                seen_lines.setdefault(key, loop)
+                continue
+            machine = f" (machine code: {found})"
+            left.add(key)
         if key is None:
-            problems.append(f"loop {loop.label()} in generated code has no source line (build with -g)")
+            problems.append(f"loop {loop.label()} in generated code has no source line (build with -g){machine}")
             continue
         if key in seen_lines:
             problems.append(f"loops {seen_lines[key].label()} and {loop.label()} share a source line: the C loop "
-                            f"cannot be matched to one of them")
+                            f"cannot be matched to one of them{machine}")
             continue
         seen_lines[key] = loop
-        c = c_by_line.get(key)
         if c is None:
-            missing = f"loop {loop.label()} in generated code has no bound: no counted for loop at {key[0]}:{key[1]}"
+            missing = (f"loop {loop.label()} in generated code has no bound: no counted for loop at {key[0]}:{key[1]}"
+                       f"{machine}")
             if key in parsed.problem_lines:  # one entry per loop: the C's reason, then the binary loop it leaves
                 problems[first + parsed.problem_lines[key]] += f"; {missing}"
             else:
@@ -343,7 +361,8 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
                             f"{binary_parent_line}, in the C in the loop at line {c.parent}")
         if source_only:
             if c.bound is None:  # e.g. ``i < layer->n``: no manifest gives the value
-                problems.append(f"{c.where()}: the bound {c.bound_expr} is read at run time; loop {loop.label()}")
+                problems.append(f"{c.where()}: the bound {c.bound_expr} is read at run time; loop {loop.label()}"
+                                f"{machine}")
             else:
                 bounds.append(LoopBound(function=loop.function, offset=loop.offset, max=c.bound, source=key,
                                         justification=f"C source: {c.text}", origin=SOURCE_ORIGIN))
@@ -374,6 +393,8 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
     for key, c in c_by_line.items():
         if key not in seen_lines:
             problems.append(f"loop at {c.where()} ({c.text}) has no loop in the binary at that line")
+    answered = {first + parsed.problem_lines[key] for key in by_machine_code - left if key in parsed.problem_lines}
+    problems[:] = [problem for n, problem in enumerate(problems) if n not in answered]
     return bounds, per_layer
 
 

@@ -140,16 +140,27 @@ def run_item(item: Item, settings: Settings, store: ResultStore) -> list[dict]:
                               max_measured_cycles=int(totals.max()) if measured else None,
                               median_measured_cycles=float(np.median(totals)) if measured else None,
                               cause=f"{len(unbounded)} loop{'s' if len(unbounded) != 1 else ''} or calls Assay "
-                                    f"cannot bound from the C source (no manifest loop bounds): {unbounded[0]}"
+                                    f"cannot bound from the C source or the machine code (no manifest loop bounds): "
+                                    f"{unbounded[0]}"
                                     + (" ..." if len(unbounded) > 1 else ""))
             else:
                 record["flow_facts"] = fact_files
+                record["binary_bounds"] = _binary_bounds(facts)
                 record.update(_bound(engine, built.elf, code.entry, facts, model, regions, layer_names, measured,
                                      settings, dispatch, unmeasured))
             record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             store.put(record)
             records.append(record)
     return records
+
+
+def _binary_bounds(facts) -> list[dict]:
+    """The loops bounded from the machine code (``wcet.binloops``: code whose C gives no counted loop), each
+    with its proof in one line, so that a reader of ``wcet.json`` sees which bounds rest on that analysis."""
+    from wcet.binloops import ORIGIN
+
+    return [{"loop": bound.label(), "bound": bound.max, "justification": bound.justification}
+            for bound in facts.loops if bound.origin == ORIGIN]
 
 
 def _annotations_digest(item: Item) -> str | None:
