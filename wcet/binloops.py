@@ -105,8 +105,7 @@ class _Frame:
         self.exact: list[tuple[int, int, int, object]] = []  # (insn address, start, end, stored value)
         self.derived: list[tuple[int, int]] = []  # (insn address, provenance) of stores at derived addresses
         self.escapes: list[tuple[int, int]] = []  # (insn address, provenance) of frame addresses that escape
-        self.arguments = 0  # the highest end of a store at [sp, #n] (outgoing stack arguments), entry-relative
-        self.argument_stores = False
+        self.calls: list[tuple[int, object, int | None]] = []  # (insn address, sp there, direct callee or None)
         self.problem: str | None = None
         self.returns: set = set()  # r0 at the routine's returns (for a callee returning a constant)
         self.writes_outside = False  # a store that is not into its own frame (for a callee returning a constant)
@@ -121,6 +120,7 @@ class BinaryCounters:
         self.facts = facts
         self._frames: dict[int, _Frame] = {}
         self._constants: dict[int, int | None] = {}
+        self._reach: dict[int, int | None] = {}
         self._variables: dict[int, list[tuple[int, int]] | str] = {}
 
     # -- the bound of one loop
@@ -207,8 +207,14 @@ class BinaryCounters:
         for address, origin in frame.escapes:
             if slot <= origin <= slot + 4:
                 return f"the address of {name} escapes at {address:#x}"
-        if frame.argument_stores and slot < frame.arguments:
-            return f"{name} is not above the stack arguments the function writes"
+        for address, sp, callee in frame.calls:
+            if self._block_of(cfg, address) not in loop.blocks:
+                continue
+            reach = self._incoming(callee) if callee is not None else None
+            if reach is None or sp is None or sp[0] != "f" or not sp[2]:
+                return f"the call at {address:#x} in the loop may write the frame (its stack arguments are unknown)"
+            if sp[1] < slot + 4 and slot < sp[1] + reach:
+                return f"the call at {address:#x} may write {name} (its stack arguments)"
         steps = []
         for address, start, end, value in frame.exact:
             block = self._block_of(cfg, address)
@@ -347,6 +353,8 @@ class BinaryCounters:
             for n in range(4):
                 escape(insn.address, regs[n])
             callee = ops[0].imm if ops and ops[0].type == A.ARM_OP_IMM else None
+            if record:
+                frame.calls.append((insn.address, regs[_SP], callee))
             constant = self._constant(callee) if callee is not None else None
             for n in (0, 1, 2, 3, 12, _LR):
                 regs[n] = None
@@ -434,9 +442,6 @@ class BinaryCounters:
                 stored = regs[_REGS[data[0].reg]] if len(data) == 1 and data[0].reg in _REGS else None
                 frame.exact.append((insn.address, start, start + size, stored if insn.id == A.ARM_INS_STR
                                     else None))
-                if base_reg == A.ARM_REG_SP and insn.id not in (A.ARM_INS_PUSH, A.ARM_INS_VPUSH):
-                    frame.argument_stores = True
-                    frame.arguments = max(frame.arguments, start + size)
                 if start + size > 0:
                     frame.writes_outside = True
             else:
@@ -484,6 +489,23 @@ class BinaryCounters:
         if change is not None and base_reg in _REGS:
             n = _REGS[base_reg]
             regs[n] = _arith(regs[n], ("k", change & _MASK), False)
+
+    # -- what callees do to the caller's frame
+
+    def _incoming(self, callee: int) -> int | None:
+        """How many bytes above its entry sp (its stack arguments, in the caller's frame) a function may write:
+        its exact stores there; None if it writes or passes on an address there of unknown extent, or cannot be
+        analysed."""
+        if callee not in self._reach:
+            self._reach[callee] = None
+            try:
+                frame = self._frame(self.program.cfg(callee, self.facts))
+            except WcetError:
+                return None
+            if frame.problem or any(origin >= 0 for _, origin in (*frame.derived, *frame.escapes)):
+                return None
+            self._reach[callee] = max([end for _, _, end, _ in frame.exact if end > 0], default=0)
+        return self._reach[callee]
 
     # -- callees that return a constant
 
