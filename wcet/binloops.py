@@ -104,7 +104,7 @@ class _Frame:
         self.states: dict[int, tuple] = {}
         self.exact: list[tuple[int, int, int, object]] = []  # (insn address, start, end, stored value)
         self.derived: list[tuple[int, int]] = []  # (insn address, provenance) of stores at derived addresses
-        self.escapes: list[tuple[int, int]] = []  # (insn address, provenance) of frame addresses that escape
+        self.escapes: list[tuple[int, int, bool]] = []  # (insn address, provenance, exact) of escaping addresses
         self.calls: list[tuple[int, object, int | None]] = []  # (insn address, sp there, direct callee or None)
         self.problem: str | None = None
         self.returns: set = set()  # r0 at the routine's returns (for a callee returning a constant)
@@ -121,7 +121,7 @@ class BinaryCounters:
         self._frames: dict[int, _Frame] = {}
         self._constants: dict[int, int | None] = {}
         self._reach: dict[int, int | None] = {}
-        self._variables: dict[int, list[tuple[int, int]] | str] = {}
+        self._variables: dict[int, list[tuple[int, int, list[tuple[int, int]] | None]] | str] = {}
 
     # -- the bound of one loop
 
@@ -192,21 +192,25 @@ class BinaryCounters:
                  slot: int, limit: int, stay: int, where: str) -> tuple[int, str] | str:
         """The bound of a loop whose test compares the slot with ``limit``, staying in while ``stay`` holds."""
         name = f"the slot at entry sp {slot:+d}"
-        whole = self._variables_of(cfg.entry)
-        if isinstance(whole, str):
-            return f"{where}: {whole}"
-        if (slot, slot + 4) not in whole or any(start < slot + 4 and slot < end and (start, end) != (slot, slot + 4)
-                                                for start, end in whole):
-            return f"{where}: {name} is not a whole 4-byte variable in the DWARF information"
+        variables = self._variables_of(cfg.entry)
+        if isinstance(variables, str):
+            return f"{where}: {variables}"
+        if any(start < slot + 4 and slot < end and (start, end) != (slot, slot + 4) for start, end, _ in variables):
+            return f"{where}: {name} is part of a larger variable in the DWARF information"
         for address, start, end, _ in frame.exact:
             if start < slot + 4 and slot < end and (start, end) != (slot, slot + 4):
                 return f"{name} is partly overwritten at {address:#x}"
         for address, origin in frame.derived:
             if slot <= origin <= slot + 4:
                 return f"{name} may be written at {address:#x} (an address derived from it)"
-        for address, origin in frame.escapes:
+            if not any(start <= origin <= end for start, end, _ in variables):
+                return f"the store at {address:#x} is through an address computed from the frame that points " \
+                       "into no variable"
+        for address, origin, exact in frame.escapes:
             if slot <= origin <= slot + 4:
                 return f"the address of {name} escapes at {address:#x}"
+            if not exact and not any(start <= origin <= end for start, end, _ in variables):
+                return f"an address computed from the frame that points into no variable escapes at {address:#x}"
         for address, sp, callee in frame.calls:
             if self._block_of(cfg, address) not in loop.blocks:
                 continue
@@ -229,16 +233,21 @@ class BinaryCounters:
         if block in inner or block == test or not _dominates_all(cfg, loop, block, latches) \
                 or not _dominates(cfg, loop, test, block):
             return f"the increment of {name} at {address:#x} does not run once per iteration after the test"
-        starts = set()
+        starts, inits = set(), []
         for edge in cfg.edges:
             if edge.target != loop.header or edge.source in loop.blocks:
                 continue
             if edge.source == ENTRY:
                 return f"{name}: the loop is entered at the routine's entry"
-            first = self._initial(cfg, frame, edge.source, slot)
-            if first is None:
+            found = self._initial(cfg, frame, edge.source, slot)
+            if found is None:
                 return f"{name} is not set to a constant on the entry edge from {edge.source:#x}"
-            starts.add(first)
+            inits.append(found[0])
+            starts.add(found[1])
+        needed = [loop.header, test, address, *inits]
+        if not any((start, end) == (slot, slot + 4) and scope is not None and all(
+                any(low <= pc < high for low, high in scope) for pc in needed) for start, end, scope in variables):
+            return f"{where}: {name} is not a 4-byte variable whose DWARF scope covers the loop"
         counts = []
         for first in sorted(starts):
             count = _iterations(first, limit, step, stay)
@@ -252,9 +261,9 @@ class BinaryCounters:
                 f"increment {address:#x})")
         return max(counts), text
 
-    def _initial(self, cfg: Cfg, frame: _Frame, block: int, slot: int) -> int | None:
-        """The constant the last store to the slot in ``block`` writes, if that store is a word ``str`` of a
-        known constant with no call after it in the block."""
+    def _initial(self, cfg: Cfg, frame: _Frame, block: int, slot: int) -> tuple[int, int] | None:
+        """(address, constant) of the last store to the slot in ``block``, if it is a word ``str`` of a known
+        constant with no call after it in the block."""
         last = None
         for address, start, end, value in frame.exact:
             if self._block_of(cfg, address) == block and start < slot + 4 and slot < end:
@@ -263,7 +272,7 @@ class BinaryCounters:
             return None
         if any(i.id in _CALLS and i.address > last[0] for i in cfg.blocks[block].instructions):
             return None
-        return last[3][1]
+        return last[0], last[3][1]
 
     @staticmethod
     def _block_of(cfg: Cfg, address: int) -> int | None:
@@ -347,7 +356,7 @@ class BinaryCounters:
                 if found[0] == "any":
                     frame.problem = frame.problem or f"a frame address of unknown origin escapes at {address:#x}"
                 else:
-                    frame.escapes.append((address, found[1]))
+                    frame.escapes.append((address, found[1], found[2]))
 
         if ident in _CALLS:
             for n in range(4):
@@ -357,8 +366,8 @@ class BinaryCounters:
                 frame.calls.append((insn.address, regs[_SP], callee))
             constant = self._constant(callee) if callee is not None else None
             for n in (0, 1, 2, 3, 12, _LR):
-                regs[n] = None
-            if constant is not None:
+                regs[n] = _join(regs[n], None) if conditional else None
+            if constant is not None and not conditional:
                 regs[0] = ("k", constant)
             return None
         if ident == A.ARM_INS_CMP and len(ops) == 2:
@@ -395,7 +404,7 @@ class BinaryCounters:
             tainted = any(_frame(regs[_REGS[r]]) for r in read if r in _REGS)
             for register in written:
                 put(register, _ANY if tainted else None)
-        if insn.update_flags or ident in (A.ARM_INS_CMN, A.ARM_INS_TST, A.ARM_INS_TEQ):
+        if insn.update_flags or A.ARM_REG_CPSR in written or ident in (A.ARM_INS_CMN, A.ARM_INS_TST, A.ARM_INS_TEQ):
             return None
         return flags
 
@@ -435,8 +444,10 @@ class BinaryCounters:
             if base is not None and base[0] == "any":
                 frame.problem = frame.problem or f"a store at {insn.address:#x} through a frame address of " \
                                                  "unknown origin"
+            elif base_reg == A.ARM_REG_SP and (base is None or base[0] != "f" or not base[2]):
+                frame.problem = frame.problem or f"the stack pointer is not known at {insn.address:#x}"
             elif base is not None and base[0] == "f" and (not base[2] or start_delta is None or size is None):
-                frame.derived.append((insn.address, base[1]))
+                frame.derived.append((insn.address, base[1] + (start_delta or 0) if base[2] else base[1]))
             elif base is not None and base[0] == "f":
                 start = base[1] + start_delta
                 stored = regs[_REGS[data[0].reg]] if len(data) == 1 and data[0].reg in _REGS else None
@@ -502,8 +513,8 @@ class BinaryCounters:
                 frame = self._frame(self.program.cfg(callee, self.facts))
             except WcetError:
                 return None
-            if frame.problem or any(origin >= 0 for _, origin in (*frame.derived, *frame.escapes)):
-                return None
+            if frame.problem or frame.derived or any(origin >= 0 or not exact for _, origin, exact in frame.escapes):
+                return None  # an address computed from its frame may point anywhere in it, or above it
             self._reach[callee] = max([end for _, _, end, _ in frame.exact if end > 0], default=0)
         return self._reach[callee]
 
@@ -538,13 +549,11 @@ class BinaryCounters:
 
     # -- the frame's variables, from DWARF
 
-    def _variables_of(self, entry: int) -> set[tuple[int, int]] | str:
-        """The (start, end) of every variable and parameter of the function at ``entry`` (and of the functions
-        inlined into it) that the DWARF information places in the frame, relative to the entry sp."""
+    def _variables_of(self, entry: int) -> list[tuple[int, int, list[tuple[int, int]] | None]] | str:
+        """``frame_variables`` of the function at ``entry``, read once."""
         if entry not in self._variables:
             self._variables[entry] = frame_variables(self.program.path, entry)
-        found = self._variables[entry]
-        return found if isinstance(found, str) else set(found)
+        return self._variables[entry]
 
 
 def _masks_bool(ops, value) -> bool:
@@ -654,10 +663,12 @@ def _iterations(first: int, limit: int, step: int, stay: int) -> int | str:
     return n
 
 
-def frame_variables(elf: Path, entry: int) -> list[tuple[int, int]] | str:
-    """(start, end) relative to the entry sp of each variable and parameter of the function at ``entry`` and of
-    the functions inlined into it that DWARF places at ``DW_OP_fbreg`` from a ``DW_OP_call_frame_cfa`` frame
-    base (gcc's ARM output: the CFA is the sp at entry); a reason when there is no such information."""
+def frame_variables(elf: Path, entry: int) -> list[tuple[int, int, list[tuple[int, int]] | None]] | str:
+    """(start, end, scope) of each variable and parameter of the function at ``entry`` and of the functions
+    inlined into it that DWARF places at ``DW_OP_fbreg`` from a ``DW_OP_call_frame_cfa`` frame base (gcc's ARM
+    output: the CFA is the sp at entry), ``start`` and ``end`` relative to the entry sp, ``scope`` the address
+    ranges of its enclosing block (None if DWARF does not give them); a reason when there is no such
+    information."""
     from elftools.elf.elffile import ELFFile  # only when a loop needs it: pyelftools costs 5 MB
 
     with open(elf, "rb") as stream:
@@ -669,30 +680,60 @@ def frame_variables(elf: Path, entry: int) -> list[tuple[int, int]] | str:
         offset = aranges.cu_offset_at_addr(entry) if aranges is not None else None
         units = [dwarf.get_CU_at(offset)] if offset is not None else dwarf.iter_CUs()
         for unit in units:
+            low = unit.get_top_DIE().attributes.get("DW_AT_low_pc")
+            base = low.value if low is not None else 0
             for die in unit.iter_DIEs():
                 low = die.attributes.get("DW_AT_low_pc")
                 if die.tag != "DW_TAG_subprogram" or low is None or low.value & ~1 != entry:
                     continue
-                base = die.attributes.get("DW_AT_frame_base")
-                if base is None or list(base.value) != [0x9C]:
+                frame_base = die.attributes.get("DW_AT_frame_base")
+                if frame_base is None or list(frame_base.value) != [0x9C]:
                     return "the function's DWARF frame base is not DW_OP_call_frame_cfa"
-                found: list[tuple[int, int]] = []
-                _collect(die, found)
+                found: list[tuple[int, int, list[tuple[int, int]] | None]] = []
+                _collect(die, found, _scope(die, dwarf, unit, base), lambda d: _scope(d, dwarf, unit, base))
                 return found
     return "no DWARF subprogram for the function"
 
 
-def _collect(die, found: list[tuple[int, int]]) -> None:
+def _scope(die, dwarf, unit, base: int) -> list[tuple[int, int]] | None:
+    """The address ranges of a DWARF scope (subprogram, lexical block, inlined call), None if not given."""
+    from elftools.dwarf.ranges import BaseAddressEntry
+
+    low, high = die.attributes.get("DW_AT_low_pc"), die.attributes.get("DW_AT_high_pc")
+    if low is not None and high is not None:
+        end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
+        return [(low.value & ~1, end & ~1)]
+    ranges = die.attributes.get("DW_AT_ranges")
+    if ranges is None or ranges.form == "DW_FORM_rnglistx":
+        return None
+    try:
+        entries = dwarf.range_lists().get_range_list_at_offset(ranges.value, cu=unit)
+    except Exception:  # pyelftools raises several kinds on a list it cannot read: then the scope is unknown
+        return None
+    result = []
+    for item in entries:
+        if isinstance(item, BaseAddressEntry):
+            base = item.base_address
+        elif item.is_absolute:
+            result.append((item.begin_offset, item.end_offset))
+        else:
+            result.append((base + item.begin_offset, base + item.end_offset))
+    return result
+
+
+def _collect(die, found: list, scope: list[tuple[int, int]] | None, scope_of) -> None:
     for child in die.iter_children():
         if child.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
             location = child.attributes.get("DW_AT_location")
-            if location is not None and location.form == "DW_FORM_exprloc" and location.value and location.value[0] == 0x91:
+            if location is not None and location.form == "DW_FORM_exprloc" and location.value \
+                    and location.value[0] == 0x91:
                 size = _size(child)
                 if size is not None:
                     start = _sleb(location.value[1:])
-                    found.append((start, start + size))
+                    found.append((start, start + size, scope))
         if child.has_children:
-            _collect(child, found)
+            inner = scope_of(child) if child.tag in ("DW_TAG_lexical_block", "DW_TAG_inlined_subroutine") else scope
+            _collect(child, found, inner, scope_of)
 
 
 def _size(die) -> int | None:
