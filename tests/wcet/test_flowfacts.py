@@ -320,6 +320,21 @@ def test_a_loop_the_source_does_not_bound_is_listed_once_as_a_finding(tmp_path):
     assert "; loop scale + 0x" in problem and "no counted for loop at lib.h:5" in problem
 
 
+def test_a_while_loop_of_another_tools_code_is_bounded_from_the_machine_code(tmp_path):
+    """The C parser refuses ``while``; the binary's counter bounds it (wcet.binloops), and the C's problem is
+    answered: nothing is left to report."""
+    source = tmp_path / "peer-while"
+    source.mkdir()
+    (source / "net.c").write_text("void net(const float *input, float *output)\n{\n    int k = 0;\n"
+                                  "    while (k < 4) {\n        output[0] += input[0];\n        k++;\n    }\n}\n")
+    manifest = small_manifest(layers=[])
+    del manifest["symbols"]
+    (source / "manifest.json").write_text(json.dumps(manifest))
+    facts = facts_for_generated(build(source, "cortex-m4f"), manifest, [source / "net.c"])
+    (loop,) = facts.loops
+    assert (loop.source, loop.max, loop.origin) == (("net.c", 4), 4, "binary-counter")
+
+
 def test_a_run_time_field_bound_without_a_manifest_is_a_finding(tmp_path):
     """``i < layer->n`` (emlearn's layer table): parsed as a run-time bound, but no manifest gives its value."""
     source = tmp_path / "peer-field"

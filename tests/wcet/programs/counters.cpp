@@ -7,7 +7,7 @@ volatile int data[16];
 int limit = 10;
 
 extern "C" __attribute__((noinline)) void touch(int *p) { *p += sink; }
-extern "C" __attribute__((noinline)) void look(const float *p) { sink = (int)*p; }
+extern "C" __attribute__((noinline)) void look(const int *p) { sink = *p; }
 
 template <int N> __attribute__((always_inline)) inline void kernel(volatile int *out)
 {
@@ -54,7 +54,7 @@ extern "C" void step_two(void)
 
 extern "C" void call_inside(void)
 {
-    float other = 1.0f;
+    int other = 1;
     for (int i = 0; i < 6; ++i)
         look(&other);
 }
@@ -93,6 +93,15 @@ extern "C" void decremented_in_branch(void)
             i--;
 }
 
+extern "C" void while_counted(void)
+{
+    int k = 2;
+    while (k < 11) {
+        sink += k;
+        k += 3;
+    }
+}
+
 extern "C" void member_counter(void)
 {
     struct { int a; int i; } s = {0, 0};
@@ -114,5 +123,6 @@ extern "C" void entry(void)
     limit_from_memory();
     data_dependent_while();
     decremented_in_branch();
+    while_counted();
     member_counter();
 }

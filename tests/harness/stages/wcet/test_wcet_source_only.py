@@ -25,6 +25,7 @@ def test_literal_loops_are_bounded_from_the_source(dense_keras_model, loop_dense
     assert record["verdict"] == "pass", record["cause"]
     assert record["wcet_cycles"] >= record["max_measured_cycles"] > 0
     assert "source" in open(record["flow_facts"]["f4"]).read()  # each bound says it came from the C alone
+    assert record["binary_bounds"] == []  # none from the machine code
 
 
 def test_a_data_dependent_loop_is_an_unbounded_finding(dense_keras_model, loop_dense_dir, tmp_path):
