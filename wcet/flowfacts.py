@@ -31,10 +31,14 @@ Where the bounds come from:
   ``FlowFacts.executions``: for the k-th execution of the dispatch call, the
   bounds and the activation call's single target that hold during it.
   A manifest that declares no loops at all (another tool's code: a peer
-  generator's manifest, an ``assay.json``) leaves the C alone: every counted
-  loop is bounded by its literal bounds (origin ``source``) and every other
-  loop is a problem, e.g. a bound read from a structure at run time. That list
-  is the qualification finding "N loops Assay cannot bound" for such code.
+  generator's manifest, an ``assay.json``) leaves the C and the machine code:
+  every counted loop is bounded by its literal bounds (origin ``source``); a
+  binary loop that no single counted C loop bounds (C++ the parser cannot
+  read, a ``while``, inlined copies sharing one line) by the -O0 counter the
+  machine code proves (``wcet.binloops``, origin ``binary-counter``, under the
+  memory-safety and AAPCS assumptions its docstring states); every other loop
+  is a problem, e.g. a bound read from a structure at run time. That list is
+  the qualification finding "N loops Assay cannot bound" for such code.
 - **Library code** reached from the entry (libgcc soft float, libm):
   ``wcet.annotations`` (per-toolchain file, checked by the function's bytes).
 - **Indirect calls**: targets from the manifest's ``indirect_calls`` (``[{"function":
