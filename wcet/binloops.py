@@ -107,7 +107,6 @@ class _Frame:
         self.escapes: list[tuple[int, int, bool]] = []  # (insn address, provenance, exact) of escaping addresses
         self.calls: list[tuple[int, object, int | None]] = []  # (insn address, sp there, direct callee or None)
         self.problem: str | None = None
-        self.returns: set = set()  # r0 at the routine's returns (for a callee returning a constant)
         self.writes_outside = False  # a store that is not into its own frame (for a callee returning a constant)
 
 
@@ -316,10 +315,10 @@ class BinaryCounters:
         regs = list(frame.states[block])
         flags = None
         for insn in cfg.blocks[block].instructions:
-            flags = self._step(cfg, frame, insn, regs, flags, record)
+            flags = self._step(frame, insn, regs, flags, record)
         return tuple(regs), flags
 
-    def _step(self, cfg: Cfg, frame: _Frame, insn: Insn, regs: list, flags, record: bool):
+    def _step(self, frame: _Frame, insn: Insn, regs: list, flags, record: bool):
         """One instruction's effect on ``regs``; returns the flags (a ``cmp`` of two values, or None)."""
         ident, ops = insn.id, insn.operands
         conditional = insn.cc not in _ALWAYS
@@ -379,7 +378,7 @@ class BinaryCounters:
             self._store(frame, insn, regs, record, escape)
             return None if insn.update_flags else flags
         if ident in _LOADS:
-            self._load(cfg, insn, regs, put)
+            self._load(insn, regs, put)
             return None if insn.update_flags or any(op.type == A.ARM_OP_REG and op.reg == A.ARM_REG_PC
                                                     for op in ops) else flags
         if ident in (A.ARM_INS_MOV, A.ARM_INS_MOVW, A.ARM_INS_MVN) and len(ops) == 2:
@@ -430,16 +429,14 @@ class BinaryCounters:
             if memory.index != 0:
                 start_delta = None
         else:  # stm/stmdb rN!, {list}
-            base_reg = data[0].reg
-            data = data[1:]
+            base_reg, data = data[0].reg, data[1:]
             size = _list_size(insn, data)
             down = insn.id in (A.ARM_INS_STMDB, getattr(A, "ARM_INS_STMDA", -1), A.ARM_INS_VSTMDB)
             start_delta = -size if down else (4 if insn.id == A.ARM_INS_STMIB else 0)
             writeback = (-size if down else size) if insn.writeback else None
         base = regs[_REGS[base_reg]] if base_reg in _REGS else None
-        for op in data:
-            if op.reg != base_reg or memory is not None:
-                escape(insn.address, regs[_REGS[op.reg]] if op.reg in _REGS else None)
+        for op in data:  # the registers stored (an stm's base register too, if it is in the list)
+            escape(insn.address, regs[_REGS[op.reg]] if op.reg in _REGS else None)
         if record:
             if base is not None and base[0] == "any":
                 frame.problem = frame.problem or f"a store at {insn.address:#x} through a frame address of " \
@@ -460,14 +457,14 @@ class BinaryCounters:
         if writeback is not None and base_reg in _REGS:
             regs[_REGS[base_reg]] = _arith(base, ("k", writeback & _MASK), False)
 
-    def _load(self, cfg: Cfg, insn: Insn, regs: list, put) -> None:
+    def _load(self, insn: Insn, regs: list, put) -> None:
         """A load: a literal is a constant, a word from an exact frame address is that slot's value (``ld``),
         anything else is not a frame address (a frame address stored to memory was an escape); write-back."""
         ops = insn.operands
         operand = next((op for op in ops if op.type == A.ARM_OP_MEM), None)
         memory = operand.mem if operand is not None else None
         targets = [op.reg for op in ops if op.type == A.ARM_OP_REG]
-        literal = pc_relative_literal(insn, cfg.thumb)
+        literal = pc_relative_literal(insn, self.program.code.kind(insn.address) == "t")
         loaded = None
         if literal is not None:
             loaded = ("k", self.program.code.word(literal))
@@ -510,9 +507,12 @@ class BinaryCounters:
         if callee not in self._reach:
             self._reach[callee] = None
             try:
-                frame = self._frame(self.program.cfg(callee, self.facts))
+                cfg = self.program.cfg(callee, self.facts)
+                frame = self._frame(cfg)
             except WcetError:
                 return None
+            if cfg.unresolved or any(edge.kind == "tailcall" for edge in cfg.edges):
+                return None  # a function it jumps to takes over its stack arguments: not analysed here
             if frame.problem or frame.derived or any(origin >= 0 or not exact for _, origin, exact in frame.escapes):
                 return None  # an address computed from its frame may point anywhere in it, or above it
             self._reach[callee] = max([end for _, _, end, _ in frame.exact if end > 0], default=0)
