@@ -64,6 +64,25 @@ def test_semantic_campaign_passes_acas_on_the_host_and_names_lenets_refusal(tmp_
 
 
 @pytest.mark.peers
+@pytest.mark.arm
+def test_wcet_is_finite_on_both_arm_targets_its_26_loops_bounded_from_the_machine_code(tmp_path):
+    """The kernels' loop bounds are template arguments (no C to parse) and 8 inlined copies share each line: the
+    -O0 counters bound all 26 (docs/peers.md, "WCET: Aidge's loops bounded from the machine code")."""
+    out = tmp_path / "wcet"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "wcet", "--models", "acas-reg50", "--generators",
+                           "aidge", "--targets", "cortex-m4f,arm7tdmi", "--timing", "trivial", "--inputs", "2",
+                           "--work", str(tmp_path / "work"), "--out", str(out), "--quiet"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = json.loads((out / "wcet.json").read_text())["records"]
+    assert len(records) == 2
+    for record in records:
+        assert record["verdict"] == "pass" and record["wcet_cycles"] >= record["max_measured_cycles"], record
+        bounds = sorted(b["bound"] for b in record["binary_bounds"])
+        assert bounds == [1] * 16 + [5] * 2 + [50] * 8, (record["target"], bounds)  # 8 x (1, 50|5, 1), 50, 5
+
+
+@pytest.mark.peers
 @pytest.mark.slow
 def test_clip_with_its_bounds_as_inputs_is_the_identity(tmp_path):
     """Aidge finding: ONNX Clip (opset >= 11) takes min and max as inputs; aidge-export-cpp 0.10.1 writes them as
