@@ -369,7 +369,7 @@ class BinaryCounters:
             if constant is not None and not conditional:
                 regs[0] = ("k", constant)
             return None
-        if ident == A.ARM_INS_CMP and len(ops) == 2:
+        if ident == A.ARM_INS_CMP and len(ops) == 2 and not conditional:
             first, second = value(ops[0]), value(ops[1])
             if first is not None and first[0] == "bool" and second == ("k", 0):
                 return ("bool", first[1], first[2])
@@ -448,8 +448,9 @@ class BinaryCounters:
             elif base is not None and base[0] == "f":
                 start = base[1] + start_delta
                 stored = regs[_REGS[data[0].reg]] if len(data) == 1 and data[0].reg in _REGS else None
-                frame.exact.append((insn.address, start, start + size, stored if insn.id == A.ARM_INS_STR
-                                    else None))
+                # the value a word str surely writes; a conditional store may not write it (no increment then)
+                frame.exact.append((insn.address, start, start + size,
+                                    stored if insn.id == A.ARM_INS_STR and insn.cc in _ALWAYS else None))
                 if start + size > 0:
                     frame.writes_outside = True
             else:

@@ -46,6 +46,7 @@ ASSEMBLY = {
     "to_memory": "escapes at",
     "frame_rewritten": "compares no frame slot with a constant",
     "stack_unknown": "the stack pointer is not known",
+    "conditional_step": "is written at",
 }
 
 
