@@ -14,16 +14,17 @@ this is proven:
   holding ``entry sp + c``), or a value not derived from the stack pointer. The frame pointer is no special
   register: ``r7``/``r11`` are whatever the analysis finds (set once from sp, or not usable);
 - **the counter**: a 4-byte slot ``[o, o + 4)`` of the frame that the DWARF information declares as one whole
-  variable (``DW_OP_fbreg`` from ``DW_OP_call_frame_cfa``, i.e. entry sp) of 4 bytes, so it is a complete object
-  that no other object contains;
+  variable (``DW_OP_fbreg`` from ``DW_OP_call_frame_cfa``, i.e. entry sp) of 4 bytes, whose scope covers the
+  loop, and that no declared variable overlaps otherwise: a complete object that no other object contains;
 - **no other write can reach it**: every store with an exact frame address either misses the slot or writes it
   whole (a word ``str``: the initialisation outside the loop, the increment inside); no store through a frame
-  address of unknown offset has the slot as provenance, and none has an unknown provenance; no address with the
-  slot's provenance (``o`` to ``o + 4`` inclusive: the slot or one past it) is passed to a call (r0-r3), stored
-  to memory, or left where the analysis loses it; the slot lies above every stack-argument store (``[sp, #n]``),
-  so a callee's own stack arguments are not it;
+  address of unknown offset has the slot as provenance, and each such address points into a declared variable
+  (so its constant part is no intermediate such as ``r7 + 808``); none has an unknown provenance; no address with
+  the slot's provenance (``o`` to ``o + 4`` inclusive: the slot or one past it) is passed to a call (r0-r3) or
+  stored to memory; every call in the loop has a known sp, and its callee's code writes above its entry sp (its
+  stack arguments, in the caller's frame) only at exact places that miss the slot;
 - **the initialisation**: on every edge entering the loop's header from outside, the last store to the slot in
-  the edge's source block is ``str`` of a known constant c0;
+  the edge's source block is an unconditional ``str`` of a known constant c0, with no call after it;
 - **the test**: a block E of the loop, executed once per iteration (it dominates every latch within the loop and
   lies in no inner loop), ends in a conditional branch with one side leaving the loop, on a ``cmp`` of the word
   loaded from the slot in E with a constant K (immediate, ``movw``/``movt``, literal pool, or the result of a call
@@ -31,8 +32,8 @@ this is proven:
   constant at its return), directly or through gcc's materialised boolean (``mov<cc> r, #1; mov<!cc> r, #0;
   uxtb``/``and #255``; ``cmp r, #0; bne``/``beq``); the condition code gives signed or unsigned semantics;
 - **the increment**: the slot's only store inside the loop is ``ldr r, [slot]; add r, #s; str r, [slot]``
-  (s > 0) in a block B that E dominates and that dominates every latch, in no inner loop: one increment per
-  iteration, after the test.
+  (s > 0, the ``str`` unconditional) in a block B that E dominates and that dominates every latch, in no inner
+  loop: one increment per iteration, after the test.
 
 Then the test's j-th evaluation (j = 0, 1, ...) reads c0 + j*s, and the back edges are taken at most n times
 per entry, n the first j for which the loop's condition fails, computed exactly in 32-bit arithmetic under the
@@ -42,8 +43,8 @@ condition's signedness; a counter that would wrap before that is refused.
 object the pointer was derived from: no out-of-bounds or dangling access; for generated code the semantic
 stage's AddressSanitizer and arena-region checks, and Aidge's static buffers, are the evidence) and the *AAPCS*
 (callees preserve r4-r11 and sp and return; they write the caller's frame only through the pointers they are
-given and in the stack-argument area the caller wrote for them). Every loop for which one condition fails keeps
-a one-line reason.
+given, in r0-r3 or on the stack, and in their own stack arguments); no interrupt handler writes the task's
+stack. Every loop for which one condition fails keeps a one-line reason.
 """
 
 from __future__ import annotations
@@ -374,8 +375,12 @@ class BinaryCounters:
             if first is not None and first[0] == "bool" and second == ("k", 0):
                 return ("bool", first[1], first[2])
             return ("cmp", first, second)
-        if ident in _STORES:
+        if ident in _STORES or (ident not in _LOADS and any(op.type == A.ARM_OP_MEM for op in ops)):
+            # a store, or another instruction that may write memory (swp): its address and what it stores
             self._store(frame, insn, regs, record, escape)
+            if ident not in _STORES:
+                for register in written:
+                    put(register, None)  # what swp loads is no frame address (storing one was an escape)
             return None if insn.update_flags else flags
         if ident in _LOADS:
             self._load(insn, regs, put)
