@@ -10,19 +10,21 @@ body; ldr; add #s; str -> [slot]; test: ldr [slot]; cmp K; b<cc> body``. A natur
 this is proven:
 
 - **the frame**: a forward data-flow analysis over the whole function gives each register a value: a constant,
-  an address ``entry sp + c`` (exact, or derived from it by an unknown offset: its *provenance* is the object
-  holding ``entry sp + c``), or a value not derived from the stack pointer. The frame pointer is no special
+  an address ``entry sp + c`` (c known), a frame address with an unknown offset, or a value not derived from
+  the stack pointer. The frame pointer is no special
   register: ``r7``/``r11`` are whatever the analysis finds (set once from sp, or not usable);
 - **the counter**: a 4-byte slot ``[o, o + 4)`` of the frame that the DWARF information declares as one whole
   variable (``DW_OP_fbreg`` from ``DW_OP_call_frame_cfa``, i.e. entry sp) of 4 bytes, whose scope covers the
   loop, and that no declared variable overlaps otherwise: a complete object that no other object contains;
 - **no other write can reach it**: every store with an exact frame address either misses the slot or writes it
-  whole (a word ``str``: the initialisation outside the loop, the increment inside); no store through a frame
-  address of unknown offset has the slot as provenance, and each such address points into a declared variable
-  (so its constant part is no intermediate such as ``r7 + 808``); none has an unknown provenance; no address with
-  the slot's provenance (``o`` to ``o + 4`` inclusive: the slot or one past it) is passed to a call (r0-r3) or
-  stored to memory; every call in the loop has a known sp, and its callee's code writes above its entry sp (its
-  stack arguments, in the caller's frame) only at exact places that miss the slot;
+  whole (a word ``str``: the initialisation outside the loop, the increment inside); the function stores through
+  no frame address with an unknown offset and lets none escape (``values[k]`` of a local array: gcc may add the
+  index before the constants, ``k*4 + 80 + r7 - 72``, so the address's constant part does not tell which object
+  it points into); no exact address of the slot or one past it (``o`` to ``o + 4``: under memory safety the
+  only values a pointer to the slot can hold) is passed to a call (r0-r3) or stored to memory, and an exact
+  address of another object does not reach the slot; every call in the loop has a known sp, and its callee's
+  code writes above its entry sp (its stack arguments, in the caller's frame) only at exact places that miss
+  the slot;
 - **the initialisation**: on every edge entering the loop's header from outside, the last store to the slot in
   the edge's source block is an unconditional ``str`` of a known constant c0, with no call after it;
 - **the test**: a block E of the loop, executed once per iteration (it dominates every latch within the loop and
@@ -64,7 +66,7 @@ _MASK = 0xFFFFFFFF
 _SP, _LR = 13, 14
 _REGS = {A.ARM_REG_R0 + n: n for n in range(13)}  # r0..r12 are consecutive in capstone's numbering
 _REGS.update({A.ARM_REG_SP: _SP, A.ARM_REG_LR: _LR})
-_ANY = ("any",)  # maybe a frame address, provenance unknown
+_ANY = ("any",)  # maybe a frame address, its offset unknown
 _SIGNED = {A.ARM_CC_LT, A.ARM_CC_LE, A.ARM_CC_GT, A.ARM_CC_GE}
 _INVERSE = {A.ARM_CC_EQ: A.ARM_CC_NE, A.ARM_CC_LT: A.ARM_CC_GE, A.ARM_CC_LE: A.ARM_CC_GT,
             A.ARM_CC_LO: A.ARM_CC_HS, A.ARM_CC_LS: A.ARM_CC_HI}
@@ -83,17 +85,15 @@ _CALLS = (A.ARM_INS_BL, A.ARM_INS_BLX)
 
 
 def _frame(value) -> bool:
-    """Whether a value may be an address in the frame (exact, derived, or of unknown provenance)."""
+    """Whether a value may be an address in the frame (``entry sp + c``, or with an unknown offset)."""
     return value is not None and value[0] in ("f", "any")
 
 
 def _join(a, b):
     """Two values on merging paths: equal stays; a loaded word, boolean or increment is a value of one path
-    only and becomes unknown; a frame address meeting anything else loses its provenance."""
+    only and becomes unknown; a frame address meeting anything else loses its offset."""
     if a == b and (a is None or a[0] in ("k", "f", "any")):
         return a
-    if a is not None and a[0] == "f" and b is not None and b[0] == "f" and a[1] == b[1]:
-        return ("f", a[1], False)
     return _ANY if _frame(a) or _frame(b) else None
 
 
@@ -104,8 +104,7 @@ class _Frame:
     def __init__(self):
         self.states: dict[int, tuple] = {}
         self.exact: list[tuple[int, int, int, object]] = []  # (insn address, start, end, stored value)
-        self.derived: list[tuple[int, int]] = []  # (insn address, provenance) of stores at derived addresses
-        self.escapes: list[tuple[int, int, bool]] = []  # (insn address, provenance, exact) of escaping addresses
+        self.escapes: list[tuple[int, int]] = []  # (insn address, c) of the frame addresses entry sp + c that escape
         self.calls: list[tuple[int, object, int | None]] = []  # (insn address, sp there, direct callee or None)
         self.problem: str | None = None
         self.writes_outside = False  # a store that is not into its own frame (for a callee returning a constant)
@@ -200,22 +199,14 @@ class BinaryCounters:
         for address, start, end, _ in frame.exact:
             if start < slot + 4 and slot < end and (start, end) != (slot, slot + 4):
                 return f"{name} is partly overwritten at {address:#x}"
-        for address, origin in frame.derived:
-            if slot <= origin <= slot + 4:
-                return f"{name} may be written at {address:#x} (an address derived from it)"
-            if not any(start <= origin <= end for start, end, _ in variables):
-                return f"the store at {address:#x} is through an address computed from the frame that points " \
-                       "into no variable"
-        for address, origin, exact in frame.escapes:
+        for address, origin in frame.escapes:
             if slot <= origin <= slot + 4:
                 return f"the address of {name} escapes at {address:#x}"
-            if not exact and not any(start <= origin <= end for start, end, _ in variables):
-                return f"an address computed from the frame that points into no variable escapes at {address:#x}"
         for address, sp, callee in frame.calls:
             if self._block_of(cfg, address) not in loop.blocks:
                 continue
             reach = self._incoming(callee) if callee is not None else None
-            if reach is None or sp is None or sp[0] != "f" or not sp[2]:
+            if reach is None or sp is None or sp[0] != "f":
                 return f"the call at {address:#x} in the loop may write the frame (its stack arguments are unknown)"
             if sp[1] < slot + 4 and slot < sp[1] + reach:
                 return f"the call at {address:#x} may write {name} (its stack arguments)"
@@ -288,7 +279,7 @@ class BinaryCounters:
         if frame is not None:
             return frame
         frame = self._frames[cfg.entry] = _Frame()
-        entry_state = tuple(("f", 0, True) if n == _SP else None for n in range(15))
+        entry_state = tuple(("f", 0) if n == _SP else None for n in range(15))
         successors: dict[int, list[int]] = {}
         for edge in cfg.edges:
             if edge.source != ENTRY and edge.target != EXIT:
@@ -354,9 +345,9 @@ class BinaryCounters:
         def escape(address, found):
             if record and _frame(found):
                 if found[0] == "any":
-                    frame.problem = frame.problem or f"a frame address of unknown origin escapes at {address:#x}"
+                    frame.problem = frame.problem or f"a frame address with an unknown offset escapes at {address:#x}"
                 else:
-                    frame.escapes.append((address, found[1], found[2]))
+                    frame.escapes.append((address, found[1]))
 
         if ident in _CALLS:
             for n in range(4):
@@ -413,7 +404,7 @@ class BinaryCounters:
         return flags
 
     def _store(self, frame: _Frame, insn: Insn, regs: list, record: bool, escape) -> None:
-        """A store: its frame range (exact), its provenance (derived address), or a problem; the registers it
+        """A store: its frame range, or a problem (its frame address has an unknown offset); the registers it
         stores escape if they hold frame addresses; the base register's write-back."""
         ops = insn.operands
         operand = next((op for op in ops if op.type == A.ARM_OP_MEM), None)
@@ -443,13 +434,13 @@ class BinaryCounters:
         for op in data:  # the registers stored (an stm's base register too, if it is in the list)
             escape(insn.address, regs[_REGS[op.reg]] if op.reg in _REGS else None)
         if record:
-            if base is not None and base[0] == "any":
-                frame.problem = frame.problem or f"a store at {insn.address:#x} through a frame address of " \
-                                                 "unknown origin"
-            elif base_reg == A.ARM_REG_SP and (base is None or base[0] != "f" or not base[2]):
+            if base_reg == A.ARM_REG_SP and (base is None or base[0] != "f"):
                 frame.problem = frame.problem or f"the stack pointer is not known at {insn.address:#x}"
-            elif base is not None and base[0] == "f" and (not base[2] or start_delta is None or size is None):
-                frame.derived.append((insn.address, base[1] + (start_delta or 0) if base[2] else base[1]))
+            elif base is not None and (base[0] == "any" or start_delta is None or size is None):
+                # e.g. values[k] of a local array: gcc may add the index before the constants (k*4 + 80 + r7 - 72),
+                # so no constant part of the address tells which object it points into: it may be any slot
+                frame.problem = frame.problem or f"the store at {insn.address:#x} is through a frame address " \
+                                                 "with an unknown offset"
             elif base is not None and base[0] == "f":
                 start = base[1] + start_delta
                 stored = regs[_REGS[data[0].reg]] if len(data) == 1 and data[0].reg in _REGS else None
@@ -476,7 +467,7 @@ class BinaryCounters:
             loaded = ("k", self.program.code.word(literal))
         elif insn.id == A.ARM_INS_LDR and memory is not None and memory.index == 0 and not insn.writeback:
             base = regs[_REGS[memory.base]] if memory.base in _REGS else None
-            if base is not None and base[0] == "f" and base[2] and len(targets) == 1:
+            if base is not None and base[0] == "f" and len(targets) == 1:
                 loaded = ("ld", base[1] + memory.disp)
         base_reg = memory.base if memory is not None else (targets[0] if targets else None)
         if insn.id in (A.ARM_INS_POP, A.ARM_INS_VPOP):
@@ -519,7 +510,7 @@ class BinaryCounters:
                 return None
             if cfg.unresolved or any(edge.kind == "tailcall" for edge in cfg.edges):
                 return None  # a function it jumps to takes over its stack arguments: not analysed here
-            if frame.problem or frame.derived or any(origin >= 0 or not exact for _, origin, exact in frame.escapes):
+            if frame.problem or any(origin >= 0 for _, origin in frame.escapes):
                 return None  # an address computed from its frame may point anywhere in it, or above it
             self._reach[callee] = max([end for _, _, end, _ in frame.exact if end > 0], default=0)
         return self._reach[callee]
@@ -545,7 +536,7 @@ class BinaryCounters:
                 if edge.kind != "return":
                     return None
                 returns.add(self._run(cfg, frame, edge.source)[0][0])
-        if frame.problem or frame.writes_outside or frame.derived or len(returns) != 1:
+        if frame.problem or frame.writes_outside or len(returns) != 1:
             return None
         (found,) = returns
         if found is None or found[0] != "k":
@@ -590,8 +581,7 @@ def _arith(left, right, subtract: bool):
         if pointer is not None and pointer[0] == "f":
             if other is not None and other[0] == "k":
                 delta = _signed(other[1])
-                return ("f", pointer[1] + (-delta if subtract else delta), pointer[2])
-            return ("f", pointer[1], False)
+                return ("f", pointer[1] + (-delta if subtract else delta))
     return _ANY if _frame(left) or _frame(right) else None
 
 

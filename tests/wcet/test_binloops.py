@@ -42,7 +42,7 @@ ASSEMBLY = {
     "strd_over": "partly overwritten",
     "stm_over": "partly overwritten",
     "byte_over": "partly overwritten",
-    "derived": "an address derived from it",
+    "derived": "through a frame address with an unknown offset",
     "to_memory": "escapes at",
     "frame_rewritten": "compares no frame slot with a constant",
     "stack_unknown": "the stack pointer is not known",
