@@ -342,6 +342,11 @@ def _generated_bounds(program: Program, routines: list[int], base: FlowFacts, ma
                 continue
             machine = f" (machine code: {found})"
             left.add(key)
+            if key is not None and per_line[key] > 1:  # which binary loop the C's loop is cannot be told
+                problems.append(f"loop {loop.label()} shares its source line with {per_line[key] - 1} other "
+                                f"loop{'s' if per_line[key] > 2 else ''}: the C loop cannot be matched to it{machine}")
+                seen_lines.setdefault(key, loop)
+                continue
         if key is None:
             problems.append(f"loop {loop.label()} in generated code has no source line (build with -g){machine}")
             continue

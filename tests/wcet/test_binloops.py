@@ -144,6 +144,15 @@ def test_inlined_copies_on_one_line_are_bounded_each_by_the_machine_code(elfs):
         assert {b.origin for b in facts.loops} == {ORIGIN} and len({b.source for b in facts.loops}) == 1
 
 
+def test_inlined_copies_the_machine_code_cannot_bound_are_each_a_problem(elfs):
+    with pytest.raises(FlowFactError) as caught:
+        facts_for_generated(elfs["arm7tdmi"], {"entry": "escaping_twice", "layers": []},
+                            [programs.HERE / "counters.cpp"])
+    assert len(caught.value.problems) == 2
+    assert all("shares its source line with 1 other loop: the C loop cannot be matched to it (machine code: the "
+               "address of the slot" in problem for problem in caught.value.problems)
+
+
 def test_a_loop_neither_source_bounds_names_the_machine_codes_reason(elfs):
     with pytest.raises(FlowFactError) as caught:
         facts_for_generated(elfs["cortex-m4"], {"entry": "address_passed", "layers": []},

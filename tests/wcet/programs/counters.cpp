@@ -15,6 +15,12 @@ template <int N> __attribute__((always_inline)) inline void kernel(volatile int 
         out[i & 15] += i;
 }
 
+__attribute__((always_inline)) inline void escaping_kernel(void)
+{
+    for (int i = 0; i < 3; ++i)
+        touch(&i);
+}
+
 extern "C" void simple_for(void)
 {
     for (int i = 0; i < 10; ++i)
@@ -38,6 +44,12 @@ extern "C" void inlined_twice(void)
 {
     kernel<12>(data);
     kernel<5>(data);
+}
+
+extern "C" void escaping_twice(void)
+{
+    escaping_kernel();
+    escaping_kernel();
 }
 
 extern "C" void unsigned_compare(void)
@@ -115,6 +127,7 @@ extern "C" void entry(void)
     nested_for();
     template_constant();
     inlined_twice();
+    escaping_twice();
     unsigned_compare();
     step_two();
     call_inside();
