@@ -77,10 +77,11 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS, ConfigError, ModelError, NotSupported
 from harness.references.integer import ONNXRUNTIME
 from harness.stages.conformance.run import Settings, combine, write_document
+from harness.tensors import abi_dtype
 
 SUITE = "onnx-node"
 CACHE_DIR = "onnx-node"
-PREPARER_VERSION = 4
+PREPARER_VERSION = 5
 EXPECTED = "expected"  # the case's own expected outputs, a reference beside ONNX Runtime
 REFERENCES = (EXPECTED, "onnxruntime")
 ARBITER = "float64"  # the reference registry's float64 evaluation of the case's graph
@@ -103,8 +104,6 @@ QUANTIZED = ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul
 # The ops that requantize an int32 accumulator: where Assay's fixed-point rule and a float rounding may differ by
 # 1 LSB (docs/quantized.md, "How far the two rules can differ").
 REQUANTIZING = ("QLinearConv", "QLinearMatMul")
-# The element types the float32 ABI carries (int8 and uint8 as their integer values): TensorProto FLOAT, INT8, UINT8.
-ABI_TYPES = {1: np.float32, 3: np.int8, 2: np.uint8}
 # The case module of an op whose module is not named ``op.lower()``.
 _MODULES = {"BatchNormalization": "batch_normalization"}
 _COLLECTED: dict[str, list] = {}  # op -> its TestCases, this process's (a module runs its exports once)
@@ -167,8 +166,8 @@ def outputs_of(case, op: str) -> list[int]:
 
 
 def _abi_refusal(case, output: int) -> str | None:
-    """Why the case's data input or output ``output`` cannot cross the float32 ABI (its type is not float32, int8
-    or uint8, the values of the case not plain arrays of it), or None."""
+    """Why the case's data input or output ``output`` cannot cross the float32 ABI (its type is not one whose every
+    value is a float32, ``harness.tensors.ABI_ELEMENT_TYPES``, or the case's values are not of it), or None."""
     from onnx import TensorProto
 
     graph = case.model.graph
@@ -176,10 +175,19 @@ def _abi_refusal(case, output: int) -> str | None:
     for role, value, data in (("data input", graph.input[0], inputs[0]),
                               ("output", graph.output[output], outputs[output])):
         elem_type = value.type.tensor_type.elem_type
-        if elem_type not in ABI_TYPES or np.asarray(data).dtype != ABI_TYPES[elem_type]:
-            return f"its {role} '{value.name}' is {TensorProto.DataType.Name(elem_type)}; the ABI carries float32, " \
-                   "int8 and uint8 values"
+        if abi_dtype(elem_type) is None or _array(data).dtype != abi_dtype(elem_type):
+            return f"its {role} '{value.name}' is {TensorProto.DataType.Name(elem_type)}; the ABI carries float32 " \
+                   "and the quantized types whose every value is a float32 (8-, 16-, 4- and 2-bit integers, float8, " \
+                   "float4)"
     return None
+
+
+def _array(data) -> np.ndarray:
+    """A case's input or output as an array: the case generators give float8, int4, int2 and float4 values as
+    TensorProtos."""
+    from onnx import TensorProto, numpy_helper
+
+    return numpy_helper.to_array(data) if isinstance(data, TensorProto) else np.asarray(data)
 
 
 def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
@@ -200,12 +208,12 @@ def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
     inputs, outputs = case.data_sets[0]
     values = dict(zip([value.name for value in graph.input], inputs))
     for value in list(graph.input)[1:]:
-        graph.initializer.append(numpy_helper.from_array(np.asarray(values[value.name]), value.name))
+        graph.initializer.append(numpy_helper.from_array(_array(values[value.name]), value.name))
         graph.input.remove(value)
     kept = graph.output[output]
     for value in [value for value in graph.output if value is not kept]:
         graph.output.remove(value)
-    x, expected = np.asarray(inputs[0]), np.asarray(outputs[output])
+    x, expected = _array(inputs[0]), _array(outputs[output])
     opset = _runnable(model, x, expected) if quantized else None
     split = _separable(model, x, expected, case.rtol, case.atol)
     if split:
@@ -214,7 +222,7 @@ def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.onnx"
     path.write_bytes(model.SerializeToString(deterministic=True))
-    np.savez(folder / "data.npz", x=x, expected=expected)
+    np.savez(folder / "data.npz", x=x.astype(np.float32), expected=expected.astype(np.float32))  # exact (the ABI)
     rtol, atol = (0.0, 0.0) if quantized else (float(case.rtol), float(case.atol))  # integer arithmetic: bit for bit
     return NodeCase(name, op, str(path), str(folder / "data.npz"), split, rtol, atol, quantized, opset=opset)
 
