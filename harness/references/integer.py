@@ -202,6 +202,7 @@ class _Dequantized(NamedTuple):
     scale: np.ndarray
     zero_point: np.ndarray
     axis: int
+    block: int = 0  # blocked quantization's block_size (ONNX 21): the scale repeated along ``axis``
 
 
 class _Pending(NamedTuple):
@@ -339,22 +340,72 @@ def _quantization(context: _Context, args: list, scale_index: int, dtype_default
     return scale.reshape(()), np.int64(zero.reshape(())), zero.dtype
 
 
+# The types of QuantizeLinear and DequantizeLinear beyond the integer ops' 8 bits (docs/quantized.md, "What is
+# accepted"): the integers by their range, the float8/float4 formats by ml_dtypes' type of the same name (values
+# rounded to nearest even, saturating as ONNX's Cast does when told).
+_QDQ_INTEGERS = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
+                 "int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
+_QDQ_FLOATS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+
+
+def _broadcast(values, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
+    """A QuantizeLinear/DequantizeLinear scale or zero point as an array broadcasting to ``shape``: one value as it is,
+    per axis along ``axis``, blocked (``block`` > 0: ONNX 21) repeated ``block`` times along ``axis`` and cut to the
+    axis's length (the last block may be shorter)."""
+    values = np.asarray(values)
+    if values.size == 1 and not block:
+        return values.reshape(())
+    axis %= max(len(shape), 1)
+    if not block:
+        return _along(values, axis, len(shape))
+    blocked = np.repeat(values, block, axis=axis).take(range(shape[axis]), axis=axis)
+    if blocked.shape != tuple(shape):
+        raise ModelError(f"integer arbiter: a blocked scale of shape {list(values.shape)} for a tensor of shape "
+                         f"{list(shape)}")
+    return blocked
+
+
 def _quantize_input(context: _Context, x: np.ndarray, args: list, attrs: dict) -> np.ndarray:
+    """QuantizeLinear of a float32 tensor to any type of ``_QDQ_INTEGERS`` or ``_QDQ_FLOATS``, per tensor, per axis
+    or blocked: saturate(rint(x / s) + zp) to an integer type, x / s rounded to a float8/float4 type (saturating to
+    its largest value when ``saturate``; float4e2m1 always)."""
+    import ml_dtypes
+    from onnx import helper
+
     if x.dtype != np.float32:
         raise context.refuse(f"QuantizeLinear of a {x.dtype} tensor (float32 only)")
-    if attrs.get("output_dtype", 0) or attrs.get("saturate", 1) != 1:
-        raise context.refuse("output_dtype/saturate attributes (8-bit integers only)")
-    scale, zero, dtype = _quantization(context, args, 1)
+    if attrs.get("precision", 0) not in (0, 1):
+        raise context.refuse("a division in another precision than float32 (precision)")
+    zero = np.asarray(args[2]) if len(args) > 2 and args[2] is not None else None
+    named = attrs.get("output_dtype", 0)
+    dtype = zero.dtype if zero is not None else np.dtype(helper.tensor_dtype_to_np_dtype(named) if named else np.uint8)
+    axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0))
     with np.errstate(all="ignore"):  # inf / NaN saturate as MLAS's clamp does
-        scaled = np.rint(x / scale)
-    return _saturate(np.nan_to_num(scaled, nan=0.0, posinf=1e9, neginf=-1e9).astype(np.int64) + zero, dtype)
+        scaled = x / _broadcast(np.asarray(args[1], np.float32), x.shape, axis, block)
+    if dtype.name in _QDQ_FLOATS:
+        if zero is not None and np.any(zero.astype(np.float32) != 0):
+            raise context.refuse(f"a non-zero {dtype.name} zero point (0 is the float8/float4 one)")
+        if attrs.get("saturate", 1) or dtype.name == "float4_e2m1fn":
+            info = ml_dtypes.finfo(dtype)
+            scaled = np.clip(scaled, float(info.min), float(info.max))
+        return scaled.astype(dtype)
+    if dtype.name not in _QDQ_INTEGERS:
+        raise context.refuse(f"QuantizeLinear to {dtype} (8-, 16-, 4- and 2-bit integers, float8, float4)")
+    low, high = _QDQ_INTEGERS[dtype.name]
+    zp = 0 if zero is None else _broadcast(zero.astype(np.int64), x.shape, axis, block)
+    rounded = np.nan_to_num(np.rint(scaled), nan=0.0, posinf=1e9, neginf=-1e9).astype(np.int64)
+    return np.clip(rounded + zp, low, high).astype(dtype)
 
 
 def _dequantize(value: _Dequantized) -> np.ndarray:
-    q = value.q.astype(np.int64)
-    axis = value.axis % q.ndim if q.ndim else 0
-    centred = q - _along(value.zero_point.astype(np.int64), axis, q.ndim)
-    return centred.astype(np.float32) * _along(value.scale.astype(np.float32), axis, q.ndim)
+    """DequantizeLinear in float32: (q - zp) * s, a float8/float4 q as the float it is (its zero point is 0)."""
+    q = value.q
+    scale = _broadcast(value.scale.astype(np.float32), q.shape, value.axis, value.block)
+    if q.dtype.name in _QDQ_FLOATS:
+        return q.astype(np.float32) * scale
+    centred = q.astype(np.int64) - _broadcast(value.zero_point.astype(np.int64), q.shape, value.axis,
+                                              value.block)
+    return centred.astype(np.float32) * scale
 
 
 _OPS: dict[tuple[str, str], Callable] = {}
@@ -385,15 +436,19 @@ def _quantize_linear(context: _Context, args: list, attrs: dict):
 @_op("DequantizeLinear")
 def _dequantize_linear(context: _Context, args: list, attrs: dict):
     q = np.asarray(args[0])
-    if q.dtype not in _RANGES and q.dtype != np.int32:
-        raise context.refuse(f"DequantizeLinear of a {q.dtype} tensor (int8, uint8 and an int32 bias only)")
+    if q.dtype.name not in (*_QDQ_INTEGERS, *_QDQ_FLOATS) and q.dtype != np.int32:
+        raise context.refuse(f"DequantizeLinear of a {q.dtype} tensor (8-, 16-, 4- and 2-bit integers, float8, "
+                             "float4 and an int32 bias only)")
+    if attrs.get("output_dtype", 0) not in (0, 1):
+        raise context.refuse("output_dtype other than float32")
     scale = np.asarray(args[1], np.float32)
     zero = np.asarray(args[2]) if len(args) > 2 and args[2] is not None else np.zeros(scale.shape, q.dtype)
     if zero.dtype != q.dtype:
         raise context.refuse(f"zero point of type {zero.dtype} for a {q.dtype} tensor")
-    if "block_size" in attrs and attrs["block_size"]:
-        raise context.refuse("blocked quantization (per-tensor and per-axis only)")
-    return _Dequantized(q, scale, zero, int(attrs.get("axis", 1)) if scale.size > 1 else 0)
+    if q.dtype.name in _QDQ_FLOATS and np.any(zero.astype(np.float32) != 0):
+        raise context.refuse(f"a non-zero {q.dtype.name} zero point (0 is the float8/float4 one)")
+    block = int(attrs.get("block_size", 0))
+    return _Dequantized(q, scale, zero, int(attrs.get("axis", 1)) if scale.size > 1 or block else 0, block)
 
 
 # --- the integer ops (accumulators, then the rule's requantization) ----------------------------------------------

@@ -29,10 +29,23 @@ class _IntegerReference:
             raise ModelError(f"{model.name}: the integer arbiter runs graphs of one input and one output")
         in_layout, out_layout = model.layouts_of(self.fmt)
         batch = convert(check_inputs(model, inputs), model.layout, in_layout)
-        (outputs,) = integer.evaluate(model.file(self.fmt), batch, self.rule).outputs
+        path = model.file(self.fmt)
+        if _declared_rank(path) == batch.ndim - 1:  # no batch axis (docs/zoo.md): one sample per run, as declared
+            outputs = np.stack([integer.evaluate(path, sample, self.rule).outputs[0] for sample in batch])
+        else:
+            (outputs,) = integer.evaluate(path, batch, self.rule).outputs
         expected = shape_in(model.output_shape, model.output_layout, out_layout)
         return convert(np.asarray(outputs, np.float32).reshape(len(batch), *expected), out_layout,
                        model.output_layout)
+
+
+def _declared_rank(path) -> int:
+    """The rank the graph declares for its one input (a per-axis or blocked QuantizeLinear's axis counts from it)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    constants = {tensor.name for tensor in graph.initializer}
+    return len(next(value for value in graph.input if value.name not in constants).type.tensor_type.shape.dim)
 
 
 class FixedPointReference(_IntegerReference):

@@ -123,6 +123,7 @@ class NodeCase:
     quantized: bool = False  # a case of a QUANTIZED op: compared bit for bit, judged by the integer arbiter
     refused: str | None = None  # why the case cannot be made a model (a type the ABI does not carry): not supported
     opset: int | None = None  # the opset the model declares instead of the case's, for ONNX Runtime (``_runnable``)
+    no_kernel: str | None = None  # why ONNX Runtime cannot run the case at any opset (``_no_kernel``): not compared
 
 
 def collect(ops: tuple[str, ...] = OPS + QUANTIZED) -> list[tuple[str, object]]:
@@ -215,6 +216,7 @@ def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
         graph.output.remove(value)
     x, expected = _array(inputs[0]), _array(outputs[output])
     opset = _runnable(model, x, expected) if quantized else None
+    no_kernel = _no_kernel(model) if quantized and opset is None else None
     split = _separable(model, x, expected, case.rtol, case.atol)
     if split:
         for value in [graph.input[0], *graph.output]:
@@ -224,7 +226,8 @@ def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
     path.write_bytes(model.SerializeToString(deterministic=True))
     np.savez(folder / "data.npz", x=x.astype(np.float32), expected=expected.astype(np.float32))  # exact (the ABI)
     rtol, atol = (0.0, 0.0) if quantized else (float(case.rtol), float(case.atol))  # integer arithmetic: bit for bit
-    return NodeCase(name, op, str(path), str(folder / "data.npz"), split, rtol, atol, quantized, opset=opset)
+    return NodeCase(name, op, str(path), str(folder / "data.npz"), split, rtol, atol, quantized, opset=opset,
+                    no_kernel=no_kernel)
 
 
 def _session(model):
@@ -262,6 +265,29 @@ def _runnable(model, x: np.ndarray, expected: np.ndarray) -> int | None:
             return opset
         return None
     return None
+
+
+def _no_kernel(model) -> str | None:
+    """Why ONNX Runtime cannot run ``model`` at all: it has no kernel for it (NOT_IMPLEMENTED) at its declared opset
+    and loads it at no lower one (ONNX Runtime 1.32 has no float4e2m1 QuantizeLinear, DequantizeLinear or Cast); None
+    when it loads at some opset or refuses it for another reason (an error then, as any reference's)."""
+    import onnxruntime
+
+    declared = model.opset_import[0].version
+    trial = type(model)()
+    first = None
+    for opset in range(declared, 9, -1):
+        trial.CopyFrom(model)
+        trial.opset_import[0].version = opset
+        error = _session(trial)
+        if not isinstance(error, Exception):
+            return None
+        first = first or str(error)
+    if "NOT_IMPLEMENTED" not in first:
+        return None
+    reason = first.split("NOT_IMPLEMENTED :", 1)[1].strip().split(". ")[0]
+    return f"onnxruntime {onnxruntime.__version__} has no kernel for it at opset {declared} nor loads it at a lower " \
+           f"one ({reason})"
 
 
 def _separable(model, x: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:
@@ -341,7 +367,10 @@ def run_case(case: NodeCase, spec: str, settings: Settings) -> list[dict]:
         cause = str(error).replace(case.model, Path(case.model).name)  # the case's file, not the cache's path
         return [{"case": case.name, "generator": generator.name, "variant": UNLOADED, "verdict": NOT_SUPPORTED,
                  "max_abs_error": None, "errors": {}, "cause": f"not loaded: {cause}"}]
-    wanted = {EXPECTED: expected, "onnxruntime": _reference("onnxruntime", model, samples)}
+    compared = (EXPECTED,) if case.no_kernel else REFERENCES  # a reference with no kernel for the case: named
+    wanted = {EXPECTED: expected}
+    if "onnxruntime" in compared:
+        wanted["onnxruntime"] = _reference("onnxruntime", model, samples)
     exact = functools.cache(lambda: _float64(case, model, samples))  # once per case, only if some C ran
     integer = functools.cache(lambda rule: _reference(reference_name(rule), model, samples))  # quantized cases
     results = []
@@ -361,7 +390,7 @@ def run_case(case: NodeCase, spec: str, settings: Settings) -> list[dict]:
             cause = str(error)
         except Exception as error:  # noqa: BLE001 - a fault is this case's verdict, not the suite's end
             cause = f"internal error: {type(error).__name__}: {error}"
-        records = [_record(reference, outputs, wanted[reference], verdict, cause, case) for reference in REFERENCES]
+        records = [_record(reference, outputs, wanted[reference], verdict, cause, case) for reference in compared]
         if outputs is not None and case.quantized:
             records = [_judge_integer(r, outputs, wanted, rule, integer, case) for r in records]
         elif outputs is not None:
@@ -371,6 +400,8 @@ def run_case(case: NodeCase, spec: str, settings: Settings) -> list[dict]:
             notes = [f"{r['reference']}: {r[key]}" for r in records if r.get(key)]
             if notes:
                 result[f"{key}s"] = notes
+        if case.no_kernel:
+            result["unavailable_references"] = [f"onnxruntime: {case.no_kernel}"]
         if outputs is not None:
             result["arbiter"] = _integer_arbiter(outputs, wanted, rule, integer) if case.quantized else \
                 _arbitrate(outputs, wanted, exact())
@@ -416,8 +447,9 @@ def _integer_arbiter(outputs: np.ndarray, wanted: dict, rule: str | None, intege
     """A quantized case's C, ONNX Runtime and expected outputs against the integer arbiter (``yardstick``): the C and
     the expected outputs under the C's declared rule, ONNX Runtime under its own."""
     why_not = not_applicable(rule)
-    yardsticks = {"C": rule, EXPECTED: rule, "onnxruntime": ONNXRUNTIME}
     values = {"C": outputs, **wanted}
+    yardsticks = {name: own for name, own in {"C": rule, EXPECTED: rule, "onnxruntime": ONNXRUNTIME}.items()
+                  if name in values}  # not ONNX Runtime's when it has no kernel for the case
     for name, own in yardsticks.items():
         failed = why_not or next((v for v in (integer(own), values[name]) if isinstance(v, str)), None)
         if failed:

@@ -164,12 +164,19 @@ def integer_lines(document: dict) -> list[str]:
              "| case | generator (variant) | C | onnxruntime | expected | yardstick |", "|---|---|---:|---:|---:|---|"]
     for r in figures:
         errors = r["arbiter"]["errors"]
-        lines.append(f"| `{r['case']}` | {column(r)} | {errors['C']:g} | {errors['onnxruntime']:g} | "
-                     f"{errors['expected']:g} | {r['arbiter']['yardstick']} |")
+        theirs = f"{errors['onnxruntime']:g}" if "onnxruntime" in errors else "-"  # no kernel: not compared
+        lines.append(f"| `{r['case']}` | {column(r)} | {errors['C']:g} | {theirs} | {errors['expected']:g} | "
+                     f"{r['arbiter']['yardstick']} |")
     differences = [r for r in document["results"] if r.get("rule_differences")]
     if differences:
         lines += ["", "### Rule differences", ""]
         lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r['rule_differences']))}" for r in differences]
+    unavailable = [r for r in document["results"] if r.get("unavailable_references")]
+    if unavailable:
+        lines += ["", "### References that cannot run a case", "",
+                  "Compared with the case's expected outputs alone (`onnx_node._no_kernel`):", ""]
+        lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r['unavailable_references']))}"
+                  for r in unavailable]
     return lines
 
 
