@@ -1092,9 +1092,9 @@ _P = onnx.TensorProto
 QUANTIZED_ONNX_TYPES = {code: str(helper.tensor_dtype_to_np_dtype(code)) for code in (
     _P.INT8, _P.UINT8, _P.INT16, _P.UINT16, _P.INT4, _P.UINT4, _P.INT2, _P.UINT2, _P.FLOAT8E4M3FN, _P.FLOAT8E4M3FNUZ,
     _P.FLOAT8E5M2, _P.FLOAT8E5M2FNUZ, _P.FLOAT4E2M1)}
-# The graph input and output types the ABI's float32 vectors carry: a quantized tensor as its values, every one of
-# them a float32 (docs/quantized.md, "Integer graph inputs and outputs").
-ABI_TYPES = {_P.FLOAT: "float32", **QUANTIZED_ONNX_TYPES}
+# The graph input and output types the ABI's float32 vectors carry: a quantized or float16 tensor as its values, every
+# one of them a float32 (docs/quantized.md, "Integer graph inputs and outputs").
+ABI_TYPES = {_P.FLOAT: "float32", _P.FLOAT16: "float16", **QUANTIZED_ONNX_TYPES}
 ABI_SUFFIX = ":abi"  # the float32 tensor of the ABI beside a quantized graph input or output
 
 

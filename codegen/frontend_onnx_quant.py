@@ -55,13 +55,14 @@ class QParams:
 
 
 def _qparams(b: _Builder, node, name: str, k_scale: int, k_zero: int, what: str, default: str | None = None,
-             per_tensor: bool = True, types: tuple[str, ...] = ACTIVATION_TYPES) -> QParams:
+             per_tensor: bool = True, types: tuple[str, ...] = ACTIVATION_TYPES,
+             scales: tuple[str, ...] = ("float32",)) -> QParams:
     """The constant scale (input ``k_scale``) and zero point (input ``k_zero``, absent: zeros of ``default``), of a
     type of ``types`` (the integer ops take int8 and uint8; QuantizeLinear and DequantizeLinear every quantized
     type, a float8/float4 zero point 0 as ONNX's reference reads it)."""
     scale = b.const(node, name, k_scale, f"{what} scale")
-    if scale.dtype != np.float32:
-        raise b.reject(node, name, f"has a {scale.dtype} {what} scale; float32 scales are supported")
+    if str(scale.dtype) not in scales:
+        raise b.reject(node, name, f"has a {scale.dtype} {what} scale; {' and '.join(scales)} scales are supported")
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
         raise b.reject(node, name, f"has {what} scale {scale.reshape(-1)[:4].tolist()}; scales must be positive")
     if b.has_input(node, k_zero):
@@ -255,13 +256,16 @@ def _dequantize_linear(b, node, name):
     dtype = b.graph.tensors[x].dtype
     if b.attr(node, "output_dtype", 0) not in (0, 1):
         raise b.reject(node, name, "dequantizes to another type than float32 (output_dtype)")
-    q = _qparams(b, node, name, 1, 2, "x", dtype, per_tensor=False, types=tuple(QUANTIZED_TYPES))
+    q = _qparams(b, node, name, 1, 2, "x", dtype, per_tensor=False, types=tuple(QUANTIZED_TYPES),
+                 scales=("float32", "float16"))
     if q.dtype != dtype:
         raise b.reject(node, name, f"reads {dtype} values with a {q.dtype} zero point")
     attrs, params = _per_element(b, node, name, x, q)
     if not params:
         attrs = {"scale": float(q.scale[0]), "zero_point": int(q.zero_point[0])}
-    b.add(node, name, "Dequantize", [x], b.full(x), attrs, params, lead=b.lead[x])
+    layer = b.add(node, name, "Dequantize", [x], b.full(x), attrs, params, lead=b.lead[x])
+    if str(q.scale.dtype) == "float16":  # ONNX: the output has the scale's type; the C rounds the product to it
+        b.graph.tensors[layer.output].dtype = "float16"
 
 
 def _per_element(b: _Builder, node, name: str, x: str, q: QParams) -> tuple[dict, dict]:
@@ -506,7 +510,7 @@ def register() -> None:
 def describe(b: _Builder, outputs: list[str], instead: dict) -> None:
     """Set ``graph.quantization`` of a model with quantized tensors (format QDQ when ``fold_qdq`` folded groups).
     An int8/uint8 graph input or output crosses the float32 ABI as its integer values (``frontend_onnx.load``)."""
-    kinds = {t.dtype for t in b.graph.tensors.values() if t.quantized}
+    kinds = sorted({t.dtype for t in b.graph.tensors.values() if t.quantized})
     if not kinds:
         return
-    b.graph.quantization = {"activations": kinds.pop(), "format": "qdq" if instead else "qoperator"}
+    b.graph.quantization = {"activations": ", ".join(kinds), "format": "qdq" if instead else "qoperator"}

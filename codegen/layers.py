@@ -899,10 +899,14 @@ def emit_quantize(ctx: Context, node: Node) -> None:
 
 @emitter("Dequantize")
 def emit_dequantize(ctx: Context, node: Node) -> None:
-    """ONNX DequantizeLinear in float32: (float)(q - zero_point) * scale (a float8/float4 q as the float it is)."""
+    """ONNX DequantizeLinear in float32: (float)(q - zero_point) * scale (a float8/float4 q as the float it is), rounded
+    to a float16 output (a float16 scale's type)."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     with _quantization_elements(ctx, node, y.size) as (i, at):
         scale, zero = _scale_and_zero(ctx, node, at, node.attrs.get("scale"), node.attrs.get("zero_point"))
         value = ctx.at(x.name, i) if x.dtype in FORMATS else f"(int){ctx.at(x.name, i)}"
         value = (value if zero == "0" else f"({value} - {zero})") if at else minus_zero_point(value, int(zero))
-        ctx.w.line(f"{ctx.at(y.name, i)} = (float){value} * {scale};")
+        if y.dtype in FORMATS:  # a float16 output (a float16 scale's type): the float32 product rounded to it
+            round_to(ctx.w, ctx.at(y.name, i), f"(float){value} * {scale}", FORMATS[y.dtype], saturate=False)
+        else:
+            ctx.w.line(f"{ctx.at(y.name, i)} = (float){value} * {scale};")

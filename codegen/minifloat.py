@@ -1,4 +1,4 @@
-"""Rounding a float32 to a narrow float format (float8, float4) in the generated C.
+"""Rounding a float32 to a narrow float format (float8, float4, float16) in the generated C.
 
 ONNX's QuantizeLinear to a float8 or float4 type, and the float32 ABI's reading of a float8/float4 graph input, round
 a float32 value to the nearest value of the narrow format, ties to even, with the format's own overflow rule (ONNX's
@@ -43,6 +43,7 @@ FORMATS = {
     "float8_e5m2": Format(2, -14, 57344.0, "inf"),
     "float8_e5m2fnuz": Format(2, -15, 57344.0, "nan", negative_zero=False),
     "float4_e2m1fn": Format(1, 0, 6.0, "saturate", nan="copysignf(0.0f, -mf_v)"),
+    "float16": Format(10, -14, 65504.0, "inf"),  # a DequantizeLinear's output of a float16 scale's type
 }
 
 

@@ -398,14 +398,17 @@ def _quantize_input(context: _Context, x: np.ndarray, args: list, attrs: dict) -
 
 
 def _dequantize(value: _Dequantized) -> np.ndarray:
-    """DequantizeLinear in float32: (q - zp) * s, a float8/float4 q as the float it is (its zero point is 0)."""
+    """DequantizeLinear in float32: (q - zp) * s, a float8/float4 q as the float it is (its zero point is 0); of a
+    float16 scale, that product rounded to float16 (the output has the scale's type)."""
     q = value.q
     scale = _broadcast(value.scale.astype(np.float32), q.shape, value.axis, value.block)
     if q.dtype.name in _QDQ_FLOATS:
-        return q.astype(np.float32) * scale
-    centred = q.astype(np.int64) - _broadcast(value.zero_point.astype(np.int64), q.shape, value.axis,
-                                              value.block)
-    return centred.astype(np.float32) * scale
+        product = q.astype(np.float32) * scale
+    else:
+        centred = q.astype(np.int64) - _broadcast(value.zero_point.astype(np.int64), q.shape, value.axis,
+                                                  value.block)
+        product = centred.astype(np.float32) * scale
+    return product.astype(value.scale.dtype) if value.scale.dtype == np.float16 else product
 
 
 _OPS: dict[tuple[str, str], Callable] = {}
@@ -441,7 +444,8 @@ def _dequantize_linear(context: _Context, args: list, attrs: dict):
                              "float4 and an int32 bias only)")
     if attrs.get("output_dtype", 0) not in (0, 1):
         raise context.refuse("output_dtype other than float32")
-    scale = np.asarray(args[1], np.float32)
+    scale = np.asarray(args[1])  # float16: the output is float16 too (ONNX), the float32 product rounded to it
+    scale = scale if scale.dtype == np.float16 else scale.astype(np.float32)
     zero = np.asarray(args[2]) if len(args) > 2 and args[2] is not None else np.zeros(scale.shape, q.dtype)
     if zero.dtype != q.dtype:
         raise context.refuse(f"zero point of type {zero.dtype} for a {q.dtype} tensor")

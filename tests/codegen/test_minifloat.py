@@ -1,11 +1,12 @@
-"""The C rounding of a float32 to the float8 and float4 formats (``codegen.minifloat.round_to``) against ONNX's own
-conversion, bit for bit: ``onnx.numpy_helper.saturate_cast`` with ``saturate`` and ``astype`` (ml_dtypes) without,
-as ONNX's reference QuantizeLinear computes them (float4e2m1 always saturates).
+"""The C rounding of a float32 to the float8, float4 and float16 formats (``codegen.minifloat.round_to``) against
+ONNX's own conversion, bit for bit: ``onnx.numpy_helper.saturate_cast`` with ``saturate`` and ``astype`` (ml_dtypes,
+numpy's float16) without, as ONNX's reference QuantizeLinear and DequantizeLinear compute them (float4e2m1 always
+saturates).
 
 The values cover every float32 whose high 16 bits take any of their 65,536 patterns with low halves 0, 1, 0x7fff,
-0x8000, 0x8001 and 0xffff: every sign, exponent and the 7 leading mantissa bits, which hold each format's kept bits
-and its rounding bit at every exponent (the subnormals' too), with the sticky bits all zero (ties), just above and
-just below; and each format's values, the midpoints between neighbours and their float32 neighbours, the largest
+0x8000, 0x8001 and 0xffff: every sign, exponent and the 7 leading mantissa bits, which hold each float8/float4
+format's kept bits and its rounding bit at every exponent (the subnormals' too), with the sticky bits all zero
+(ties), just above and just below (float16's rounding bit is lower: its values' midpoints below cover it); and each format's values, the midpoints between neighbours and their float32 neighbours, the largest
 value and beyond, zeros, infinities and NaN.
 """
 
@@ -26,10 +27,9 @@ from codegen.minifloat import FORMATS, round_to
 
 def _boundaries(name: str) -> np.ndarray:
     """A format's values, the midpoints between neighbours and their float32 neighbours, and the special values."""
-    dtype = np.dtype(getattr(ml_dtypes, name))
-    values = np.arange(2 ** (8 * dtype.itemsize), dtype=np.uint8).view(dtype).astype(np.float32)
-    if name == "float4_e2m1fn":  # a 4-bit format: ml_dtypes reads the low nibble of each byte
-        values = np.arange(16, dtype=np.uint8).view(dtype).astype(np.float32)
+    dtype = _dtype(name)
+    bits = {"float16": 16, "float4_e2m1fn": 4}.get(name, 8)  # float4: ml_dtypes reads the low nibble of a byte
+    values = np.arange(2 ** bits, dtype=np.uint16 if bits == 16 else np.uint8).view(dtype).astype(np.float32)
     finite = np.unique(values[np.isfinite(values)])
     middles = (finite[:-1].astype(np.float64) + finite[1:]) / 2
     middles = middles.astype(np.float32)
@@ -38,6 +38,10 @@ def _boundaries(name: str) -> np.ndarray:
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-30], np.float32)
     base = np.concatenate([finite, middles, beyond, -beyond, specials])
     return np.concatenate([base, np.nextafter(base, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))])
+
+
+def _dtype(name: str) -> np.dtype:
+    return np.dtype(getattr(ml_dtypes, name, name))  # float16 is numpy's
 
 
 def _high_halves() -> np.ndarray:
@@ -76,7 +80,7 @@ def _in_c(library, name: str, saturate: bool, x: np.ndarray) -> np.ndarray:
 
 def _onnx(name: str, saturate: bool, x: np.ndarray) -> np.ndarray:
     """ONNX's reference QuantizeLinear's conversion (scale 1, zero point 0) as float32."""
-    dtype = getattr(ml_dtypes, name)
+    dtype = _dtype(name)
     with np.errstate(all="ignore"):
         converted = numpy_helper.saturate_cast(x, dtype) if saturate or name == "float4_e2m1fn" else x.astype(dtype)
     return converted.astype(np.float32)
@@ -100,5 +104,5 @@ def test_the_c_rounds_as_onnx_does(library, name, saturate):
 def test_the_formats_are_ml_dtypes_own():
     """Each format's constants are the ones ml_dtypes (ONNX's reference) gives the type."""
     for name, fmt in FORMATS.items():
-        info = ml_dtypes.finfo(getattr(ml_dtypes, name))
+        info = ml_dtypes.finfo(_dtype(name))
         assert (fmt.mantissa, fmt.emin, fmt.largest) == (info.nmant, info.minexp, float(info.max)), name

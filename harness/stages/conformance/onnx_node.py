@@ -454,7 +454,8 @@ def _integer_arbiter(outputs: np.ndarray, wanted: dict, rule: str | None, intege
         failed = why_not or next((v for v in (integer(own), values[name]) if isinstance(v, str)), None)
         if failed:
             return {"error": f"{UNAVAILABLE}: {failed}"}
-    return {"yardstick": f"integer arbiter ({rule}; onnxruntime under its own)",
+    theirs = "; onnxruntime under its own" if "onnxruntime" in yardsticks else ""
+    return {"yardstick": f"integer arbiter ({rule}{theirs})",
             "errors": {name: _distance(values[name], integer(own)) for name, own in yardsticks.items()}}
 
 
