@@ -41,10 +41,10 @@ def default_layout(rank: int, channels_last: bool = True) -> str:
     raise ValueError(f"tensors of rank {rank} are not supported")
 
 
-# The ONNX element types (TensorProto codes) the float32 ABI carries, by numpy's and ml_dtypes' names: float32, and
-# the quantized types and float16 (a DequantizeLinear's output of a float16 scale), every value of which is a float32 (an integer as its exact value, a float8/float4 value as the
-# float it is; docs/quantized.md, "Integer graph inputs and outputs"). Types with a value that is no float32 (int32,
-# int64, double) are not carried.
+# The ONNX element types (TensorProto codes) the float32 ABI carries, by numpy's and ml_dtypes' names: float32, the
+# quantized types and float16 (a DequantizeLinear's output of a float16 scale), every value of which is a float32 (an
+# integer as its exact value, a float8/float4/float16 value as the float it is; docs/quantized.md, "Integer graph
+# inputs and outputs"). Types with a value that is no float32 (int32, int64, double) are not carried.
 ABI_ELEMENT_TYPES = {1: "float32", 3: "int8", 2: "uint8", 5: "int16", 4: "uint16", 22: "int4", 21: "uint4",
                      26: "int2", 25: "uint2", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
                      20: "float8_e5m2fnuz", 23: "float4_e2m1fn", 10: "float16"}

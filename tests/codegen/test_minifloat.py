@@ -6,8 +6,9 @@ saturates).
 The values cover every float32 whose high 16 bits take any of their 65,536 patterns with low halves 0, 1, 0x7fff,
 0x8000, 0x8001 and 0xffff: every sign, exponent and the 7 leading mantissa bits, which hold each float8/float4
 format's kept bits and its rounding bit at every exponent (the subnormals' too), with the sticky bits all zero
-(ties), just above and just below (float16's rounding bit is lower: its values' midpoints below cover it); and each format's values, the midpoints between neighbours and their float32 neighbours, the largest
-value and beyond, zeros, infinities and NaN.
+(ties), just above and just below (float16's rounding bit is lower: the midpoints below cover it); and each format's
+values, the midpoints between neighbours and their float32 neighbours, the largest value and beyond, zeros,
+infinities and NaN.
 """
 
 from __future__ import annotations
