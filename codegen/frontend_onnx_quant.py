@@ -14,9 +14,11 @@ Two forms of the same model reach the same IR nodes:
   Runtime's quantizer writes no ``Add -> Relu -> Q``: it drops the Relu into the Q's range, or keeps it as its
   own ``DQ -> Relu -> Q``; both the generator and the arbiter refuse an ``Add -> Relu -> Q``.
 
-Everything else quantized is refused by name: other types (int4, float8, int16...), DynamicQuantizeLinear,
-ConvInteger, MatMulInteger, a DQ whose values a float op reads (a pattern that does not fold), a zero point or
-scale that is not a constant, per-axis activation scales.
+QuantizeLinear and DequantizeLinear on their own take every quantized type (int16, int4, int2 and their unsigned
+forms, float8, float4e2m1), per tensor, per axis or blocked (``_per_element``). Everything else quantized is refused
+by name: another type than int8 and uint8 between the integer ops, DynamicQuantizeLinear, ConvInteger,
+MatMulInteger, a DQ whose values a float op reads (a pattern that does not fold), a zero point or scale that is not
+a constant, per-axis activation scales of an integer op.
 """
 
 from __future__ import annotations

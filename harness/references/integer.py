@@ -19,13 +19,18 @@ Models: ONNX Runtime's ``quantize_static`` output, QOperator (QuantizeLinear, QL
 QLinearAdd, QLinearGlobalAveragePool, QLinearAveragePool (fixed-point rule only), MaxPool/Flatten/Reshape/Relu on
 integer tensors, DequantizeLinear) and QDQ
 (float ops between DequantizeLinear and QuantizeLinear: a "DQ -> op -> Q" group has the integer meaning of the
-corresponding QLinear op). int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel. What else
-a graph holds (DynamicQuantizeLinear, ConvInteger, int16, int4, float8, a DQ/Q pattern that does not fold) is a
-``ModelError`` naming the node, its op and why.
+corresponding QLinear op). int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel; and
+QuantizeLinear/DequantizeLinear on their own of every quantized type (int16, int4, int2 and their unsigned forms,
+float8, float4e2m1; a float16 DequantizeLinear scale), per tensor, per axis or blocked (docs/quantized.md, "What is
+accepted"). What else a graph holds (DynamicQuantizeLinear, ConvInteger, int16 or int4 between the integer ops, a
+DQ/Q pattern that does not fold) is a ``ModelError`` naming the node, its op and why.
 
 Common to both rules (all exact):
 - QuantizeLinear of a float32 graph input: ``q = saturate(rint(x / s) + zp)``, ``x / s`` in float32, rounding half
-  to even (ONNX; MLAS divides, clamps, converts with the default MXCSR rounding; the C uses ``rintf``).
+  to even (ONNX; MLAS divides, clamps, converts with the default MXCSR rounding; the C uses ``rintf``); to a float8 or
+  float4 type ``x / s`` rounded to it by ml_dtypes (nearest, ties to even; clipped to its largest value first when
+  ``saturate``, as ONNX's reference does). Per axis or blocked, ``s`` and ``zp`` broadcast along ``axis``
+  (``_broadcast``).
 - Accumulators: ``acc = bias + sum (x - zp_x) (w - zp_w[c])`` in int32 (padding taps read zp_x, adding 0). They are
   computed here as float64 matrix products of the centred integers (``float64._conv``, BLAS): every partial sum is an
   integer below 2^53 for fewer than 2^37 taps, so the products are exact whatever the summation order; an

@@ -16,12 +16,14 @@ batch twice over, must give the case's expected outputs (a Softmax over axis 0, 
 operand varies along axis 0, fails this and keeps its declared shape as one sample). A split model's first
 axis is symbolic, which the loader and the generator's front end read as the batch axis (docs/zoo.md).
 Quantized cases (docs/conformance.md, "Quantized cases"), prepared by the same rule (scales and zero points become
-initialisers), plus: the data input and the output must be of a type Assay's float32 ABI carries, float32, int8 or
-uint8 (an integer as its exact value; docs/quantized.md, "Integer graph inputs and outputs"); any other (float8,
-int4, int2, float4, int16, ConvInteger's int32...) is refused at preparation by name (``refused``: not supported,
-never a failure). Every output of a quantized case is a case of its own, as Split's. A case ONNX Runtime has no
-kernel for at its declared opset (QuantizeLinear-28) is declared at the newest lower opset it loads, when ONNX's
-reference evaluator gives the expected output there bit for bit (``_runnable``; recorded as ``opset``).
+initialisers), plus: the data input and the output must be of a type Assay's float32 ABI carries, one whose every
+value is a float32 (float32, the 8-, 16-, 4- and 2-bit integers, float8, float4, float16: each value as it is;
+docs/quantized.md, "Integer graph inputs and outputs"); any other (ConvInteger's int32...) is refused at preparation
+by name (``refused``: not supported, never a failure). Every output of a quantized case is a case of its own, as
+Split's. A case ONNX Runtime has no kernel for at its declared opset (QuantizeLinear-28) is declared at the newest
+lower opset it loads, when ONNX's reference evaluator gives the expected output there bit for bit (``_runnable``;
+recorded as ``opset``); one it has no kernel for at any opset (float4e2m1) is compared with its expected outputs
+alone, and its result says why (``_no_kernel``, ``unavailable_references``).
 Prepared cases are cached in ``<work>/onnx-node/<onnx version>/`` with ``cases.json``, so collecting
 (about 25 s for every op) happens once per onnx version.
 
@@ -178,8 +180,8 @@ def _abi_refusal(case, output: int) -> str | None:
         elem_type = value.type.tensor_type.elem_type
         if abi_dtype(elem_type) is None or _array(data).dtype != abi_dtype(elem_type):
             return f"its {role} '{value.name}' is {TensorProto.DataType.Name(elem_type)}; the ABI carries float32 " \
-                   "and the quantized types whose every value is a float32 (8-, 16-, 4- and 2-bit integers, float8, " \
-                   "float4)"
+                   "and the types whose every value is a float32 (8-, 16-, 4- and 2-bit integers, float8, float4, " \
+                   "float16)"
     return None
 
 
