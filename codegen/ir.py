@@ -309,15 +309,15 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass
 class Tensor:
-    """A tensor without its batch axis, stored contiguously in ``shape`` order: float32, or quantized (``dtype``
-    int8 or uint8, the real value of a stored q being ``scale * (q - zero_point)``)."""
+    """A tensor without its batch axis, stored contiguously in ``shape`` order: float32, or quantized (``dtype`` of
+    ``QUANTIZED_TYPES``, the real value of a stored q being ``scale * (q - zero_point)``)."""
 
     name: str
     shape: tuple[int, ...]
     layout: str | None  # one letter per axis, or None for ranks without a name (> 4)
     dtype: str = "float32"
-    scale: float | None = None
-    zero_point: int | None = None
+    scale: float | list[float] | None = None  # a list: per axis or per block (a QuantizeLinear's own output)
+    zero_point: int | list[int] | None = None
 
     @property
     def quantized(self) -> bool:

@@ -891,7 +891,8 @@ def emit_quantize(ctx: Context, node: Node) -> None:
         if y.dtype in FORMATS:
             round_to(ctx.w, ctx.at(y.name, i), quotient, FORMATS[y.dtype], bool(node.attrs.get("saturate", 1)))
         else:
-            plus = "" if zero == "0" else f" + (float){zero}" if at else f" + {c_float(int(zero))}"
+            plus = "" if zero == "0" else f" + (float){zero}" if at else \
+                f" {'-' if int(zero) < 0 else '+'} {c_float(abs(int(zero)))}"
             ctx.w.line(f"const float r = nearbyintf({quotient}){plus};")
             ctx.w.line(f"{ctx.at(y.name, i)} = r >= {c_float(high)} ? {high} : r > {c_float(low)} ? "
                        f"({y.ctype})r : {low};")
