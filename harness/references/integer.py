@@ -413,7 +413,10 @@ def _dequantize(value: _Dequantized) -> np.ndarray:
         centred = q.astype(np.int64) - _broadcast(value.zero_point.astype(np.int64), q.shape, value.axis,
                                                   value.block)
         product = centred.astype(np.float32) * scale
-    return product.astype(value.scale.dtype) if value.scale.dtype == np.float16 else product
+    if value.scale.dtype != np.float16:
+        return product
+    with np.errstate(over="ignore"):  # beyond float16's largest value: infinity, as ONNX's cast gives
+        return product.astype(np.float16)
 
 
 _OPS: dict[tuple[str, str], Callable] = {}
