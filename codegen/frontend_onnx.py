@@ -1087,28 +1087,35 @@ def _input_shape(source: str, value_info) -> tuple[tuple[int, ...], bool]:
     return (1,) * lead + shape, lead
 
 
-# The graph input and output types the ABI's float32 vectors carry: an int8/uint8 tensor as its integer values.
-ABI_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8"}
-ABI_SUFFIX = ":abi"  # the float32 tensor of the ABI beside an int8/uint8 graph input or output
+# The quantized ONNX types, by the IR's names of them (``ir.QUANTIZED_TYPES``: numpy's and ml_dtypes' names).
+_P = onnx.TensorProto
+QUANTIZED_ONNX_TYPES = {code: str(helper.tensor_dtype_to_np_dtype(code)) for code in (
+    _P.INT8, _P.UINT8, _P.INT16, _P.UINT16, _P.INT4, _P.UINT4, _P.INT2, _P.UINT2, _P.FLOAT8E4M3FN, _P.FLOAT8E4M3FNUZ,
+    _P.FLOAT8E5M2, _P.FLOAT8E5M2FNUZ, _P.FLOAT4E2M1)}
+# The graph input and output types the ABI's float32 vectors carry: a quantized or float16 tensor as its values, every
+# one of them a float32 (docs/quantized.md, "Integer graph inputs and outputs").
+ABI_TYPES = {_P.FLOAT: "float32", _P.FLOAT16: "float16", **QUANTIZED_ONNX_TYPES}
+ABI_SUFFIX = ":abi"  # the float32 tensor of the ABI beside a quantized graph input or output
 
 
 def _abi_type(source: str, value_info, single: bool) -> str:
-    """The element type of a graph input (``ABI_TYPES``); int8 and uint8 only when ``single`` (the model's one
+    """The element type of a graph input (``ABI_TYPES``); a quantized one only when ``single`` (the model's one
     input: a packed vector is float32)."""
     elem_type = value_info.type.tensor_type.elem_type
     dtype = ABI_TYPES.get(elem_type)
     if dtype is None or dtype != "float32" and not single:
-        kinds = "float32, int8 or uint8" if single else \
-            "float32 (int8 and uint8 in a model of one input and one output)"
+        kinds = "float32 or quantized (int8 ... float4e2m1)" if single else \
+            "float32 (quantized ones in a model of one input and one output)"
         raise UnsupportedModel(f"{source}: input '{value_info.name}' is {onnx.TensorProto.DataType.Name(elem_type)}"
                                f"; {kinds} graph inputs are supported")
     return dtype
 
 
 def _integer_input(b: _Builder, name: str, dtype: str) -> str:
-    """An int8/uint8 graph input ``name`` (already added as a tensor): the ABI's float32 vector carries its integer
-    values, read by a Quantize of scale 1 and zero point 0 (saturate(round half to even(x)): the exact integer of an
-    integer value; docs/quantized.md, "Integer graph inputs and outputs"). Returns the ABI tensor."""
+    """A quantized graph input ``name`` (already added as a tensor): the ABI's float32 vector carries its values, read
+    by a Quantize of scale 1 and zero point 0 (saturate(round half to even(x)): the exact integer of an integer value;
+    a float8/float4 type: the float rounded to it, saturating as ONNX's Cast; docs/quantized.md, "Integer graph inputs
+    and outputs"). Returns the ABI tensor."""
     abi = b.new(f"{name}{ABI_SUFFIX}", b.full(name), b.lead[name])
     tensor = b.graph.tensors[name]
     tensor.dtype, tensor.scale, tensor.zero_point = dtype, 1.0, 0
@@ -1117,7 +1124,7 @@ def _integer_input(b: _Builder, name: str, dtype: str) -> str:
 
 
 def _integer_output(b: _Builder, name: str) -> str:
-    """An int8/uint8 graph output ``name``: written to the ABI's float32 vector as its integer values by a
+    """A quantized graph output ``name``: written to the ABI's float32 vector as its values (exact) by a
     Dequantize of scale 1 and zero point 0 (exact). Returns the ABI tensor."""
     abi = b.new(f"{name}{ABI_SUFFIX}", b.full(name), b.lead[name])
     b.graph.add_node(Node(name=f"write:{name}", kind="Output", op="Dequantize", inputs=[name], output=abi,
@@ -1196,7 +1203,7 @@ def load(path: Path) -> Graph:
     for out in g.output:
         if graph.tensors[out.name].quantized and packed:
             raise UnsupportedModel(f"{source}: the output '{out.name}' is quantized ({graph.tensors[out.name].dtype});"
-                                   " int8 and uint8 outputs are supported in a model of one input and one output")
+                                   " quantized outputs are supported in a model of one input and one output")
     for _, finish in EXTENSIONS:
         finish(b, outputs, instead)
     if packed:

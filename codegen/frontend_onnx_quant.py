@@ -16,8 +16,10 @@ Two forms of the same model reach the same IR nodes:
 
 ConvInteger and MatMulInteger write their int32 accumulator as an exact float32 when a range proof bounds it by 2^24
 (``_int32_output``); DynamicQuantizeLinear writes its outputs, run-time scale included, at the graph's outputs.
-Everything else quantized is refused by name: other types (int4, float8, int16...), a DQ whose values a float op
-reads (a pattern that does not fold), a zero point or scale that is not a constant, per-axis activation scales.
+QuantizeLinear and DequantizeLinear on their own take every quantized type (int16, int4, int2 and their unsigned
+forms, float8, float4e2m1), per tensor, per axis or blocked (``_per_element``). Everything else quantized is refused
+by name: another type than int8 and uint8 between the integer ops, a DQ whose values a float op reads (a pattern
+that does not fold), a zero point or scale that is not a constant, per-axis activation scales of an integer op.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from codegen import quantize
-from codegen.frontend_onnx import (EXTENSIONS, HANDLERS, OTHER_DOMAINS, _Builder, _dense, _image, _image_out,
-                                   _matmul_by_constant, _window, conv_layer, declared, gemm_axes, handles)
-from codegen.ir import QUANTIZED_TYPES, Node
+from codegen.frontend_onnx import (EXTENSIONS, HANDLERS, OTHER_DOMAINS, QUANTIZED_ONNX_TYPES, _Builder, _dense,
+                                   _image, _image_out, _matmul_by_constant, _window, conv_layer, declared, gemm_axes,
+                                   handles)
+from codegen.ir import ACTIVATION_TYPES, QUANTIZED_TYPES, Node
+from codegen.minifloat import FORMATS
 
 # Ops of another domain than ONNX's own that are handled (ONNX Runtime's quantizer writes them).
 MICROSOFT_OPS = tuple(("com.microsoft", op) for op in ("QGemm", "QuantizeLinear", "DequantizeLinear", "QLinearAdd",
@@ -52,27 +56,38 @@ class QParams:
     scale: np.ndarray
     zero_point: np.ndarray
     dtype: str
+    scale_type: str = "float32"  # the scale's declared type (a float16 one makes DequantizeLinear's output float16)
 
 
 def _qparams(b: _Builder, node, name: str, k_scale: int, k_zero: int, what: str, default: str | None = None,
-             per_tensor: bool = True) -> QParams:
-    """The constant scale (input ``k_scale``) and zero point (input ``k_zero``, absent: zeros of ``default``)."""
-    scale = _float32_scale(b, node, name, b.const(node, name, k_scale, f"{what} scale"), what)
+             per_tensor: bool = True, types: tuple[str, ...] = ACTIVATION_TYPES,
+             scales: tuple[str, ...] = ("float32", "float16")) -> QParams:
+    """The constant scale (input ``k_scale``, of a type of ``scales``, widened to float32: ``_float32_scale``) and
+    zero point (input ``k_zero``, absent: zeros of ``default``), of a type of ``types`` (the integer ops take int8
+    and uint8; QuantizeLinear and DequantizeLinear every quantized type, a float8/float4 zero point 0 as ONNX's
+    reference reads it)."""
+    declared_scale = b.const(node, name, k_scale, f"{what} scale")
+    if str(declared_scale.dtype) not in scales:
+        raise b.reject(node, name, f"has a {declared_scale.dtype} {what} scale; {' and '.join(scales)} scales are "
+                                   "supported")
+    scale = _float32_scale(b, node, name, declared_scale, what)
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
         raise b.reject(node, name, f"has {what} scale {scale.reshape(-1)[:4].tolist()}; scales must be positive")
     if b.has_input(node, k_zero):
         zero = b.const(node, name, k_zero, f"{what} zero point")
+        dtype = str(zero.dtype)
     elif default is None:
         raise b.reject(node, name, f"needs a constant {what} zero point (input {k_zero})")
     else:
-        zero = np.zeros(scale.shape, dtype=default)
-    dtype = str(zero.dtype)
-    if dtype not in QUANTIZED_TYPES:
-        raise b.reject(node, name, f"quantizes {what} to {dtype}; int8 and uint8 are supported")
+        zero, dtype = np.zeros(scale.shape, np.int64), default
+    if dtype not in types:
+        raise b.reject(node, name, f"quantizes {what} to {dtype}; {', '.join(types)} are supported")
+    if dtype in FORMATS and np.any(zero.astype(np.float32) != 0):
+        raise b.reject(node, name, f"has a non-zero {dtype} {what} zero point; a float8/float4 zero point is 0")
     if per_tensor and scale.size != 1:
         raise b.reject(node, name, f"has a per-axis {what} scale of {scale.size} values; activations are "
                                    "quantized per tensor")
-    return QParams(scale.reshape(-1), zero.reshape(-1).astype(np.int64), dtype)
+    return QParams(scale.reshape(-1), zero.reshape(-1).astype(np.int64), dtype, str(declared_scale.dtype))
 
 
 def _float32_scale(b: _Builder, node, name: str, scale: np.ndarray, what: str) -> np.ndarray:
@@ -93,10 +108,10 @@ def _bias(b: _Builder, node, name: str, bias: np.ndarray | None, channels: int) 
     return {"bias": bias.reshape(-1) if bias.size == channels else bias}
 
 
-def _quantized_input(b: _Builder, node, name: str, k: int = 0) -> str:
+def _quantized_input(b: _Builder, node, name: str, k: int = 0, types: tuple[str, ...] = ACTIVATION_TYPES) -> str:
     x = b.tensor(node, name, k)
-    if not b.graph.tensors[x].quantized:
-        raise b.reject(node, name, f"reads '{x}', which is not a quantized (int8 or uint8) tensor")
+    if b.graph.tensors[x].dtype not in types:
+        raise b.reject(node, name, f"reads '{x}', which is not a quantized ({', '.join(types)}) tensor")
     return x
 
 
@@ -107,7 +122,10 @@ def _mark(b: _Builder, node, name: str, tensor: str, q: QParams) -> None:
         raise b.reject(node, name, f"makes {q.dtype} values in a model of {kinds.pop()} activations; one "
                                    "activation type per model is supported")
     t = b.graph.tensors[tensor]
-    t.dtype, t.scale, t.zero_point = q.dtype, float(q.scale[0]), int(q.zero_point[0])
+    per_tensor = q.scale.size == 1
+    t.dtype = q.dtype
+    t.scale = float(q.scale[0]) if per_tensor else q.scale.astype(float).tolist()
+    t.zero_point = int(q.zero_point[0]) if per_tensor else q.zero_point.astype(int).tolist()
 
 
 def _integer_layer(b: _Builder, node, name: str, layer: Node, xq: QParams, wq: QParams, yq: QParams,
@@ -227,36 +245,70 @@ def _qaverage(b: _Builder, node, name: str, x: str, xq: QParams, yq: QParams, ou
 
 # ------------------------------------------------------------------------------------------------ QOperator
 
-OUTPUT_DTYPES = {0: "uint8", 2: "uint8", 3: "int8"}
-
-
 @handles("QuantizeLinear")
 def _quantize_linear(b, node, name):
+    """ONNX QuantizeLinear to any quantized type (``QUANTIZED_ONNX_TYPES``), per tensor, per axis or blocked."""
     x = b.tensor(node, name)
     if b.graph.tensors[x].quantized:
         raise b.reject(node, name, f"quantizes '{x}', which is already quantized")
-    if b.attr(node, "block_size", 0):
-        raise b.reject(node, name, "uses blocked quantization (block_size); per-tensor activations are supported")
-    output_dtype = b.attr(node, "output_dtype", 0)  # TensorProto UINT8 = 2, INT8 = 3; ONNX: uint8 unless told
-    if output_dtype not in OUTPUT_DTYPES:
-        raise b.reject(node, name, f"quantizes to output_dtype {output_dtype}; int8 and uint8 are supported")
+    output_dtype = b.attr(node, "output_dtype", 0)  # ONNX: the zero point's type, else uint8
+    if output_dtype and output_dtype not in QUANTIZED_ONNX_TYPES:
+        raise b.reject(node, name, f"quantizes to output_dtype {output_dtype}, not a quantized type")
     if b.attr(node, "precision", 0) not in (0, 1):
         raise b.reject(node, name, "divides in another precision than float32 (precision)")
-    q = _qparams(b, node, name, 1, 2, "y", OUTPUT_DTYPES[output_dtype])
-    layer = b.add(node, name, "Quantize", [x], b.full(x), lead=b.lead[x])
+    q = _qparams(b, node, name, 1, 2, "y", QUANTIZED_ONNX_TYPES.get(output_dtype, "uint8"), per_tensor=False,
+                 types=tuple(QUANTIZED_TYPES), scales=("float32",))  # a float16 scale goes with a float16 input
+    if output_dtype and QUANTIZED_ONNX_TYPES[output_dtype] != q.dtype:
+        raise b.reject(node, name, f"has output_dtype {QUANTIZED_ONNX_TYPES[output_dtype]} and a {q.dtype} zero point")
+    attrs, params = _per_element(b, node, name, x, q)
+    attrs["saturate"] = int(b.attr(node, "saturate", 1))
+    layer = b.add(node, name, "Quantize", [x], b.full(x), attrs, params, lead=b.lead[x])
     _mark(b, node, name, layer.output, q)
 
 
 @handles("DequantizeLinear")
 def _dequantize_linear(b, node, name):
-    x = _quantized_input(b, node, name)
-    if b.attr(node, "block_size", 0):
-        raise b.reject(node, name, "uses blocked quantization (block_size)")
-    q = _qparams(b, node, name, 1, 2, "x", b.graph.tensors[x].dtype)
-    if q.dtype != b.graph.tensors[x].dtype:
-        raise b.reject(node, name, f"reads {b.graph.tensors[x].dtype} values with a {q.dtype} zero point")
-    b.add(node, name, "Dequantize", [x], b.full(x), {"scale": float(q.scale[0]), "zero_point": int(q.zero_point[0])},
-          lead=b.lead[x])
+    """ONNX DequantizeLinear of any quantized type to float32, per tensor, per axis or blocked."""
+    x = _quantized_input(b, node, name, types=tuple(QUANTIZED_TYPES))
+    dtype = b.graph.tensors[x].dtype
+    if b.attr(node, "output_dtype", 0) not in (0, 1):
+        raise b.reject(node, name, "dequantizes to another type than float32 (output_dtype)")
+    q = _qparams(b, node, name, 1, 2, "x", dtype, per_tensor=False, types=tuple(QUANTIZED_TYPES))
+    if q.dtype != dtype:
+        raise b.reject(node, name, f"reads {dtype} values with a {q.dtype} zero point")
+    attrs, params = _per_element(b, node, name, x, q)
+    if not params:
+        attrs = {"scale": float(q.scale[0]), "zero_point": int(q.zero_point[0])}
+    layer = b.add(node, name, "Dequantize", [x], b.full(x), attrs, params, lead=b.lead[x])
+    if q.scale_type == "float16":  # ONNX: the output has the scale's type; the C rounds the product to it
+        b.graph.tensors[layer.output].dtype = "float16"
+
+
+def _per_element(b: _Builder, node, name: str, x: str, q: QParams) -> tuple[dict, dict]:
+    """The attrs and params of a Quantize or Dequantize whose scale is per axis (``axis``) or blocked (``axis``,
+    ``block_size``; ONNX 21): params ``scale`` and ``zero_point`` (when not all 0), attr ``blocks`` = (outer, axis
+    length, inner, block, (outer, axis, inner) strides of the scale index) for the C's loops over ``x``'s IR shape
+    (the axis split at it). Per tensor: none (the scale and zero point are literals)."""
+    block = int(b.attr(node, "block_size", 0))
+    if q.scale.size == 1 and not block:
+        return {}, {}
+    axis = b.axis(node, name, int(b.attr(node, "axis", 1)), x)  # refuses the batch axis: parameters per sample
+    shape = b.shape(x)
+    outer, size, inner = int(np.prod(shape[:axis])), shape[axis], int(np.prod(shape[axis + 1:]))
+    scale_shape = tuple(b.const(node, name, 1, "scale").shape)
+    if block:
+        count = -(-size // block)
+        wanted = tuple(count if k == axis + b.lead[x] else d for k, d in enumerate(b.full(x)))
+        strides = (count * inner, inner, 1)
+    else:
+        block, wanted, strides = 1, (size,), (0, 1, 0)
+    if scale_shape != wanted:
+        raise b.reject(node, name, f"has a scale of shape {list(scale_shape)} for {list(b.full(x))} along axis "
+                                   f"{axis + b.lead[x]}; {list(wanted)} is the per-axis or blocked shape")
+    params = {"scale": q.scale.astype(np.float32)}
+    if np.any(q.zero_point):
+        params["zero_point"] = q.zero_point.astype(np.int32)
+    return {"blocks": (outer, size, inner, block, strides)}, params
 
 
 @handles("QLinearConv")
@@ -559,6 +611,7 @@ def describe(b: _Builder, outputs: list[str], instead: dict) -> None:
     kinds = {t.dtype for t in b.graph.tensors.values() if t.quantized}
     if any(node.op == "DynQuantize" for node in b.graph.nodes):
         kinds.add("uint8")  # its uint8 values are written as float32 at the graph output: no integer tensor
+    kinds = sorted(kinds)
     if not kinds:
         return
-    b.graph.quantization = {"activations": kinds.pop(), "format": "qdq" if instead else "qoperator"}
+    b.graph.quantization = {"activations": ", ".join(kinds), "format": "qdq" if instead else "qoperator"}

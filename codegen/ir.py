@@ -63,9 +63,12 @@ per-channel fixed-point constants made at generation time (``quantize.requantiza
 arithmetic only between ``Quantize`` and ``Dequantize``:
 
 * ``Quantize``: float32 input to its quantized output (ONNX QuantizeLinear with the output tensor's scale and
-  zero point: saturate(round_half_even(x / scale) + zero_point), in float32).
+  zero point: saturate(round_half_even(x / scale) + zero_point), in float32; to a float8/float4 type x / scale
+  rounded to it, ``minifloat``, attr ``saturate``). Per-axis or blocked: params ``scale`` (float32) and
+  ``zero_point`` (int32, absent when all 0) and attr ``blocks`` (``quant_blocks``); the output's ``scale`` and
+  ``zero_point`` then None.
 * ``Dequantize``: quantized input to float32, attrs ``scale`` and ``zero_point`` (the DequantizeLinear's own):
-  (float)(q - zero_point) * scale.
+  (float)(q - zero_point) * scale (a float8/float4 q as the float it is); per-axis or blocked as ``Quantize``.
 * ``QConv2D``: the ``Conv2D`` attrs (kernel layout ``OIHW``) and ``x_zero_point``, ``y_zero_point``, ``low``,
   ``high`` (the saturation bounds, ``low`` raised to ``y_zero_point`` by a fused ReLU); params ``kernel`` (int8),
   ``bias`` (int32, optional), ``multiplier`` and ``shift`` (int32, one per output channel or one for all) and
@@ -96,11 +99,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codegen.errors import UnsupportedModel
+from codegen.minifloat import FORMATS
 
 # Ops that only reinterpret their input's memory; they emit no code.
 VIEW_OPS = frozenset({"View"})
-# Quantized tensor types: (lowest, highest value, C type).
-QUANTIZED_TYPES = {"int8": (-128, 127, "int8_t"), "uint8": (0, 255, "uint8_t")}
+# Quantized tensor types: (lowest, highest value, C type). The integer ones narrower than a byte are stored unpacked,
+# one value per byte; the float8 and float4 formats (``minifloat.FORMATS``) as ``float``, every value of them being a
+# float32. Only QuantizeLinear and DequantizeLinear write or read the types other than int8 and uint8.
+INTEGER_TYPES = {"int8": (-128, 127, "int8_t"), "uint8": (0, 255, "uint8_t"), "int16": (-32768, 32767, "int16_t"),
+                 "uint16": (0, 65535, "uint16_t"), "int4": (-8, 7, "int8_t"), "uint4": (0, 15, "uint8_t"),
+                 "int2": (-2, 1, "int8_t"), "uint2": (0, 3, "uint8_t")}
+QUANTIZED_TYPES = {**INTEGER_TYPES, **{name: (-f.largest, f.largest, "float") for name, f in FORMATS.items()}}
+# The activation types of the integer ops (QLinearConv, QLinearMatMul, QLinearAdd, the QDQ groups...).
+ACTIVATION_TYPES = ("int8", "uint8")
 # Ops that read quantized tensors and rescale them themselves, and ops that copy a quantized tensor's values
 # (their output has the input's representation; ``Pool2D`` only as a max).
 INTEGER_OPS = frozenset({"Dequantize", "QConv2D", "QDense", "QAdd", "QAvgPool", "IConv2D", "IDense"})
@@ -301,15 +312,15 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass
 class Tensor:
-    """A tensor without its batch axis, stored contiguously in ``shape`` order: float32, or quantized (``dtype``
-    int8 or uint8, the real value of a stored q being ``scale * (q - zero_point)``)."""
+    """A tensor without its batch axis, stored contiguously in ``shape`` order: float32, or quantized (``dtype`` of
+    ``QUANTIZED_TYPES``, the real value of a stored q being ``scale * (q - zero_point)``)."""
 
     name: str
     shape: tuple[int, ...]
     layout: str | None  # one letter per axis, or None for ranks without a name (> 4)
     dtype: str = "float32"
-    scale: float | None = None
-    zero_point: int | None = None
+    scale: float | list[float] | None = None  # a list: per axis or per block (a QuantizeLinear's own output)
+    zero_point: int | list[int] | None = None
 
     @property
     def quantized(self) -> bool:
@@ -394,7 +405,8 @@ class Graph:
         representation, and any other op but ``INTEGER_OPS`` is refused on one (it would read q as reals)."""
         quantized = [self.tensors[name] for name in node.inputs if self.tensors[name].quantized]
         if quantized:
-            copies = node.op in REPRESENTATION_OPS and (node.op != "Pool2D" or node.attrs.get("kind") == "max")
+            copies = node.op in REPRESENTATION_OPS and (node.op != "Pool2D" or node.attrs.get("kind") == "max") \
+                and quantized[0].dtype in ACTIVATION_TYPES
             if not copies and node.op not in INTEGER_OPS:
                 raise UnsupportedModel(
                     f"{self.source}: node '{node.name}' ({node.kind}) reads the quantized ({quantized[0].dtype}) "

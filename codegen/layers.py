@@ -11,6 +11,7 @@ serves channels-last (Keras) and channels-first (ONNX) tensors alike.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,6 +21,7 @@ from codegen.activations import expression
 from codegen.cwriter import CWriter, c_float
 from codegen.ir import CONTRACTED, QUANTIZED_TYPES, Graph, Node, Tensor, row_major_strides
 from codegen.memory import Buffer
+from codegen.minifloat import FORMATS, round_to
 from codegen.quantize import ADD_LEFT_SHIFT
 
 EMITTERS: dict[str, Callable[["Context", Node], None]] = {}
@@ -864,17 +866,50 @@ def emit_qavg_pool(ctx: Context, node: Node) -> None:
             store_saturated(ctx, node, target, "r", zero_point=0)
 
 
+@contextmanager
+def _quantization_elements(ctx: Context, node: Node, size: int):
+    """The loops of a Quantize or Dequantize over its ``size`` values: yields the C expressions of the value's index
+    and of its scale's (None per tensor). Per axis or blocked (attr ``blocks``): three nested loops over the
+    values before, along and after the quantization axis; the scale index steps along the axis once per block."""
+    blocks = node.attrs.get("blocks")
+    if blocks is None:
+        with ctx.w.loop("i", size):
+            yield "i", None
+        return
+    outer, length, inner, block, strides = blocks
+    with ctx.w.nest([("o", outer), ("c", length), ("n", inner)]):
+        ctx.w.line(f"const int i = {index((length * inner, inner, 1), ['o', 'c', 'n'])};")
+        ctx.w.line(f"const int s = {index(strides, ['o', f'c / {block}' if block > 1 else 'c', 'n'])};")
+        yield "i", "s"
+
+
+def _scale_and_zero(ctx: Context, node: Node, at: str | None, scale: float, zero_point: int) -> tuple[str, str]:
+    """The C expressions of a value's scale (float) and zero point (int): literals per tensor, the node's params at
+    ``at`` otherwise (a zero point absent from the params is 0)."""
+    if at is None:
+        return c_float(scale), str(zero_point)
+    zero = f"{ctx.param(node, 'zero_point')}[{at}]" if "zero_point" in node.params else "0"
+    return f"{ctx.param(node, 'scale')}[{at}]", zero
+
+
 @emitter("Quantize")
 def emit_quantize(ctx: Context, node: Node) -> None:
     """ONNX QuantizeLinear in float32: saturate(nearbyintf(x / scale) + zero_point) (round half to even in the
-    default rounding mode); a NaN gives the lowest value."""
+    default rounding mode; a NaN gives the lowest value) to an integer type; x / scale rounded to a float8/float4
+    type (``minifloat.round_to``, the node's ``saturate``)."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
     low, high, _ = QUANTIZED_TYPES[y.dtype]
-    with ctx.w.loop("i", y.size):
-        zero = f" {'-' if y.zero_point < 0 else '+'} {c_float(abs(y.zero_point))}" if y.zero_point else ""
-        ctx.w.line(f"const float r = nearbyintf({ctx.at(x.name, 'i')} / {c_float(y.scale)}){zero};")
-        ctx.w.line(f"{ctx.at(y.name, 'i')} = r >= {c_float(high)} ? {high} : r > {c_float(low)} ? "
-                   f"({y.ctype})r : {low};")
+    with _quantization_elements(ctx, node, y.size) as (i, at):
+        scale, zero = _scale_and_zero(ctx, node, at, y.scale, y.zero_point)
+        quotient = f"{ctx.at(x.name, i)} / {scale}"
+        if y.dtype in FORMATS:
+            round_to(ctx.w, ctx.at(y.name, i), quotient, FORMATS[y.dtype], bool(node.attrs.get("saturate", 1)))
+        else:
+            plus = "" if zero == "0" else f" + (float){zero}" if at else \
+                f" {'-' if int(zero) < 0 else '+'} {c_float(abs(int(zero)))}"
+            ctx.w.line(f"const float r = nearbyintf({quotient}){plus};")
+            ctx.w.line(f"{ctx.at(y.name, i)} = r >= {c_float(high)} ? {high} : r > {c_float(low)} ? "
+                       f"({y.ctype})r : {low};")
 
 
 @emitter("DynQuantize")
@@ -908,8 +943,14 @@ def emit_dyn_quantize(ctx: Context, node: Node) -> None:
 
 @emitter("Dequantize")
 def emit_dequantize(ctx: Context, node: Node) -> None:
-    """ONNX DequantizeLinear in float32: (float)(q - zero_point) * scale."""
+    """ONNX DequantizeLinear in float32: (float)(q - zero_point) * scale (a float8/float4 q as the float it is), rounded
+    to a float16 output (a float16 scale's type)."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.output)
-    with ctx.w.loop("i", y.size):
-        value = minus_zero_point(f"(int){ctx.at(x.name, 'i')}", node.attrs["zero_point"])
-        ctx.w.line(f"{ctx.at(y.name, 'i')} = (float){value} * {c_float(node.attrs['scale'])};")
+    with _quantization_elements(ctx, node, y.size) as (i, at):
+        scale, zero = _scale_and_zero(ctx, node, at, node.attrs.get("scale"), node.attrs.get("zero_point"))
+        value = ctx.at(x.name, i) if x.dtype in FORMATS else f"(int){ctx.at(x.name, i)}"
+        value = (value if zero == "0" else f"({value} - {zero})") if at else minus_zero_point(value, int(zero))
+        if y.dtype in FORMATS:  # a float16 output (a float16 scale's type): the float32 product rounded to it
+            round_to(ctx.w, ctx.at(y.name, i), f"(float){value} * {scale}", FORMATS[y.dtype], saturate=False)
+        else:
+            ctx.w.line(f"{ctx.at(y.name, i)} = (float){value} * {scale};")

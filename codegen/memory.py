@@ -71,7 +71,9 @@ def plan(graph: Graph, arena_symbol: str) -> MemoryPlan:
         for name in node.inputs:
             last_use[root(name)] = index
 
-    symbols = {"float32": arena_symbol, "int8": f"{arena_symbol}_i8", "uint8": f"{arena_symbol}_u8"}
+    # one arena per stored type (a float8/float4 type's values are floats, in an arena of their own all the same)
+    symbols = {"float32": arena_symbol, "int8": f"{arena_symbol}_i8", "uint8": f"{arena_symbol}_u8",
+               **{dtype: f"{arena_symbol}_{dtype}" for dtype in QUANTIZED_TYPES if dtype not in ("int8", "uint8")}}
     blocks: dict[str, dict[str, tuple[int, int]]] = {dtype: {} for dtype in symbols}  # live: root -> (offset, size)
     high = dict.fromkeys(symbols, 0)
     for index, node in enumerate(graph.nodes):

@@ -27,6 +27,7 @@ from harness import registry, tensors
 from harness.errors import ModelError
 from harness.models import cache, nnef, sidecar
 from harness.models.model import FLOAT_COUNTERPART, Model, Tensor, file_sha256, packed_model
+from harness.tensors import abi_dtype, value_range
 
 CONVERTER_VERSION = 2  # 2: a Keras model made from a file's name is named by names.identifier (ASCII)
 _MAX_CAUSE = 400
@@ -460,9 +461,9 @@ def _load_onnx(path: Path, _folder: Path | None = None) -> Model:
     in_shape = _onnx_shape(path, inputs[0], single=True)
     out_shape = _onnx_shape(path, outputs[0], single=True, output=True)
     layout, output_layout = _channels_first(len(in_shape)), _channels_first(len(out_shape))
-    integer = INTEGER_ABI_TYPES.get(inputs[0].type.tensor_type.elem_type)
+    quantized = abi_dtype(inputs[0].type.tensor_type.elem_type)
     return Model(
-        input_domain=integer or Model.input_domain,
+        input_domain=value_range(quantized) if quantized not in (None, np.float32) else Model.input_domain,
         name=path.stem,
         files={"onnx": path},
         input_shape=in_shape,
@@ -503,18 +504,17 @@ def _check_finite(path: Path, named_arrays) -> None:
             raise ModelError(f"{path}: weights '{name}' contain {kind}; the model's outputs would not be finite")
 
 
-# The ONNX element types of an int8/uint8 graph input or output, carried by the float32 ABI as its integer values
-# (docs/quantized.md, "Integer graph inputs and outputs"), and the range of those values: the input domain.
-INTEGER_ABI_TYPES = {3: (-128.0, 127.0), 2: (0.0, 255.0)}  # TensorProto.INT8, TensorProto.UINT8
-# An int32 output (ConvInteger's, MatMulInteger's) crosses it as its values too, exact up to |y| = 2^24; Assay's
-# generator proves that bound from the static ranges or refuses the model (docs/quantized.md, "int32 outputs").
+# An int32 output (ConvInteger's, MatMulInteger's) crosses the float32 ABI as its values too, exact up to |y| = 2^24;
+# Assay's generator proves that bound from the static ranges or refuses the model (docs/quantized.md, "int32 outputs").
 INT32_OUTPUT = 6  # TensorProto.INT32
 
 
 def _onnx_shape(path: Path, value, single: bool = False, output: bool = False) -> tuple[int, ...]:
-    """The shape of one sample: the declared shape without its batch axis, if it has one. float32, or int8/uint8
-    for the ``single`` input or output of a model of one each (``INTEGER_ABI_TYPES``), or int32 for that ``output``.
-    A rank-0 ``output`` is a sample of one value, shape ``(1,)`` (the generator writes it so).
+    """The shape of one sample: the declared shape without its batch axis, if it has one. float32, or a quantized
+    type for the ``single`` input or output of a model of one each (``harness.tensors.ABI_ELEMENT_TYPES``: the ABI
+    carries its values, docs/quantized.md "Integer graph inputs and outputs"; its range is an input's domain), or
+    int32 for that ``output``. A rank-0 ``output`` is a sample of one value, shape ``(1,)`` (the generator writes it
+    so).
 
     The first axis is a batch axis when it is symbolic, or when it is 1 and
     the rank is 2 or 4 (``[1, F]``, ``[1, C, H, W]``); otherwise every axis is
@@ -524,10 +524,10 @@ def _onnx_shape(path: Path, value, single: bool = False, output: bool = False) -
     from onnx import TensorProto
 
     tensor_type = value.type.tensor_type
-    integer_types = {*INTEGER_ABI_TYPES, INT32_OUTPUT} if output else INTEGER_ABI_TYPES
-    if tensor_type.elem_type != TensorProto.FLOAT and not (single and tensor_type.elem_type in integer_types):
-        kinds = "float32, int8 or uint8" if single else \
-            "float32 (int8 and uint8 in a model of one input and one output)"
+    carried = abi_dtype(tensor_type.elem_type) is not None or (output and tensor_type.elem_type == INT32_OUTPUT)
+    if tensor_type.elem_type != TensorProto.FLOAT and not (single and carried):
+        kinds = "float32 or quantized (int8 ... float4e2m1)" if single else \
+            "float32 (quantized ones in a model of one input and one output)"
         raise ModelError(f"{path}: {value.name} is {TensorProto.DataType.Name(tensor_type.elem_type)}; {kinds} inputs "
                          "and outputs are supported")
     if not tensor_type.HasField("shape"):

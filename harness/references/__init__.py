@@ -23,6 +23,7 @@ import numpy as np
 from harness import registry
 from harness.errors import ModelError
 from harness.models.model import Model
+from harness.tensors import ABI_ELEMENT_TYPES, value_range
 from harness.models import tf_runtime  # noqa: F401 - TensorFlow environment defaults before anything loads it
 
 
@@ -70,20 +71,25 @@ def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
 
 
 
-# ONNX Runtime's names of the integer graph input types the float32 ABI carries (docs/quantized.md)
-ORT_INTEGER_TYPES = {"tensor(uint8)": np.uint8, "tensor(int8)": np.int8}
+# ONNX Runtime's names of the quantized graph input types the float32 ABI carries and numpy exchanges with it
+# (docs/quantized.md); the others (float8, int4, int2, float4) cross by a Cast (``onnxruntime_ref``).
+ORT_INTEGER_TYPES = {"tensor(uint8)": np.uint8, "tensor(int8)": np.int8, "tensor(uint16)": np.uint16,
+                     "tensor(int16)": np.int16}
 
 
 def as_graph_input(batch: np.ndarray, dtype) -> np.ndarray:
-    """The ABI's float32 values as a graph input of element type ``dtype``. An int8/uint8 input crosses the float32
-    ABI as its integer values, which the generated C reads as saturate(round half to even(x)) (NaN: the lowest
-    value); a reference fed that input reads them the same way, so both see the same integers whatever the float
+    """The ABI's float32 values as a graph input of element type ``dtype``. A quantized input crosses the float32 ABI
+    as its values, which the generated C reads as saturate(round half to even(x)) (NaN: the lowest value) for an
+    integer type, and as x rounded to nearest even, saturating (ONNX's Cast, ``ml_dtypes``'), for a float8/float4
+    type; a reference fed that input reads them the same way, so both see the same values whatever the float
     (docs/quantized.md, "Integer graph inputs and outputs"). A float32 input is returned as it is."""
     dtype = np.dtype(dtype)
-    if dtype.kind not in "iu":
+    if dtype.name == "float32" or dtype.name not in ABI_ELEMENT_TYPES.values():
         return batch
-    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
-    return np.clip(np.nan_to_num(np.rint(batch), nan=low), low, high).astype(dtype)
+    low, high = value_range(dtype)
+    if dtype.name.startswith(("int", "uint")):
+        return np.clip(np.nan_to_num(np.rint(batch), nan=low), low, high).astype(dtype)
+    return np.clip(batch, low, high).astype(dtype)
 
 
 def unpack(model: Model, batch: np.ndarray) -> list[np.ndarray]:

@@ -20,14 +20,19 @@ QLinearAdd, QLinearGlobalAveragePool, QLinearAveragePool (fixed-point rule only)
 integer tensors, DequantizeLinear) and QDQ
 (float ops between DequantizeLinear and QuantizeLinear: a "DQ -> op -> Q" group has the integer meaning of the
 corresponding QLinear op); ConvInteger and MatMulInteger (their int32 accumulator, the same under both rules).
-int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel. What else a graph holds
-(int16, int4, float8, a DQ/Q pattern that does not fold) is a ``ModelError`` naming the node, its op and why.
+int8 or uint8 activations, int8 (or uint8) weights, per-tensor or per-channel; and QuantizeLinear/DequantizeLinear
+on their own of every quantized type (int16, int4, int2 and their unsigned forms, float8, float4e2m1; a float16
+DequantizeLinear scale), per tensor, per axis or blocked (docs/quantized.md, "What is accepted").
 DynamicQuantizeLinear gives its three outputs (the same under both rules; the generator writes them at graph outputs
-only).
+only). What else a graph holds (int16 or int4 between the integer ops, a DQ/Q pattern that does not fold) is a
+``ModelError`` naming the node, its op and why.
 
 Common to both rules (all exact):
 - QuantizeLinear of a float32 graph input: ``q = saturate(rint(x / s) + zp)``, ``x / s`` in float32, rounding half
-  to even (ONNX; MLAS divides, clamps, converts with the default MXCSR rounding; the C uses ``rintf``).
+  to even (ONNX; MLAS divides, clamps, converts with the default MXCSR rounding; the C uses ``rintf``); to a float8 or
+  float4 type ``x / s`` rounded to it by ml_dtypes (nearest, ties to even; clipped to its largest value first when
+  ``saturate``, as ONNX's reference does). Per axis or blocked, ``s`` and ``zp`` broadcast along ``axis``
+  (``_broadcast``).
 - Accumulators: ``acc = bias + sum (x - zp_x) (w - zp_w[c])`` in int32 (padding taps read zp_x, adding 0). They are
   computed here as float64 matrix products of the centred integers (``float64._conv``, BLAS): every partial sum is an
   integer below 2^53 for fewer than 2^37 taps, so the products are exact whatever the summation order; an
@@ -238,6 +243,7 @@ class _Dequantized(NamedTuple):
     scale: np.ndarray
     zero_point: np.ndarray
     axis: int
+    block: int = 0  # blocked quantization's block_size (ONNX 21): the scale repeated along ``axis``
 
 
 class _Pending(NamedTuple):
@@ -380,22 +386,78 @@ def _quantization(context: _Context, args: list, scale_index: int, dtype_default
     return scale.reshape(()), np.int64(zero.reshape(())), zero.dtype
 
 
+# The types of QuantizeLinear and DequantizeLinear beyond the integer ops' 8 bits (docs/quantized.md, "What is
+# accepted"): the integers by their range, the float8/float4 formats by ml_dtypes' type of the same name (values
+# rounded to nearest even, saturating as ONNX's Cast does when told).
+_QDQ_INTEGERS = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
+                 "int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
+_QDQ_FLOATS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+
+
+def _broadcast(values, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
+    """A QuantizeLinear/DequantizeLinear scale or zero point as an array broadcasting to ``shape``: one value as it is,
+    per axis along ``axis``, blocked (``block`` > 0: ONNX 21) repeated ``block`` times along ``axis`` and cut to the
+    axis's length (the last block may be shorter)."""
+    values = np.asarray(values)
+    if values.size == 1 and not block:
+        return values.reshape(())
+    axis %= max(len(shape), 1)
+    if not block:
+        return _along(values, axis, len(shape))
+    blocked = np.repeat(values, block, axis=axis).take(range(shape[axis]), axis=axis)
+    if blocked.shape != tuple(shape):
+        raise ModelError(f"integer arbiter: a blocked scale of shape {list(values.shape)} for a tensor of shape "
+                         f"{list(shape)}")
+    return blocked
+
+
 def _quantize_input(context: _Context, x: np.ndarray, args: list, attrs: dict) -> np.ndarray:
+    """QuantizeLinear of a float32 tensor to any type of ``_QDQ_INTEGERS`` or ``_QDQ_FLOATS``, per tensor, per axis
+    or blocked: saturate(rint(x / s) + zp) to an integer type, x / s rounded to a float8/float4 type (saturating to
+    its largest value when ``saturate``; float4e2m1 always)."""
+    import ml_dtypes
+    from onnx import helper
+
     if x.dtype != np.float32:
         raise context.refuse(f"QuantizeLinear of a {x.dtype} tensor (float32 only)")
-    if attrs.get("output_dtype", 0) or attrs.get("saturate", 1) != 1:
-        raise context.refuse("output_dtype/saturate attributes (8-bit integers only)")
-    scale, zero, dtype = _quantization(context, args, 1)
+    if attrs.get("precision", 0) not in (0, 1):
+        raise context.refuse("a division in another precision than float32 (precision)")
+    zero = np.asarray(args[2]) if len(args) > 2 and args[2] is not None else None
+    named = attrs.get("output_dtype", 0)
+    dtype = zero.dtype if zero is not None else np.dtype(helper.tensor_dtype_to_np_dtype(named) if named else np.uint8)
+    axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0))
     with np.errstate(all="ignore"):  # inf / NaN saturate as MLAS's clamp does
-        scaled = np.rint(x / scale)
-    return _saturate(np.nan_to_num(scaled, nan=0.0, posinf=1e9, neginf=-1e9).astype(np.int64) + zero, dtype)
+        scaled = x / _broadcast(np.asarray(args[1], np.float32), x.shape, axis, block)
+    if dtype.name in _QDQ_FLOATS:
+        if zero is not None and np.any(zero.astype(np.float32) != 0):
+            raise context.refuse(f"a non-zero {dtype.name} zero point (0 is the float8/float4 one)")
+        if attrs.get("saturate", 1) or dtype.name == "float4_e2m1fn":
+            info = ml_dtypes.finfo(dtype)
+            scaled = np.clip(scaled, float(info.min), float(info.max))
+        return scaled.astype(dtype)
+    if dtype.name not in _QDQ_INTEGERS:
+        raise context.refuse(f"QuantizeLinear to {dtype} (8-, 16-, 4- and 2-bit integers, float8, float4)")
+    low, high = _QDQ_INTEGERS[dtype.name]
+    zp = 0 if zero is None else _broadcast(zero.astype(np.int64), x.shape, axis, block)
+    rounded = np.nan_to_num(np.rint(scaled), nan=0.0, posinf=1e9, neginf=-1e9).astype(np.int64)
+    return np.clip(rounded + zp, low, high).astype(dtype)
 
 
 def _dequantize(value: _Dequantized) -> np.ndarray:
-    q = value.q.astype(np.int64)
-    axis = value.axis % q.ndim if q.ndim else 0
-    centred = q - _along(value.zero_point.astype(np.int64), axis, q.ndim)
-    return centred.astype(np.float32) * _along(value.scale.astype(np.float32), axis, q.ndim)
+    """DequantizeLinear in float32: (q - zp) * s, a float8/float4 q as the float it is (its zero point is 0); of a
+    float16 scale, that product rounded to float16 (the output has the scale's type)."""
+    q = value.q
+    scale = _broadcast(value.scale.astype(np.float32), q.shape, value.axis, value.block)
+    if q.dtype.name in _QDQ_FLOATS:
+        product = q.astype(np.float32) * scale
+    else:
+        centred = q.astype(np.int64) - _broadcast(value.zero_point.astype(np.int64), q.shape, value.axis,
+                                                  value.block)
+        product = centred.astype(np.float32) * scale
+    if value.scale.dtype != np.float16:
+        return product
+    with np.errstate(over="ignore"):  # beyond float16's largest value: infinity, as ONNX's cast gives
+        return product.astype(np.float16)
 
 
 _OPS: dict[tuple[str, str], Callable] = {}
@@ -449,15 +511,20 @@ def _dynamic_quantize_linear(context: _Context, args: list, attrs: dict):
 @_op("DequantizeLinear")
 def _dequantize_linear(context: _Context, args: list, attrs: dict):
     q = np.asarray(args[0])
-    if q.dtype not in _RANGES and q.dtype != np.int32:
-        raise context.refuse(f"DequantizeLinear of a {q.dtype} tensor (int8, uint8 and an int32 bias only)")
-    scale = np.asarray(args[1], np.float32)
+    if q.dtype.name not in (*_QDQ_INTEGERS, *_QDQ_FLOATS) and q.dtype != np.int32:
+        raise context.refuse(f"DequantizeLinear of a {q.dtype} tensor (8-, 16-, 4- and 2-bit integers, float8, "
+                             "float4 and an int32 bias only)")
+    if attrs.get("output_dtype", 0) not in (0, 1):
+        raise context.refuse("output_dtype other than float32")
+    scale = np.asarray(args[1])  # float16: the output is float16 too (ONNX), the float32 product rounded to it
+    scale = scale if scale.dtype == np.float16 else scale.astype(np.float32)
     zero = np.asarray(args[2]) if len(args) > 2 and args[2] is not None else np.zeros(scale.shape, q.dtype)
     if zero.dtype != q.dtype:
         raise context.refuse(f"zero point of type {zero.dtype} for a {q.dtype} tensor")
-    if "block_size" in attrs and attrs["block_size"]:
-        raise context.refuse("blocked quantization (per-tensor and per-axis only)")
-    return _Dequantized(q, scale, zero, int(attrs.get("axis", 1)) if scale.size > 1 else 0)
+    if q.dtype.name in _QDQ_FLOATS and np.any(zero.astype(np.float32) != 0):
+        raise context.refuse(f"a non-zero {q.dtype.name} zero point (0 is the float8/float4 one)")
+    block = int(attrs.get("block_size", 0))
+    return _Dequantized(q, scale, zero, int(attrs.get("axis", 1)) if scale.size > 1 or block else 0, block)
 
 
 # --- the integer ops (accumulators, then the rule's requantization) ----------------------------------------------

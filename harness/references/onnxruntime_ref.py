@@ -12,6 +12,7 @@ from harness.tensors import convert, shape_in
 from harness.models.model import Model
 from harness.references import (ORT_INTEGER_TYPES, as_graph_input, check_inputs, run_packed_samples,
                                 sample_feeds, unpack)
+from harness.tensors import abi_dtype
 
 BATCH = 256
 
@@ -49,22 +50,77 @@ def run_batched(run, batch: np.ndarray, fixed: int | None, step: int) -> list[np
     return chunks
 
 
+# The quantized element types (TensorProto codes) numpy cannot exchange with ONNX Runtime's Python API: float8, int4,
+# int2, float4. A graph input or output of one crosses as float32 through a Cast node (``_exchangeable``).
+CAST_TYPES = frozenset({17, 18, 19, 20, 21, 22, 23, 25, 26})
+
+
 @functools.lru_cache(maxsize=8)
 def _session(path: str, mtime_ns: int):
+    """The session of ``path`` and the numpy type of its first graph input (what ``as_graph_input`` reads for it)."""
+    import onnx
     import onnxruntime as ort
 
+    model = onnx.load(path, load_external_data=False)
+    elem_type = model.graph.input[0].type.tensor_type.elem_type if model.graph.input else 1
+    feed = abi_dtype(elem_type) or np.dtype(np.float32)
     try:
-        return ort.InferenceSession(path, sess_options=session_options(), providers=["CPUExecutionProvider"])
+        if not any(value.type.tensor_type.elem_type in CAST_TYPES for value in (*model.graph.input,
+                                                                                 *model.graph.output)):
+            return ort.InferenceSession(path, sess_options=session_options(), providers=["CPUExecutionProvider"]), \
+                feed
+        return ort.InferenceSession(_exchangeable(onnx.load(path)).SerializeToString(), sess_options=session_options(),
+                                    providers=["CPUExecutionProvider"]), feed
     except Exception as error:  # noqa: BLE001
         from harness.models.user_files import cause
 
         raise ModelError(f"{path}: onnxruntime cannot load it ({cause(error)})") from None
 
 
+def _exchangeable(model):
+    """``model`` with each graph input and output of a type of ``CAST_TYPES`` made float32, a Cast to and from the
+    graph's own type beside it: exact, every value of these types being a float32, and the input's values already of
+    the type (``as_graph_input`` rounds them as the C does, before the Cast sees them)."""
+    import onnx
+    from onnx import helper
+
+    graph = model.graph
+    casts_in, casts_out = [], []
+    for value in graph.input:
+        elem_type = value.type.tensor_type.elem_type
+        if elem_type in CAST_TYPES:
+            casts_in.append(helper.make_node("Cast", [f"{value.name}:abi"], [value.name], to=elem_type))
+            value.name = f"{value.name}:abi"
+            value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    for value in graph.output:
+        if value.type.tensor_type.elem_type in CAST_TYPES:
+            casts_out.append(helper.make_node("Cast", [f"{value.name}"], [f"{value.name}:abi"], to=1))
+            value.name = f"{value.name}:abi"
+            value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    nodes = casts_in + list(graph.node) + casts_out
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
 def session(path: Path):
     """The inference session of ``path``, created once per process (again if the file changes)."""
     path = Path(path).resolve()
-    return _session(str(path), path.stat().st_mtime_ns)
+    return _session(str(path), path.stat().st_mtime_ns)[0]
+
+
+def feed_type(path: Path) -> np.dtype:
+    """The numpy type ``as_graph_input`` reads the first graph input of ``path`` as (float32 for a float input)."""
+    path = Path(path).resolve()
+    return _session(str(path), path.stat().st_mtime_ns)[1]
+
+
+def graph_feed(model: Model, inputs: np.ndarray, in_layout: str, session_type: str) -> np.ndarray:
+    """The batch fed to ONNX Runtime: the ABI's values read as the graph input's type (``as_graph_input``), as float32
+    when the session takes that input as float32 (a Cast of ``_exchangeable`` converts it)."""
+    batch = as_graph_input(convert(check_inputs(model, inputs), model.layout, in_layout),
+                           feed_type(model.file(OnnxRuntimeReference.fmt)))
+    return batch.astype(np.float32) if session_type == "tensor(float)" else batch
 
 
 class OnnxRuntimeReference:
@@ -83,8 +139,7 @@ class OnnxRuntimeReference:
                                       lambda feeds: sess.run(None, dict(zip(_names(sess), feeds))), np.float32)
         in_layout, out_layout = model.layouts_of(self.fmt)
         first = sess.get_inputs()[0]
-        batch = as_graph_input(convert(check_inputs(model, inputs), model.layout, in_layout),
-                               ORT_INTEGER_TYPES.get(first.type, np.float32))
+        batch = graph_feed(model, inputs, in_layout, first.type)
         if len(first.shape) == batch.ndim - 1:  # no batch axis (docs/zoo.md): one input per run
             chunks = [sess.run(None, {first.name: sample})[0][None] for sample in batch]
         else:

@@ -232,12 +232,17 @@ def test_dynamic_quantization_equals_onnxruntime_and_the_onnx_reference_bit_for_
 
 @pytest.mark.parametrize("elem, name", [(TensorProto.INT4, "int4"), (TensorProto.FLOAT8E4M3FN, "float8_e4m3fn"),
                                         (TensorProto.INT16, "int16")])
-def test_other_quantized_types_are_refused_by_name(elem, name, tmp_path):
+def test_other_quantized_types_are_refused_by_name_between_integer_ops(elem, name, tmp_path):
+    """QuantizeLinear and DequantizeLinear take every quantized type (test_codegen_quantize_types.py); the integer
+    ops and the QDQ groups int8 and uint8 only."""
     zero = helper.make_tensor("z", elem, [], [0])
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quantize_input"),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="back")]
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequantize_input"),
+             helper.make_node("Flatten", ["d"], ["f"], name="flatten"),
+             helper.make_node("QuantizeLinear", ["f", "s", "z"], ["q2"], name="requantize"),
+             helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["y"], name="back")]
     assert _refusal(_model(nodes, [SCALE, zero]), tmp_path) == (
-        f"m.onnx: node 'quantize_input' (QuantizeLinear) quantizes y to {name}; int8 and uint8 are supported")
+        f"m.onnx: node 'dequantize_input' (DequantizeLinear) quantizes x to {name}; int8, uint8 are supported")
 
 
 def test_a_qdq_pattern_that_does_not_fold_is_refused_by_name(tmp_path):

@@ -16,14 +16,16 @@ batch twice over, must give the case's expected outputs (a Softmax over axis 0, 
 operand varies along axis 0, fails this and keeps its declared shape as one sample). A split model's first
 axis is symbolic, which the loader and the generator's front end read as the batch axis (docs/zoo.md).
 Quantized cases (docs/conformance.md, "Quantized cases"), prepared by the same rule (scales and zero points become
-initialisers), plus: the data input and the output must be of a type Assay's float32 ABI carries, float32, int8 or
-uint8 (an integer as its exact value; docs/quantized.md, "Integer graph inputs and outputs"), or ConvInteger's and
-MatMulInteger's int32 output when a range proof bounds it by 2^24 (``_int32_refusal``); any other (float8, int4, int2,
-float4, int16...) is refused at preparation by name (``refused``: not supported, never a failure). ONNX Runtime's
-refusal of a quantized case in its own words ("not supported") is judged by the integer arbiter (``_unavailable``).
-Every output of a quantized case is a case of its own, as Split's. A case ONNX Runtime has no kernel for at its
-declared opset (QuantizeLinear-28) is declared at the newest lower opset it loads, when ONNX's
-reference evaluator gives the expected output there bit for bit (``_runnable``; recorded as ``opset``).
+initialisers), plus: the data input and the output must be of a type Assay's float32 ABI carries, one whose every
+value is a float32 (float32, the 8-, 16-, 4- and 2-bit integers, float8, float4, float16: each value as it is;
+docs/quantized.md, "Integer graph inputs and outputs"), or ConvInteger's and MatMulInteger's int32 output when a
+range proof bounds it by 2^24 (``_int32_refusal``); any other is refused at preparation by name (``refused``: not
+supported, never a failure). ONNX Runtime's refusal of a quantized case in its own words ("not supported") is judged
+by the integer arbiter (``_unavailable``). Every output of a quantized case is a case of its own, as Split's. A case
+ONNX Runtime has no kernel for at its declared opset (QuantizeLinear-28) is declared at the newest lower opset it
+loads, when ONNX's reference evaluator gives the expected output there bit for bit (``_runnable``; recorded as
+``opset``); one it has no kernel for at any opset (float4e2m1) is compared with its expected outputs alone, and its
+result says why (``_no_kernel``, ``unavailable_references``).
 Prepared cases are cached in ``<work>/onnx-node/<onnx version>/`` with ``cases.json``, so collecting
 (about 25 s for every op) happens once per onnx version.
 
@@ -79,6 +81,7 @@ from harness.digests import digest
 from harness.errors import USER_ERRORS, ConfigError, ModelError, NotSupported
 from harness.references.integer import ONNXRUNTIME
 from harness.stages.conformance.run import Settings, combine, write_document
+from harness.tensors import abi_dtype
 
 SUITE = "onnx-node"
 CACHE_DIR = "onnx-node"
@@ -107,8 +110,6 @@ QUANTIZED = ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul
 REQUANTIZING = ("QLinearConv", "QLinearMatMul")
 # ONNX Runtime's own words when it has no kernel for what a quantized case declares (``_unavailable``).
 REFUSED_BY_REFERENCE = ("is not supported", "not supported now", "NOT_IMPLEMENTED")
-# The element types the float32 ABI carries (int8 and uint8 as their integer values): TensorProto FLOAT, INT8, UINT8.
-ABI_TYPES = {1: np.float32, 3: np.int8, 2: np.uint8}
 # An int32 output (ConvInteger, MatMulInteger) crosses the ABI when a range proof bounds it by this: every integer up
 # to 2^24 is a float32 (``_int32_refusal``).
 EXACT_INT32 = 2**24
@@ -131,6 +132,7 @@ class NodeCase:
     quantized: bool = False  # a case of a QUANTIZED op: compared bit for bit, judged by the integer arbiter
     refused: str | None = None  # why the case cannot be made a model (a type the ABI does not carry): not supported
     opset: int | None = None  # the opset the model declares instead of the case's, for ONNX Runtime (``_runnable``)
+    no_kernel: str | None = None  # why ONNX Runtime cannot run the case at any opset (``_no_kernel``): not compared
 
 
 def collect(ops: tuple[str, ...] = OPS + QUANTIZED) -> list[tuple[str, object]]:
@@ -174,8 +176,8 @@ def outputs_of(case, op: str) -> list[int]:
 
 
 def _abi_refusal(case, output: int) -> str | None:
-    """Why the case's data input or output ``output`` cannot cross the float32 ABI (its type is not float32, int8
-    or uint8, the values of the case not plain arrays of it), or None."""
+    """Why the case's data input or output ``output`` cannot cross the float32 ABI (its type is not one whose every
+    value is a float32, ``harness.tensors.ABI_ELEMENT_TYPES``, or the case's values are not of it), or None."""
     from onnx import TensorProto
 
     graph = case.model.graph
@@ -183,11 +185,12 @@ def _abi_refusal(case, output: int) -> str | None:
     for role, value, data in (("data input", graph.input[0], inputs[0]),
                               ("output", graph.output[output], outputs[output])):
         elem_type = value.type.tensor_type.elem_type
-        if role == "output" and elem_type == TensorProto.INT32 and np.asarray(data).dtype == np.int32:
+        if role == "output" and elem_type == TensorProto.INT32 and _array(data).dtype == np.int32:
             return _int32_refusal(case)
-        if elem_type not in ABI_TYPES or np.asarray(data).dtype != ABI_TYPES[elem_type]:
-            return f"its {role} '{value.name}' is {TensorProto.DataType.Name(elem_type)}; the ABI carries float32, " \
-                   "int8 and uint8 values"
+        if abi_dtype(elem_type) is None or _array(data).dtype != abi_dtype(elem_type):
+            return f"its {role} '{value.name}' is {TensorProto.DataType.Name(elem_type)}; the ABI carries float32 " \
+                   "and the types whose every value is a float32 (8-, 16-, 4- and 2-bit integers, float8, float4, " \
+                   "float16)"
     return None
 
 
@@ -219,6 +222,14 @@ def _int32_refusal(case) -> str | None:
     return None
 
 
+def _array(data) -> np.ndarray:
+    """A case's input or output as an array: the case generators give float8, int4, int2 and float4 values as
+    TensorProtos."""
+    from onnx import TensorProto, numpy_helper
+
+    return numpy_helper.to_array(data) if isinstance(data, TensorProto) else np.asarray(data)
+
+
 def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
     """Write ``folder/<name>.onnx`` (other inputs as initialisers, only output ``output``, axis 0 symbolic
     when the batch splits) and ``folder/data.npz``; return the prepared case (refused, without files, when its
@@ -237,13 +248,14 @@ def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
     inputs, outputs = case.data_sets[0]
     values = dict(zip([value.name for value in graph.input], inputs))
     for value in list(graph.input)[1:]:
-        graph.initializer.append(numpy_helper.from_array(np.asarray(values[value.name]), value.name))
+        graph.initializer.append(numpy_helper.from_array(_array(values[value.name]), value.name))
         graph.input.remove(value)
     kept = graph.output[output]
     for value in [value for value in graph.output if value is not kept]:
         graph.output.remove(value)
-    x, expected = np.asarray(inputs[0]), np.asarray(outputs[output])
+    x, expected = _array(inputs[0]), _array(outputs[output])
     opset = _runnable(model, x, expected) if quantized else None
+    no_kernel = _no_kernel(model) if quantized and opset is None else None
     split = _separable(model, x, expected, case.rtol, case.atol)
     if split:
         for value in [graph.input[0], *graph.output]:
@@ -251,9 +263,10 @@ def prepare(op: str, case, output: int, name: str, folder: Path) -> NodeCase:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.onnx"
     path.write_bytes(model.SerializeToString(deterministic=True))
-    np.savez(folder / "data.npz", x=x, expected=expected)
+    np.savez(folder / "data.npz", x=x.astype(np.float32), expected=expected.astype(np.float32))  # exact (the ABI)
     rtol, atol = (0.0, 0.0) if quantized else (float(case.rtol), float(case.atol))  # integer arithmetic: bit for bit
-    return NodeCase(name, op, str(path), str(folder / "data.npz"), split, rtol, atol, quantized, opset=opset)
+    return NodeCase(name, op, str(path), str(folder / "data.npz"), split, rtol, atol, quantized, opset=opset,
+                    no_kernel=no_kernel)
 
 
 def _session(model):
@@ -291,6 +304,29 @@ def _runnable(model, x: np.ndarray, expected: np.ndarray) -> int | None:
             return opset
         return None
     return None
+
+
+def _no_kernel(model) -> str | None:
+    """Why ONNX Runtime cannot run ``model`` at all: it has no kernel for it (NOT_IMPLEMENTED) at its declared opset
+    and loads it at no lower one (ONNX Runtime 1.32 has no float4e2m1 QuantizeLinear, DequantizeLinear or Cast); None
+    when it loads at some opset or refuses it for another reason (an error then, as any reference's)."""
+    import onnxruntime
+
+    declared = model.opset_import[0].version
+    trial = type(model)()
+    first = None
+    for opset in range(declared, 9, -1):
+        trial.CopyFrom(model)
+        trial.opset_import[0].version = opset
+        error = _session(trial)
+        if not isinstance(error, Exception):
+            return None
+        first = first or str(error)
+    if "NOT_IMPLEMENTED" not in first:
+        return None
+    reason = first.split("NOT_IMPLEMENTED :", 1)[1].strip().split(". ")[0]
+    return f"onnxruntime {onnxruntime.__version__} has no kernel for it at opset {declared} nor loads it at a lower " \
+           f"one ({reason})"
 
 
 def _separable(model, x: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:
@@ -370,7 +406,10 @@ def run_case(case: NodeCase, spec: str, settings: Settings) -> list[dict]:
         cause = str(error).replace(case.model, Path(case.model).name)  # the case's file, not the cache's path
         return [{"case": case.name, "generator": generator.name, "variant": UNLOADED, "verdict": NOT_SUPPORTED,
                  "max_abs_error": None, "errors": {}, "cause": f"not loaded: {cause}"}]
-    wanted = {EXPECTED: expected, "onnxruntime": _reference("onnxruntime", model, samples)}
+    compared = (EXPECTED,) if case.no_kernel else REFERENCES  # a reference with no kernel for the case: named
+    wanted = {EXPECTED: expected}
+    if "onnxruntime" in compared:
+        wanted["onnxruntime"] = _reference("onnxruntime", model, samples)
     exact = functools.cache(lambda: _float64(case, model, samples))  # once per case, only if some C ran
     integer = functools.cache(lambda rule: _reference(reference_name(rule), model, samples))  # quantized cases
     results = []
@@ -390,7 +429,7 @@ def run_case(case: NodeCase, spec: str, settings: Settings) -> list[dict]:
             cause = str(error)
         except Exception as error:  # noqa: BLE001 - a fault is this case's verdict, not the suite's end
             cause = f"internal error: {type(error).__name__}: {error}"
-        records = [_record(reference, outputs, wanted[reference], verdict, cause, case) for reference in REFERENCES]
+        records = [_record(reference, outputs, wanted[reference], verdict, cause, case) for reference in compared]
         if outputs is not None and case.quantized:
             records = [_judge_integer(r, outputs, wanted, rule, integer, case) for r in records]
         elif outputs is not None:
@@ -400,6 +439,8 @@ def run_case(case: NodeCase, spec: str, settings: Settings) -> list[dict]:
             notes = [f"{r['reference']}: {r[key]}" for r in records if r.get(key)]
             if notes:
                 result[f"{key}s"] = notes
+        if case.no_kernel:
+            result["unavailable_references"] = [f"onnxruntime: {case.no_kernel}"]
         if outputs is not None:
             result["arbiter"] = _integer_arbiter(outputs, wanted, rule, integer) if case.quantized else \
                 _arbitrate(outputs, wanted, exact())
@@ -466,17 +507,17 @@ def _integer_arbiter(outputs: np.ndarray, wanted: dict, rule: str | None, intege
     """A quantized case's C, ONNX Runtime and expected outputs against the integer arbiter (``yardstick``): the C and
     the expected outputs under the C's declared rule, ONNX Runtime under its own."""
     why_not = not_applicable(rule)
-    yardsticks = {"C": rule, EXPECTED: rule, "onnxruntime": ONNXRUNTIME}
     values = {"C": outputs, **wanted}
-    if isinstance(wanted["onnxruntime"], str):  # a reference that did not run has no distance (``_unavailable``)
-        del yardsticks["onnxruntime"]
+    yardsticks = {name: own for name, own in {"C": rule, EXPECTED: rule, "onnxruntime": ONNXRUNTIME}.items()
+                  if name in values and not isinstance(values[name], str)}  # ONNX Runtime's only where it ran
     for name, own in yardsticks.items():
         failed = why_not or next((v for v in (integer(own), values[name]) if isinstance(v, str)), None)
         if failed:
             return {"error": f"{UNAVAILABLE}: {failed}"}
-    return {"yardstick": f"integer arbiter ({rule}; onnxruntime under its own)",
+    theirs = "; onnxruntime under its own" if "onnxruntime" in yardsticks else ""
+    return {"yardstick": f"integer arbiter ({rule}{theirs})",
             "errors": {name: _distance(values[name], integer(own)) if name in yardsticks else None
-                       for name in ("C", EXPECTED, "onnxruntime")}}
+                       for name in ("C", EXPECTED, "onnxruntime")}}  # None: that reference did not run
 
 
 def _judge_reference(record: dict, outputs: np.ndarray, wanted: dict, exact: np.ndarray | str,

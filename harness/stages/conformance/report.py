@@ -172,6 +172,12 @@ def integer_lines(document: dict) -> list[str]:
         if noted:
             lines += ["", f"### {title}", ""]
             lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r[key]))}" for r in noted]
+    unavailable = [r for r in document["results"] if r.get("unavailable_references")]
+    if unavailable:
+        lines += ["", "### References that cannot run a case", "",
+                  "Compared with the case's expected outputs alone (`onnx_node._no_kernel`):", ""]
+        lines += [f"- `{r['case']}` on {column(r)}: {_escape('; '.join(r['unavailable_references']))}"
+                  for r in unavailable]
     return lines
 
 

@@ -183,11 +183,11 @@ CASES = {
     "two inputs, one integer": ("two_inputs.onnx", lambda _: _onnx(
         [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["z"], ["w"])],
         [_value("x", ["N", 5]), _value("z", ["N", 5], TensorProto.INT64)],
-        [_value("y", ["N", 5]), _value("w", ["N", 5], TensorProto.INT64)]), "z is INT64; float32 (int8"),
+        [_value("y", ["N", 5]), _value("w", ["N", 5], TensorProto.INT64)]), "z is INT64; float32 (quantized"),
     "integer input": ("int.onnx", lambda _: _onnx([helper.make_node("Identity", ["x"], ["y"])],
                                                   [_value("x", ["N", 5], TensorProto.INT64)],
                                                   [_value("y", ["N", 5], TensorProto.INT64)]),
-                      "x is INT64; float32, int8 or uint8"),
+                      "x is INT64; float32 or quantized (int8 ... float4e2m1)"),
     "rank-5 input": ("rank5.onnx", lambda _: _relu([2, 2, 2, 2, 2]), "ranks 1 to 4 are supported"),
     "lambda layer": ("lambda.keras", lambda k: k["lambda.keras"], "unsafe Keras layer Lambda"),
     "arbitrary class": ("evil.keras", lambda k: _keras_with_config(k["good.keras"], _arbitrary_class),

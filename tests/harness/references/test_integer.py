@@ -221,11 +221,16 @@ def test_dynamic_quantize_linear_equals_onnxruntime(x):
         assert np.array_equal(evaluation.tensors["q"], want[0]) and np.array_equal(evaluation.outputs[0], want[3])
 
 
-def test_int16_activations_are_refused_by_name():
+def test_int16_activations_are_refused_by_name_in_a_qdq_group():
+    """QuantizeLinear and DequantizeLinear take int16 (test_integer_qdq_types.py); a QDQ group 8-bit tensors only."""
     model = graph_of([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q16"),
-                      helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq")],
+                      helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+                      helper.make_node("Relu", ["d"], ["r"], name="relu"),
+                      helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q2"], name="q2"),
+                      helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["y"], name="dy")],
                      [numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.int16(0), "z")])
-    with pytest.raises(ModelError, match=r"^node 'q16' \(QuantizeLinear\): zero point of type int16 "):
+    with pytest.raises(ModelError, match=r"^node 'q2' \(QuantizeLinear\): zero point of type int16 \(int8 and uint8 "
+                                         r"only\)"):
         integer.evaluate(model, np.zeros((1, 4), np.float32), integer.FIXED_POINT)
 
 
@@ -238,7 +243,8 @@ def test_int4_weights_are_refused_by_name():
                       helper.make_node("QuantizeLinear", ["m", "s", "z"], ["mq"], name="qm"),
                       helper.make_node("DequantizeLinear", ["mq", "s", "z"], ["y"], name="dy")],
                      [weight, numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.int8(0), "z")])
-    with pytest.raises(ModelError, match=r"^node 'dw4' \(DequantizeLinear\): DequantizeLinear of a int4 tensor"):
+    with pytest.raises(ModelError, match=r"^node 'mm' \(MatMul\): a weight that is not a DequantizeLinear of an "
+                                         r"8-bit tensor"):
         integer.evaluate(model, np.zeros((1, 4), np.float32), integer.FIXED_POINT)
 
 
