@@ -18,14 +18,24 @@ The graph keeps the float model's ABI: float32 inputs in the same domain (a ``Qu
 float32 outputs. The model has one ONNX file that generators and references read: the Keras model computes the
 float network, not this one. The float network without its softmax is kept beside it as the model's
 ``FLOAT_COUNTERPART``, read only to report the quantization error.
+
+``<tiny name>-int8-tflite`` is the same network as MLPerf Tiny's reference itself quantizes it (``to_tflite``):
+the float Keras model, its final softmax made linear (logits, as above), converted by TensorFlow's
+``TFLiteConverter`` full-integer (int8 input and output, ``TFLITE_BUILTINS_INT8``; the converter folds the batch
+norms) on the same representative set as the QDQ form, then loaded through the ``.tflite`` model format
+(``harness.models.tflite``: the file and its ONNX QOperator conversion). Its input and output are int8 integers
+(docs/quantized.md, "Integer graph inputs and outputs"), so it has no float counterpart: a quantization error in
+real units would need the input's real values, which the integer ABI does not carry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
+import warnings
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -42,21 +52,31 @@ BUILDER_VERSION = 2  # 2: the float counterpart (float.onnx) beside the int8 fil
 CALIBRATION = 64  # representative inputs whose activation ranges fix the activation scales (MinMax)
 SUFFIX = "-int8"
 NAMES = tuple(f"{name}{SUFFIX}" for name in tiny.NAMES)
+TFLITE_SUFFIX = f"{SUFFIX}-tflite"
+TFLITE_NAMES = tuple(f"{name}{TFLITE_SUFFIX}" for name in tiny.NAMES)
 
 
 def float_name(name: str) -> str:
-    """The tiny-tier model that ``name`` quantizes."""
-    return name.removesuffix(SUFFIX)
+    """The tiny-tier model that ``name`` quantizes (either form)."""
+    return name.removesuffix(TFLITE_SUFFIX).removesuffix(SUFFIX)
+
+
+def is_tflite(name: str) -> bool:
+    """Whether ``name`` is the TensorFlow Lite form (``to_tflite``), else the ONNX QDQ one (``quantize``)."""
+    return name.endswith(TFLITE_SUFFIX)
 
 
 def fingerprint(name: str, seed: int) -> str:
-    """A digest of everything that determines the int8 file of (name, seed): the float model's fingerprint, this
-    module's source and the versions of the quantizer (ONNX Runtime) and of ``onnx``; imports neither."""
+    """A digest of everything that determines the int8 files of (name, seed): the float model's fingerprint, this
+    module's source and the versions of the quantizer (ONNX Runtime; for the TFLite form TensorFlow and Keras, and
+    the source of the ``.tflite`` conversion) and of ``onnx``; imports none of them."""
     from importlib.metadata import version
 
+    sources = [Path(__file__)] + ([Path(__file__).with_name("tflite.py")] if is_tflite(name) else [])
+    packages = ("tensorflow-cpu", "keras", "onnx") if is_tflite(name) else ("onnxruntime", "onnx")
     spec = {"name": name, "seed": seed, "builder": BUILDER_VERSION, "float": tiny.fingerprint(float_name(name), seed),
-            "source": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-            "versions": [version(package) for package in ("onnxruntime", "onnx")]}
+            "source": [hashlib.sha256(source.read_bytes()).hexdigest() for source in sources],
+            "versions": [version(package) for package in packages]}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
@@ -92,16 +112,41 @@ def quantize(name: str, seed: int, float_model: Model, path: Path, float_path: P
     return path
 
 
-def calibration_set(name: str, seed: int, float_model: Model) -> np.ndarray:
+def to_tflite(name: str, seed: int, float_model: Model, path: Path) -> Path:
+    """Write ``path``: ``float_model``'s Keras model with a final softmax made linear (the Dense keeps its weights:
+    logits), converted by ``TFLiteConverter`` full-integer as MLPerf Tiny's reference does (``Optimize.DEFAULT``,
+    the representative set of ``calibration_set``, ``TFLITE_BUILTINS_INT8``, int8 input and output)."""
+    from harness.models.tf_runtime import keras, tensorflow
+
+    k, tf = keras(), tensorflow()
+    network = k.saving.load_model(str(float_model.file("keras")), compile=False)
+    last = network.layers[-1]
+    if getattr(last, "activation", None) is k.activations.softmax:
+        last.activation = k.activations.linear  # read at call time: the converter's trace gives the logits
+    calibration = calibration_set(name, seed, float_model, "keras")
+    converter = tf.lite.TFLiteConverter.from_keras_model(network)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([sample[np.newaxis]] for sample in calibration)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # Keras's export prints the saved
+        warnings.simplefilter("ignore", UserWarning)  # model's signatures, the converter asks for input statistics
+        path.write_bytes(converter.convert())
+    return path
+
+
+def calibration_set(name: str, seed: int, float_model: Model, fmt: str = "onnx") -> np.ndarray:
     """``CALIBRATION`` inputs, each element uniform in its interval of ``float_model``'s input domain (as the
-    semantic campaign draws them), from a generator seeded by the name and seed (not the float model's weight
-    stream), in the ONNX file's layout."""
+    semantic campaign draws them), from a generator seeded by the QDQ form's name and seed (not the float model's
+    weight stream; both forms of a network get the same set, so they differ by their quantizer alone), in the
+    layout of ``float_model``'s ``fmt`` file."""
     from harness import tensors
 
     low, high = float_model.domain_bounds()
-    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    rng = np.random.default_rng([seed, zlib.crc32(f"{float_name(name)}{SUFFIX}".encode())])
     batch = rng.uniform(low, high, (CALIBRATION, *low.shape)).astype(np.float32)
-    return tensors.convert(batch, float_model.layout, float_model.layouts_of("onnx")[0])
+    return tensors.convert(batch, float_model.layout, float_model.layouts_of(fmt)[0])
 
 
 def fold_batch_norms(graph: onnx.GraphProto) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.errors import ModelError
 from harness.models import cache, user_files
 from harness.models.model import DEFAULT_TOLERANCE, FLOAT_COUNTERPART, Model
+from harness.models.tflite import INT8_RANGE
 from harness.models.tiers import TIERS
 from harness.models import tf_runtime  # noqa: F401 - sets TensorFlow's environment defaults, imports nothing heavy
 
@@ -96,6 +97,14 @@ _ENTRIES += tuple(
              "last Dense layer's values (logits) out; QDQ by ONNX Runtime's quantize_static, batch norm folded, "
              "per-channel weights, MinMax over 64 seeded calibration inputs", tiny_entry.input_domain)
     for tiny_entry in _ENTRIES if tiny_entry.tier == "tiny")
+_ENTRIES += tuple(
+    # The same networks as MLPerf Tiny's reference quantizes them, TFLiteConverter's .tflite (harness.models.int8,
+    # harness.models.tflite): int8 integers in and out, so their input domain is the int8 range.
+    ZooEntry(f"{tiny_entry.name}-int8-tflite", "int8", f"{tiny_entry.description}; quantized int8 without a softmax: "
+             "the last Dense layer's values (logits) out; TFLiteConverter full-integer (int8 input and output), batch "
+             "norm folded, per-channel weights, 64 seeded representative inputs; .tflite and its ONNX conversion",
+             (float(INT8_RANGE[0]), float(INT8_RANGE[1])))
+    for tiny_entry in _ENTRIES if tiny_entry.tier == "tiny")
 _BY_NAME = {entry.name: entry for entry in _ENTRIES}
 
 
@@ -140,7 +149,7 @@ def source_sha256(name_or_path: str | Path) -> str | None:
 
 def _builder(zoo_entry: ZooEntry):
     """The module that builds an entry: ``fingerprint(name, seed)`` and ``build(name, seed)`` (a Keras model), or
-    for the int8 tier ``quantize`` (of the float model's ONNX file)."""
+    for the int8 tier ``quantize`` (of the float model's ONNX file) and ``to_tflite`` (of its Keras model)."""
     from harness.models import int8, paper, tiny, trained
 
     return {"trained": trained, "tiny": tiny, "int8": int8}.get(zoo_entry.tier, paper)
@@ -171,15 +180,30 @@ def _build_int8(zoo_entry: ZooEntry, directory: Path, fingerprint: str, seed: in
 
     float_model = _load_benchmark(_BY_NAME[int8.float_name(zoo_entry.name)], cache_dir, seed)
     _fresh(directory)
-    int8.quantize(zoo_entry.name, seed, float_model, directory / "model.onnx", directory / "float.onnx")
-    layouts = float_model.layouts_of("onnx")
-    model = dataclasses.replace(float_model, name=zoo_entry.name,
-                                files={"onnx": directory / "model.onnx", FLOAT_COUNTERPART: directory / "float.onnx"},
-                                file_layouts={"onnx": layouts, FLOAT_COUNTERPART: layouts},
-                                input_domain=zoo_entry.input_domain, tolerance=zoo_entry.tolerance, tier=zoo_entry.tier,
-                                description=zoo_entry.description)
+    if int8.is_tflite(zoo_entry.name):
+        model = _load_tflite(int8.to_tflite(zoo_entry.name, seed, float_model, directory / "converter.tflite"),
+                             directory)
+    else:
+        int8.quantize(zoo_entry.name, seed, float_model, directory / "model.onnx", directory / "float.onnx")
+        layouts = float_model.layouts_of("onnx")
+        model = dataclasses.replace(float_model, files={"onnx": directory / "model.onnx",
+                                                        FLOAT_COUNTERPART: directory / "float.onnx"},
+                                    file_layouts={"onnx": layouts, FLOAT_COUNTERPART: layouts})
+    model = dataclasses.replace(model, name=zoo_entry.name, input_domain=zoo_entry.input_domain,
+                                tolerance=zoo_entry.tolerance, tier=zoo_entry.tier, description=zoo_entry.description)
     cache.write_cached(directory, model, fingerprint, {"seed": seed, "float": float_model.name})
     return model
+
+
+def _load_tflite(source: Path, directory: Path) -> Model:
+    """``source`` read by the registered ``.tflite`` model format, as a user's file is (its copy ``model.tflite``
+    and its ONNX conversion ``model.onnx`` in ``directory``); the converter's output is then removed."""
+    from harness import registry
+
+    try:
+        return registry.load("model_formats", ".tflite")(source, directory)
+    finally:
+        source.unlink()
 
 
 def _fresh(directory: Path) -> None:

@@ -2,7 +2,9 @@
 from the tiny tier's float models, deterministically, with int8 weights, batch norms folded and no softmax; the
 fold and the softmax's removal keep the float network's meaning; the autoencoder's integer C passes the semantic
 campaign bit for bit against the integer arbiter. The two large networks (ResNet-8, MobileNetV1) build their
-float models first: ``--run-slow``."""
+float models first: ``--run-slow``. The TensorFlow Lite form (``<name>-int8-tflite``): TFLiteConverter's file, loaded
+by the ``.tflite`` format, its ONNX conversion bit for bit with LiteRT under the arbiter's ``litert`` rule; DS-CNN's
+in the default run (about 10 s after its float model), the other three ``--run-slow``."""
 
 from __future__ import annotations
 
@@ -19,9 +21,13 @@ from onnx import numpy_helper
 from harness import tensors
 from harness.models import int8, tiny, zoo
 from harness.models.model import FLOAT_COUNTERPART, file_sha256
+from harness.references import integer
+from harness.references.litert_ref import LiteRtReference
 
 SMALL = ["fc-autoencoder-int8", "ds-cnn-int8"]
 LARGE = [pytest.param(name, marks=pytest.mark.slow) for name in ("resnet8-int8", "mobilenet-vww-int8")]
+TFLITE = ["ds-cnn-int8-tflite", *(pytest.param(name, marks=pytest.mark.slow) for name in int8.TFLITE_NAMES
+                                  if name != "ds-cnn-int8-tflite")]
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +35,12 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("int8-zoo")
 
 
-def test_tier_lists_the_four_networks_quantized():
-    assert zoo.names("int8") == list(int8.NAMES) == [f"{name}-int8" for name in tiny.NAMES]
-    assert all("without a softmax" in zoo.entry(name).description for name in int8.NAMES)
+def test_tier_lists_the_four_networks_quantized_in_both_forms():
+    assert int8.NAMES == tuple(f"{name}-int8" for name in tiny.NAMES)
+    assert int8.TFLITE_NAMES == tuple(f"{name}-int8-tflite" for name in tiny.NAMES)
+    assert zoo.names("int8") == [*int8.NAMES, *int8.TFLITE_NAMES]
+    assert all("without a softmax" in zoo.entry(name).description for name in zoo.names("int8"))
+    assert {int8.float_name(name) for name in zoo.names("int8")} == set(tiny.NAMES)
 
 
 @pytest.mark.parametrize("name", [*SMALL, *LARGE])
@@ -112,3 +121,30 @@ def test_cached_load_reads_model_json_only(cache):
     assert result.stdout.split() == [str(model.file("onnx")), "False", "False", "False"]
     assert json.loads((cache / "fc-autoencoder-int8-s0" / "model.json").read_text())["model"]["files"] == {
         "onnx": "model.onnx", FLOAT_COUNTERPART: "float.onnx"}
+
+
+@pytest.mark.parametrize("name", TFLITE)
+def test_tflite_form_is_converted_and_equals_litert_bit_for_bit(name, cache):
+    """TFLiteConverter's full-integer file, loaded by the ``.tflite`` format (the file and its ONNX QOperator
+    conversion), without a softmax, the float model's shapes and the int8 range as its domain; LiteRT running the
+    file equals the integer arbiter running the conversion under the ``litert`` rule on every output."""
+    model = zoo.load(name, cache_dir=cache)
+    source = zoo.load(int8.float_name(name), cache_dir=cache)
+    assert set(model.files) == {"tflite", "onnx"} and model.tier == "int8"
+    assert (model.input_shape, model.output_shape, model.input_domain) == (source.input_shape, source.output_shape,
+                                                                            (-128.0, 127.0))
+    ops = [node.op_type for node in onnx.load(str(model.file("onnx"))).graph.node]
+    assert ops[-1] == "QGemm" and not set(ops) & {"Softmax", "BatchNormalization", "Relu"}
+    inputs = np.random.default_rng(5).uniform(-128, 127, (100, *model.input_shape)).astype(np.float32)
+    lite = LiteRtReference().run(model, inputs)
+    graph_inputs = tensors.convert(np.rint(inputs), model.layout, model.layouts_of("onnx")[0])
+    ours = integer.evaluate(model.file("onnx"), graph_inputs, integer.LITERT).outputs[0].astype(np.float32)
+    assert np.unique(lite).size > 10 and np.array_equal(ours.reshape(lite.shape), lite)
+
+
+@pytest.mark.slow  # two conversions of about 10 s each
+def test_tflite_form_same_bytes_from_two_builds(tmp_path, cache):
+    first = zoo.load("ds-cnn-int8-tflite", cache_dir=cache)
+    second = zoo.load("ds-cnn-int8-tflite", cache_dir=tmp_path)
+    assert file_sha256(first.file("tflite")) == file_sha256(second.file("tflite"))
+    assert file_sha256(first.file("onnx")) == file_sha256(second.file("onnx"))
