@@ -22,7 +22,7 @@ PAPER_ORDER = ["acas-reg50", "acas-reg100", "acas-reg200", "acas-decr128", "acas
 TRAINED = ["digits-cnn", "digits-mlp", "tabular-ae"]  # harness.models.trained, after the paper's
 MULTICORE = ["lenet5-split", "inception-mini"]  # the multi-core paper's Figures 2 and 10, after the ECRTS ones
 TINY = ["resnet8", "mobilenet-vww", "ds-cnn", "fc-autoencoder"]  # MLPerf Tiny (harness.models.tiny)
-INT8 = [f"{name}-int8" for name in TINY]  # those quantized (harness.models.int8), last
+INT8 = [f"{name}-int8{form}" for form in ("", "-tflite") for name in TINY]  # quantized (harness.models.int8), last
 ACAS = [name for name in PAPER_ORDER if name.startswith("acas-")]
 HIDDEN = {"acas-reg50": (50,) * 7, "acas-reg100": (100,) * 7, "acas-reg200": (200,) * 7,
           "acas-decr128": (128, 128, 64, 32, 16), "acas-decr256": (256, 256, 128, 64, 32, 16)}
