@@ -14,6 +14,8 @@ Cortex-M library, ``aidge-export-arm-cortexm`` 0.10.1, cannot be imported from P
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 from harness.errors import ModelError, NotSupported
@@ -45,9 +47,11 @@ class Aidge(PeerGenerator):
                              f"{len(result['outputs'])} outputs (entry {result['signature']!r}); Assay's entry "
                              "takes one of each")
         layouts = entry_layouts(model, result["export_manifest"])
-        # The output is a pointer into Aidge's static activation buffer: copied to Assay's output before return.
-        call = (f"float *result;\n    model_forward(input, &result);\n"
-                f"    for (int i = 0; i < {model.output_size}; ++i) {{\n        output[i] = result[i];\n    }}")
+        output_type = entry_output_type(result["signature"])
+        # The output is a pointer into Aidge's static activation buffer: copied to Assay's output before return, an
+        # integer output as its exact values (docs/quantized.md, "Integer graph inputs and outputs").
+        call = (f"{output_type} *result;\n    model_forward(input, &result);\n"
+                f"    for (int i = 0; i < {model.output_size}; ++i) {{\n        output[i] = (float) result[i];\n    }}")
         return finish(out_dir, generator={"name": self.name, "version": self.version(),
                                           "options": {"target": TARGET, "dtype": "float32",
                                                       "dformat": result["dformat"]}},
@@ -58,6 +62,28 @@ class Aidge(PeerGenerator):
                             "export_manifest": result["export_manifest"], "inputs": result["inputs"],
                             "outputs": result["outputs"]},
                       layouts=layouts)
+
+
+# The C types of an output of Aidge's entry whose every value is a float32 (the wrapper converts it exactly).
+EXACT_OUTPUT_TYPES = ("float", "int8_t", "uint8_t", "int16_t", "uint16_t")
+_ENTRY = re.compile(r"model_forward\s*\(\s*const\s+(\w+)\s*\*\s*\w+\s*,\s*(\w+)\s*\*\*")
+
+
+def entry_output_type(signature: str) -> str:
+    """The C type of the output of Aidge's entry ``model_forward(const T *in, U **out)``, which the wrapper reads:
+    Aidge casts an integer graph input from float itself (its import adds a ``Cast``), but writes an integer graph
+    output in its own type (``uint8_t **`` for a QuantizeLinear). NotSupported for an input that is not float or
+    an output whose values are not all float32 values: reading them through a ``float *`` would judge the
+    wrapper, not Aidge."""
+    found = _ENTRY.search(signature)
+    if found is None:
+        raise NotSupported(f"aidge: the export's entry is {signature!r}, not model_forward(const T *, U **)")
+    if found.group(1) != "float":
+        raise NotSupported(f"aidge: the export's entry takes {found.group(1)} values; Assay passes float32")
+    if found.group(2) not in EXACT_OUTPUT_TYPES:
+        raise NotSupported(f"aidge: the export's entry writes {found.group(2)} values, which a float32 does not "
+                           "hold exactly")
+    return found.group(2)
 
 
 def entry_layouts(model: Model, export: dict) -> tuple[str, str]:

@@ -41,6 +41,7 @@ class EmxOnnxCgen(PeerGenerator):
 
     def generate(self, model: Model, variant: str, out_dir: Path) -> GeneratedCode:
         self.single_io(model)
+        self.float_io(model.file("onnx"))
         name = "emx_" + identifier(model.name)
         options = [*COMMON, *VARIANTS[variant]]
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -174,6 +174,25 @@ class PeerGenerator(Adapter):
             raise NotSupported(f"{self.name}: {model.name} has {len(model.inputs)} inputs and {len(model.outputs)} "
                                "outputs; this peer's adapter takes one input and one output")
 
+    def float_io(self, path: Path) -> None:
+        """NotSupported for an ONNX graph whose input or output is not float32 (a quantized layer cut out of a
+        network: int8, uint8, float8...): the wrapper hands the peer's entry Assay's float32 buffers as they are, and
+        only Assay's own generator converts an integer input or output to and from them (docs/quantized.md,
+        "Integer graph inputs and outputs"); reading a peer's int8 output as float32 would be a verdict on the
+        adapter, not on the peer."""
+        import onnx
+        from onnx import TensorProto
+
+        graph = onnx.load(str(path), load_external_data=False).graph
+        constants = {tensor.name for tensor in graph.initializer}
+        for kind, value in [("input", v) for v in graph.input if v.name not in constants] + \
+                           [("output", v) for v in graph.output]:
+            elem_type = value.type.tensor_type.elem_type
+            if elem_type != TensorProto.FLOAT:
+                raise NotSupported(f"{self.name}: the graph's {kind} '{value.name}' is "
+                                   f"{TensorProto.DataType.Name(elem_type)}; this peer's adapter passes float32 "
+                                   "buffers and converts no other type")
+
 
 def check_response(response: dict, who: str) -> dict:
     """A driver's ``ok`` response as it is; NotSupported with the peer's message for its refusal; else
