@@ -48,6 +48,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -453,8 +454,19 @@ def _fully_connected(builder: _Builder, k: int, operator) -> None:
     builder.node("QGemm", inputs, y, k, domain="com.microsoft", transB=1)
 
 
-def _average_pool(builder: _Builder, k: int, operator) -> None:
-    """AVERAGE_POOL_2D -> QLinearGlobalAveragePool (a window of the whole map) or QLinearAveragePool."""
+class _Window(NamedTuple):
+    x: int
+    y: int
+    quantization: list  # the input's then the output's scale and zero point names
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: list[int]
+    whole: bool  # the window is the whole map, unpadded
+
+
+def _pool_window(builder: _Builder, k: int, operator, what: str) -> _Window:
+    """The input and output of AVERAGE_POOL_2D or MAX_POOL_2D (``what``), their quantization (the same in and out,
+    as TFLite's int8 pooling requires), its window, strides and the explicit pads TFLite computes."""
     graph = builder.graph
     x, y = int(operator.inputs[0]), int(operator.outputs[0])
     options = operator.builtinOptions
@@ -463,41 +475,33 @@ def _average_pool(builder: _Builder, k: int, operator) -> None:
         raise graph.refuse(k, operator, f"input shape {x_shape}, output shape {y_shape} (NHWC is converted)")
     x_q, y_q = builder.activation(k, operator, x, "input"), builder.activation(k, operator, y, "output")
     if not _same_quantization(graph, x, y):
-        raise graph.refuse(k, operator, "input and output quantized differently (TFLite's int8 average pooling "
+        raise graph.refuse(k, operator, f"input and output quantized differently (TFLite's int8 {what} pooling "
                                         "requires the same scale and zero point)")
     builder.check_activation(k, operator, options, y)
     kernel, strides = (int(options.filterHeight), int(options.filterWidth)), (int(options.strideH),
                                                                               int(options.strideW))
     pads = _pads(graph, k, operator, int(options.padding), (x_shape[1], x_shape[2]), kernel, strides, (1, 1),
                  (y_shape[1], y_shape[2]))
-    inputs = [builder.names[x], *x_q, *y_q]
-    if kernel == (x_shape[1], x_shape[2]) and not any(pads):
-        builder.node("QLinearGlobalAveragePool", inputs, y, k, domain="com.microsoft", channels_last=0)
+    return _Window(x, y, [*x_q, *y_q], kernel, strides, pads, kernel == (x_shape[1], x_shape[2]) and not any(pads))
+
+
+def _average_pool(builder: _Builder, k: int, operator) -> None:
+    """AVERAGE_POOL_2D -> QLinearGlobalAveragePool (a window of the whole map) or QLinearAveragePool."""
+    w = _pool_window(builder, k, operator, "average")
+    inputs = [builder.names[w.x], *w.quantization]
+    if w.whole:
+        builder.node("QLinearGlobalAveragePool", inputs, w.y, k, domain="com.microsoft", channels_last=0)
     else:
-        builder.node("QLinearAveragePool", inputs, y, k, domain="com.microsoft", kernel_shape=list(kernel),
-                     strides=list(strides), pads=pads, count_include_pad=0, channels_last=0)
+        builder.node("QLinearAveragePool", inputs, w.y, k, domain="com.microsoft", kernel_shape=list(w.kernel),
+                     strides=list(w.strides), pads=w.pads, count_include_pad=0, channels_last=0)
 
 
 def _max_pool(builder: _Builder, k: int, operator) -> None:
     """MAX_POOL_2D -> MaxPool on the integers (the same scale and zero point in and out, as TFLite requires; padded
     taps take no part in either)."""
-    graph = builder.graph
-    x, y = int(operator.inputs[0]), int(operator.outputs[0])
-    options = operator.builtinOptions
-    x_shape, y_shape = [int(d) for d in graph.tensor(x).shape], [int(d) for d in graph.tensor(y).shape]
-    if len(x_shape) != 4 or len(y_shape) != 4:
-        raise graph.refuse(k, operator, f"input shape {x_shape}, output shape {y_shape} (NHWC is converted)")
-    builder.activation(k, operator, x, "input")
-    builder.activation(k, operator, y, "output")
-    if not _same_quantization(graph, x, y):
-        raise graph.refuse(k, operator, "input and output quantized differently (TFLite's int8 max pooling "
-                                        "requires the same scale and zero point)")
-    builder.check_activation(k, operator, options, y)
-    kernel, strides = (int(options.filterHeight), int(options.filterWidth)), (int(options.strideH),
-                                                                              int(options.strideW))
-    pads = _pads(graph, k, operator, int(options.padding), (x_shape[1], x_shape[2]), kernel, strides, (1, 1),
-                 (y_shape[1], y_shape[2]))
-    builder.node("MaxPool", [builder.names[x]], y, k, kernel_shape=list(kernel), strides=list(strides), pads=pads)
+    w = _pool_window(builder, k, operator, "max")
+    builder.node("MaxPool", [builder.names[w.x]], w.y, k, kernel_shape=list(w.kernel), strides=list(w.strides),
+                 pads=w.pads)
 
 
 def _add(builder: _Builder, k: int, operator) -> None:
