@@ -211,6 +211,7 @@ def test_arena_reuses_space_of_dead_tensors(lenet):
     assert arena < intermediate
 
 
+@pytest.mark.slow
 def test_cli_generates_and_reports_unsupported_models(lenet, tmp_path):
     manifest, _, _ = lenet
     ok = subprocess.run(["python", "-m", "codegen", manifest["model"]["source"], str(tmp_path / "cli"),

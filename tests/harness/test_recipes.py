@@ -117,6 +117,7 @@ justification = "normalises a subnormal operand's 23-bit non-zero mantissa: at m
 """
 
 
+@pytest.mark.slow
 @pytest.mark.arm
 @QEMU
 def test_a_profile_whose_flags_link_another_library_build_needs_its_annotations_beside_it(tmp_path, work):
@@ -186,6 +187,7 @@ def test_the_reference_recipe_is_compared_with(tmp_path, work):
         ("onnx", "onnx-reference", "pass"), ("onnx", "onnxruntime", "pass")]
 
 
+@pytest.mark.slow
 @pytest.mark.arm
 @QEMU
 def test_the_timing_model_recipe_prices_measured_and_static_cycles(tmp_path, work):

@@ -63,6 +63,7 @@ def test_semantic_campaign_passes_acas_on_the_host_and_names_lenets_refusal(tmp_
     assert all(r["max_abs_error"] < 1e-5 for r in records if r["verdict"] == "pass")
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 @pytest.mark.arm
 def test_wcet_is_finite_on_both_arm_targets_its_26_loops_bounded_from_the_machine_code(tmp_path):

@@ -199,6 +199,7 @@ def test_conv_pool_net_matches_numpy(data_format, tmp_path):
     assert np.max(np.abs(expected - np.stack([_oracle(layers, x, other) for x in x_chw]))) > 1e-3
 
 
+@pytest.mark.slow
 def test_semantic_campaign_passes_on_a_json_model(tmp_path):
     rng = np.random.default_rng(3)
     path = tmp_path / "small_cnn.json"

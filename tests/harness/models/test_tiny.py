@@ -49,6 +49,7 @@ def test_same_bytes_from_two_builds(tmp_path):
     assert not np.array_equal(first[0], other[0])
 
 
+@pytest.mark.slow
 def test_semantic_campaign_passes_on_the_host(tmp_path):
     """DS-CNN, the depthwise-separable one (the autoencoder's Dense layers are covered by the default tier)."""
     done = subprocess.run([sys.executable, "-m", "harness.cli", "semantic", "--models", "ds-cnn",

@@ -72,6 +72,7 @@ def test_matrix_report_from_hand_made_results(tmp_path):
     assert "| g (y) | 2 | 0 | 1 | 1 | 0 |" in text
 
 
+@pytest.mark.slow
 def test_small_suite_end_to_end(tmp_path):
     """Our generator on the dense and Keras-same convolution cases: all pass with errors of float32 size."""
     out = tmp_path / "out"
@@ -105,6 +106,7 @@ def test_unknown_generator_and_pattern_are_one_line_exit_2(tmp_path):
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 def test_peers_on_dense_cases_failures_come_with_reproducers(tmp_path):
     """emlearn and keras2c on two dense cases: emlearn passes the two-layer case and returns NaN on the

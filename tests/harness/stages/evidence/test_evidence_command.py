@@ -34,6 +34,7 @@ def hashes(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.tor("TOR-EVD-001", "TOR-EVD-002", "TOR-EVD-007", "TOR-EVD-008", "TOR-EVD-009", "TOR-EVD-010")
 def test_evidence_package_for_acas_reg50_on_cortex_m4f(tmp_path):
     key = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

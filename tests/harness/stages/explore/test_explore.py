@@ -26,6 +26,7 @@ def explore(tmp_path, *extra: str) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=900, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.arm
 @needs_arm
 def test_small_exploration_and_its_rerun(tmp_path):

@@ -72,6 +72,7 @@ def test_a_dir_folder_gets_its_generators_mutants_and_the_declared_orders_layer_
     assert by_layer and all(m["cause"].startswith("layer dense") for m in by_layer), by_layer
 
 
+@pytest.mark.slow
 def test_without_a_declared_order_the_derived_rule_still_kills_every_mutant_the_fixed_one_kills(tmp_path,
                                                                                                 generated):
     """Issue 40's claim on a sample, for the any-order bounds a folder without ``accumulation`` gets."""

@@ -11,6 +11,8 @@ weights.
 
 from __future__ import annotations
 
+import pytest
+
 import two_dense_support
 from harness.stages.mutate import report
 from harness.stages.mutate import run as mutate
@@ -18,6 +20,7 @@ from harness.stages.mutate import run as mutate
 N_INPUTS = 20
 
 
+@pytest.mark.slow
 def test_a_mutant_within_the_end_to_end_bound_but_outside_a_layers_bound_is_killed(tmp_path):
     w1, b1, w2, b2 = two_dense_support.weights()
     model = two_dense_support.onnx_file(tmp_path / "two.onnx", w1, b1, w2, b2)

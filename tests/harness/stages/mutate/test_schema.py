@@ -146,6 +146,7 @@ def test_a_schema_that_does_not_compile_is_split_until_the_stillborn_mutant_is_a
         made.program(3, broken, tmp_path / "alone")
 
 
+@pytest.mark.slow
 def test_the_stage_gives_the_same_kills_with_schemata_and_with_one_build_per_mutant(small, tmp_path):
     path, _ = small
     found = {}

@@ -96,6 +96,7 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path, capsys):
     assert "does not describe target cortex-m4f" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.arm
 @pytest.mark.wcet
 def test_lenet5_on_cortex_m4f_with_real_wcets_is_a_chain(tmp_path):

@@ -166,6 +166,7 @@ def test_shards_over_two_ssh_workers_merge_into_the_unsharded_records(tmp_path, 
     assert (remote / "harness" / "stages" / "semantic" / "pytest_items.py").is_file()  # rsynced like a real host
 
 
+@pytest.mark.slow
 def test_without_rsync_the_workers_run_the_assay_installed_on_the_host(tmp_path, ssh_config):
     """The way that outlives xdist's deprecated ``--rsyncdir``: Assay installed at the same commit on every host
     (here: the venv whose editable install is this checkout), the gateway running that venv's interpreter in a
