@@ -316,7 +316,6 @@ def recipe() -> tuple[str, dict[str, dict[str, str]]]:
     return module, declared["project"]["entry-points"]
 
 
-@pytest.mark.slow
 @pytest.mark.tor("TOR-RES-001")
 def test_the_generator_recipe_runs_and_an_edited_option_recomputes(tmp_path):
     module, entry_points = recipe()

@@ -85,7 +85,6 @@ def test_edited_prebuilt_c_is_checked_again(tmp_path):
     assert edited["verdict"] in ("fail", "error"), edited["cause"]
 
 
-@pytest.mark.slow
 @pytest.mark.tor("TOR-RES-001")
 def test_model_seed_and_input_seed_are_separate(tmp_path):
     """C generated from the zoo model of model-seed 0 checks against other inputs (--seed 1) and passes."""

@@ -44,7 +44,6 @@ def test_the_pytest_command_passes_every_setting_and_paths_as_option_values(tmp_
     assert local[local.index("-n") + 1] == "2" and "--tx" not in local and "--assay-shard-size" not in " ".join(local)
 
 
-@pytest.mark.slow
 @pytest.mark.tor("TOR-SEM-010")
 def test_shards_on_a_local_and_a_remote_worker_merge_into_the_unsharded_records(tmp_path):
     remote = tmp_path / "remote"
