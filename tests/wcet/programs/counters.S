@@ -19,10 +19,7 @@
 1:
         .endm
 
-        .macro  epilogue name
-        ldr     r3, [r7, #4]
-        adds    r3, #1
-        str     r3, [r7, #4]
+        .macro  loop_end name           @ the test `i <= 9`, the back edge and the return
 2:      ldr     r3, [r7, #4]
         cmp     r3, #9
         ble     1b
@@ -30,6 +27,13 @@
         mov     sp, r7
         pop     {r7, pc}
         .size   \name, .-\name
+        .endm
+
+        .macro  epilogue name           @ the increment `i++`, then loop_end
+        ldr     r3, [r7, #4]
+        adds    r3, #1
+        str     r3, [r7, #4]
+        loop_end \name
         .endm
 
         prologue plain
@@ -78,30 +82,15 @@
         str     r1, [sp]                @ then a store through sp
         epilogue stack_unknown
 
-        .global conditional_step
-        .type   conditional_step, %function
-        .thumb_func
-conditional_step:                       @ the same loop, but its increment is predicated
-        push    {r7, lr}
-        sub     sp, #16
-        add     r7, sp, #0
-        movs    r3, #0
-        str     r3, [r7, #4]
-        b       2f
-1:      ldr     r0, =data
+        prologue conditional_step       @ the same loop, but its increment is predicated
+        ldr     r0, =data
         ldr     r0, [r0]
         cmp     r0, #0
         ldr     r3, [r7, #4]
         add     r3, r3, #1
         it      ne
         strne   r3, [r7, #4]            @ marked: the increment may not happen
-2:      ldr     r3, [r7, #4]
-        cmp     r3, #9
-        ble     1b
-        adds    r7, #16
-        mov     sp, r7
-        pop     {r7, pc}
-        .size   conditional_step, .-conditional_step
+        loop_end conditional_step
 
         .global entry
         .type   entry, %function
